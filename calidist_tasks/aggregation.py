@@ -1,0 +1,189 @@
+"""Aggregation: fit calibrators on the calibration records, score the evaluation records.
+
+Pure functions of the per-document records that ``joining`` builds; the task class only routes
+lm-eval's aggregation calls here. Numbers are fractions in [0, 1] (the paper prints them x100).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from calidist_metrics import (
+    CaliDistCalibrator,
+    IsotonicCalibration,
+    PlattScaling,
+    TemperatureScaling,
+    VectorScaling,
+    auroc,
+    brier_score,
+    expected_calibration_error,
+    load_calibrator,
+    save_calibrator,
+)
+from calidist_tasks.dataset import CALIBRATION, EVALUATION
+from calidist_tasks.settings import RunSettings
+
+log = logging.getLogger(__name__)
+
+SCORES: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+    "ece": lambda c, y: expected_calibration_error(c, y, n_bins=10, strategy="uniform"),
+    "ece_adaptive": lambda c, y: expected_calibration_error(c, y, n_bins=10, strategy="quantile"),
+    "brier": brier_score,
+    "auroc": auroc,
+}
+BASELINES = ("ts", "platt", "isotonic", "vector")
+DIAGNOSTICS = (
+    "flip_rate", "mu_mean", "delta_mean", "alpha", "beta", "lambda_min", "lambda_max",
+    "requests_per_doc", "n_calibration", "n_evaluation",
+)
+BASELINE_EXTRAS = ("temperature", "acc_vector", "requests_per_doc", "n_calibration", "n_evaluation")
+
+
+def metric_names(distracted: bool) -> list[str]:
+    """The metrics a task reports: CaliDist's (distracted) or the logit baselines' (original)."""
+    vanilla = [f"{name}_vanilla" for name in SCORES]
+    if distracted:
+        return ["acc", *SCORES, *vanilla, *DIAGNOSTICS]
+    baselines = [f"{name}_{b}" for b in BASELINES for name in SCORES]
+    return ["acc", *vanilla, *baselines, *BASELINE_EXTRAS]
+
+
+def higher_is_better(name: str) -> bool:
+    return name.startswith(("acc", "auroc"))
+
+
+def _scores(confidence: np.ndarray, correct: np.ndarray, suffix: str = "") -> dict[str, float]:
+    return {f"{name}{suffix}": float(fn(confidence, correct)) for name, fn in SCORES.items()}
+
+
+def _split(records: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
+    ordered = sorted(records, key=lambda r: r["index"])  # ranks gather in any order
+    calibration = [r for r in ordered if r["split"] == CALIBRATION]
+    evaluation = [r for r in ordered if r["split"] == EVALUATION]
+    if not evaluation:
+        raise ValueError(
+            "no evaluation documents reached the aggregation (did --limit stop inside the "
+            f"calibration documents? {len(calibration)} calibration documents were scored)"
+        )
+    return calibration, evaluation
+
+
+def _column(records: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
+    return np.asarray([r[key] for r in records], dtype=float)
+
+
+def _common(calibration: list, evaluation: list) -> dict[str, float]:
+    return {
+        "acc": float(_column(evaluation, "correct").mean()),
+        "requests_per_doc": float(_column(evaluation, "requests").mean()),
+        "n_calibration": float(len(calibration)),
+        "n_evaluation": float(len(evaluation)),
+        **_scores(_column(evaluation, "confidence"), _column(evaluation, "correct"), "_vanilla"),
+    }
+
+
+def _calidist_calibrator(
+    calibration: list, settings: RunSettings, context: Mapping[str, Any]
+) -> CaliDistCalibrator:
+    if settings.calibrator:
+        calibrator, saved = load_calibrator(settings.calibrator)
+        check_calibrator_context(settings.calibrator, calibrator, saved, context, settings)
+        return calibrator
+    if not calibration:
+        raise ValueError(
+            f"{context['task']}: no calibration documents to fit on; raise --metadata calib_size "
+            "or pass a saved fit with --metadata calibrator=FILE"
+        )
+    return CaliDistCalibrator(lambda_scale=settings.lambda_scale).fit(
+        _column(calibration, "lambda_raw"),
+        _column(calibration, "confidence"),
+        _column(calibration, "correct"),
+    )
+
+
+def check_calibrator_context(
+    path: str,
+    calibrator: Any,
+    saved: Mapping[str, Any],
+    context: Mapping[str, Any],
+    settings: RunSettings,
+) -> None:
+    """Refuse a saved fit made for another kind of calibrator, label space or task."""
+    if not isinstance(calibrator, CaliDistCalibrator):
+        raise ValueError(f"{path}: holds a {type(calibrator).__name__}, not a CaliDist fit")
+    if saved.get("labels") != context["labels"]:
+        raise ValueError(
+            f"{path}: fitted for labels {saved.get('labels')} of task {saved.get('task')!r}; "
+            f"{context['task']} has labels {context['labels']}"
+        )
+    if saved.get("task") != context["task"] and not settings.allow_transfer:
+        raise ValueError(
+            f"{path}: fitted on task {saved.get('task')!r}, not {context['task']!r}; pass "
+            "--metadata allow_transfer=true to apply it to another task (out-of-domain transfer)"
+        )
+    if saved.get("model") != context.get("model"):
+        log.warning("%s: fitted for model %r, applied to %r", path, saved.get("model"),
+                    context.get("model"))
+
+
+def summarize_calidist(
+    records: Sequence[Mapping[str, Any]], settings: RunSettings, context: Mapping[str, Any]
+) -> dict[str, float]:
+    """CaliDist metrics on the evaluation documents, fitted on the calibration documents."""
+    calibration, evaluation = _split(records)
+    calibrator = _calidist_calibrator(calibration, settings, context)
+    if settings.save_calibrator:
+        Path(settings.save_calibrator).parent.mkdir(parents=True, exist_ok=True)
+        save_calibrator(calibrator, settings.save_calibrator, **context)
+    correct = _column(evaluation, "correct")
+    calibrated = calibrator.predict(
+        _column(evaluation, "lambda_raw"), _column(evaluation, "confidence")
+    )
+    return {
+        **_common(calibration, evaluation),
+        **_scores(calibrated, correct),
+        "flip_rate": float(_column(evaluation, "flipped").mean()),
+        "mu_mean": float(_column(evaluation, "mu").mean()),
+        "delta_mean": float(_column(evaluation, "delta").mean()),
+        "alpha": float(calibrator.alpha_),
+        "beta": float(calibrator.beta_),
+        "lambda_min": float(calibrator.lambda_min_),
+        "lambda_max": float(calibrator.lambda_max_),
+    }
+
+
+def summarize_baselines(
+    records: Sequence[Mapping[str, Any]], settings: RunSettings, context: Mapping[str, Any]
+) -> dict[str, float]:
+    """Vanilla confidence and the logit baselines (TS, Platt, isotonic, vector scaling)."""
+    calibration, evaluation = _split(records)
+    if not calibration:
+        raise ValueError(f"{context['task']}: no calibration documents to fit the baselines on")
+    logits_c = np.asarray([r["letter_logprobs"] for r in calibration])
+    logits_e = np.asarray([r["letter_logprobs"] for r in evaluation])
+    labels_c = _column(calibration, "label").astype(int)
+    labels_e = _column(evaluation, "label").astype(int)
+    conf_c, conf_e = _column(calibration, "confidence"), _column(evaluation, "confidence")
+    correct_c, correct_e = _column(calibration, "correct"), _column(evaluation, "correct")
+
+    temperature = TemperatureScaling().fit(logits_c, labels_c)
+    vector = VectorScaling().fit(logits_c, labels_c)
+    vector_probs = vector.predict_proba(logits_e)  # may change the prediction, unlike the rest
+    vector_correct = (vector_probs.argmax(axis=1) == labels_e).astype(float)
+    results = {
+        **_common(calibration, evaluation),
+        **_scores(temperature.predict_proba(logits_e).max(axis=1), correct_e, "_ts"),
+        **_scores(PlattScaling().fit(conf_c, correct_c).predict(conf_e), correct_e, "_platt"),
+        **_scores(
+            IsotonicCalibration().fit(conf_c, correct_c).predict(conf_e), correct_e, "_isotonic"
+        ),
+        **_scores(vector_probs.max(axis=1), vector_correct, "_vector"),
+        "temperature": float(temperature.temperature_),
+        "acc_vector": float(vector_correct.mean()),
+    }
+    return results

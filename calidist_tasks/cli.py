@@ -1,0 +1,189 @@
+"""The ``calidist`` command: paths, task list, lm_eval with our tasks, link/unlink, demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from importlib.util import find_spec
+from pathlib import Path
+
+from calidist_tasks import task_folder
+
+MARKER = ".calidist-link.json"
+LINK_NAME = "calidist"
+DEMO_TASK = "calidist_ppdb_assertion"
+DEMO_TEXT = """
+What these numbers mean (all x100; lower ECE and Brier are better, higher AUROC is better):
+- ECE: expected calibration error, |accuracy - confidence| averaged over 10 equal-width confidence
+  bins; "adaptive" uses 10 equal-mass bins. Brier: mean (confidence - correct)^2 of the predicted
+  label. AUROC: how well the confidence separates right from wrong answers (50 = not at all).
+- "vanilla" is the model's own probability of its answer; "CaliDist (calibrated)" is that
+  probability scaled down by how much the answer and confidence moved under misleading hints,
+  fitted on the calibration documents and scored on the held-out evaluation documents. The
+  prediction, and so the accuracy, never changes.
+- SmolLM2-135M is near chance on this task (it answers "not a paraphrase" almost always, which is
+  the majority class): this demo proves the pipeline runs end to end offline, not that the
+  method works. See BENCHMARKS.md for measurements on a stronger model and more data.
+"""
+
+
+def lm_eval_main(argv: Sequence[str]) -> None:
+    """Run lm-eval's own CLI in this process with ``argv`` (without the program name)."""
+    from lm_eval.__main__ import cli_evaluate
+
+    saved = sys.argv
+    sys.argv = ["lm_eval", *argv]
+    try:
+        cli_evaluate()
+    finally:
+        sys.argv = saved
+
+
+def with_include_path(argv: Sequence[str]) -> list[str]:
+    argv = list(argv)
+    if any(a == "--include_path" or a.startswith("--include_path=") for a in argv):
+        return argv
+    return [*argv, "--include_path", task_folder()]
+
+
+def list_tasks() -> list[tuple[str, str]]:
+    """(name, kind) for every task and group in our YAML folder."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+    found = []
+    for path in sorted(Path(task_folder()).rglob("*.yaml")):
+        config = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader)  # noqa: S506
+        if "group" in config:
+            found.append((config["group"], "group"))
+        elif "task" in config:
+            found.append((config["task"], "task"))
+    return found
+
+
+def lm_eval_task_dir() -> Path:
+    spec = find_spec("lm_eval.tasks")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("calidist link: lm-eval is not installed in this environment")
+    return Path(spec.submodule_search_locations[0])
+
+
+def link(target_root: Path | None = None) -> Path:
+    """Mirror our YAML folder into lm-eval's task folder (real folders, per-file links)."""
+    root = target_root or lm_eval_task_dir()
+    dest = root / LINK_NAME
+    if not os.access(root, os.W_OK):
+        raise SystemExit(f"calidist link: {root} is not writable; use "
+                         f"`lm_eval --include_path \"$(calidist path)\"` or `calidist eval` instead")
+    if dest.exists():
+        if not (dest / MARKER).exists():
+            raise SystemExit(f"calidist link: {dest} exists and was not made by calidist; refusing")
+        unlink(root)
+    made: list[str] = []
+    source = Path(task_folder())
+    for path in sorted(source.rglob("*")):
+        if path.is_dir() or path.suffix == ".py" or "__pycache__" in path.parts:
+            continue
+        target = dest / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            target.symlink_to(path)
+        except OSError:  # no symlinks on this filesystem: copy
+            shutil.copy2(path, target)
+        made.append(str(target.relative_to(dest)))
+    (dest / MARKER).write_text(json.dumps({"source": str(source), "files": made}, indent=1))
+    return dest
+
+
+def unlink(target_root: Path | None = None) -> Path:
+    """Remove exactly what ``link`` made (and the folders it left empty)."""
+    dest = (target_root or lm_eval_task_dir()) / LINK_NAME
+    marker = dest / MARKER
+    if not marker.exists():
+        raise SystemExit(f"calidist unlink: nothing linked at {dest}")
+    for name in json.loads(marker.read_text())["files"]:
+        (dest / name).unlink(missing_ok=True)
+    marker.unlink()
+    for folder in sorted((p for p in dest.rglob("*") if p.is_dir()), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    if not any(dest.iterdir()):
+        dest.rmdir()
+    return dest
+
+
+def demo(args: argparse.Namespace, extra: Sequence[str]) -> None:
+    """The README's first command: PPDB assertion on the bundled sample with SmolLM2."""
+    from calidist_tasks.offline_models import prepare_smollm2
+    from calidist_tasks.summary import calibration_table, latest_results
+
+    model = args.model or str(prepare_smollm2())
+    data_dir = Path(__file__).parent / "sample_data"
+    out = Path(args.output_path or tempfile.mkdtemp(prefix="calidist-demo-"))
+    metadata = {"data_dir": str(data_dir), "calib_size": args.calib_size,
+                "eval_size": args.eval_size}
+    lm_eval_main(with_include_path([
+        "--model", "hf", "--model_args", f"pretrained={model},dtype=float32",
+        "--tasks", args.tasks, "--batch_size", "8", "--device", "cpu",
+        "--metadata", json.dumps(metadata), "--output_path", str(out), "--log_samples",
+        *extra,
+    ]))
+    print("\nCalibration on the held-out evaluation documents (x100):\n")
+    print(calibration_table(latest_results(out)))
+    print(DEMO_TEXT)
+    print(f"lm-eval output (results and per-document samples): {out}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="calidist", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("path", help="print the folder to pass to lm_eval --include_path")
+    sub.add_parser("tasks", help="list our tasks and groups")
+    sub.add_parser("eval", help="run lm_eval with our tasks (every lm_eval flag passes through)",
+                   add_help=False)
+    sub.add_parser("link", help="make plain `lm_eval --tasks calidist_...` work (opt-in)")
+    sub.add_parser("unlink", help="undo `calidist link`")
+    model = sub.add_parser("model", help="convert a bundled offline model, print its folder")
+    model.add_argument("name", choices=["smollm2", "qwen-coder"])
+    run_demo = sub.add_parser("demo", help="PPDB assertion on bundled data with SmolLM2")
+    run_demo.add_argument("--tasks", default=DEMO_TASK)
+    run_demo.add_argument("--model", help="a local HF model folder (default: converted SmolLM2)")
+    run_demo.add_argument("--calib_size", type=int, default=60)
+    run_demo.add_argument("--eval_size", type=int, default=120)
+    run_demo.add_argument("--output_path")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["eval"]:
+        lm_eval_main(with_include_path(argv[1:]))
+        return
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "demo":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "path":
+        print(task_folder())
+    elif args.command == "tasks":
+        for name, kind in list_tasks():
+            print(f"{name}\t{kind}")
+    elif args.command == "link":
+        print(f"linked: {link()}")
+    elif args.command == "unlink":
+        print(f"removed: {unlink()}")
+    elif args.command == "model":
+        from calidist_tasks import offline_models
+
+        prepare = {"smollm2": offline_models.prepare_smollm2,
+                   "qwen-coder": offline_models.prepare_qwen_coder}[args.name]
+        print(prepare())
+    elif args.command == "demo":
+        demo(args, extra)
+
+
+if __name__ == "__main__":
+    main()

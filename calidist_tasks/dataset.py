@@ -1,0 +1,233 @@
+"""Dataset loading and the calibration / evaluation split (SPEC §2 "Calibration split").
+
+Each task evaluates one document list: the calibration documents first, marked
+``calidist_split = "calibration"``, then the evaluation documents. Rows come from the Hugging Face
+Hub by default, or from local files (``--metadata data_files=...`` / ``data_dir=...``). A benchmark's
+adapter module may read its own file format (``read_file``) and map raw rows to the task's schema
+(``process_row``); everything else here is shared by every benchmark.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from calidist_tasks.settings import RunSettings
+
+CALIBRATION, EVALUATION = "calibration", "evaluation"
+SUFFIXES = (".jsonl", ".json", ".tsv", ".csv", ".parquet", ".txt")
+Row = tuple[str, dict[str, Any]]  # (where it came from, e.g. "dev.jsonl:12", the row)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a benchmark's data lives and how its rows become documents."""
+
+    benchmark: str
+    hub_path: str | None
+    hub_name: str | None
+    evaluation_split: str
+    calibration_split: str | None
+    data_dirs: Sequence[str]
+    required_fields: Sequence[str]
+    label_field: str
+    n_labels: int | None  # None when the label space is per document (choices in the row)
+    choices_field: str | None
+    read_file: Callable[[Path], Iterable[Row]] | None = None
+    process_row: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
+
+
+def read_rows(path: Path) -> list[Row]:
+    """Read a local file in the Hub's own schema (jsonl, json, csv, tsv or parquet)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"data file not found: {path}")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import datasets
+
+        table = datasets.Dataset.from_parquet(str(path))
+        return [(f"{path.name}:{i + 1}", dict(row)) for i, row in enumerate(table)]
+    text = _read_text(path)
+    if suffix in (".tsv", ".csv"):
+        reader = csv.DictReader(text.splitlines(), delimiter="\t" if suffix == ".tsv" else ",")
+        return [(f"{path.name}:{i + 2}", dict(row)) for i, row in enumerate(reader)]
+    if suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = None  # many "json" releases are really JSON lines
+        if data is not None:
+            data = data.get("data", data.get("rows", data)) if isinstance(data, dict) else data
+            if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+                raise ValueError(f"{path}: expected a list of JSON objects")
+            return [(f"{path.name}[{i}]", r) for i, r in enumerate(data)]
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path.name}:{number}: not valid JSON ({error.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path.name}:{number}: expected a JSON object, got {type(row).__name__}")
+        rows.append((f"{path.name}:{number}", row))
+    return rows
+
+
+def _read_text(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"{path}: not UTF-8 text (bad byte at offset {error.start}); re-encode the file"
+        ) from None
+
+
+def _split_files(folder: Path, split: str) -> list[Path]:
+    names = {split, split.replace("validation", "dev")}
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in SUFFIXES and p.stem in names)
+
+
+def _local_files(source: Source, settings: RunSettings) -> dict[str, list[Path]] | None:
+    """Map 'evaluation' / 'calibration' to local files, or None to use the Hub."""
+    files = settings.data_files
+    if files is not None:
+        if isinstance(files, dict):
+            aliases = {
+                EVALUATION: (EVALUATION, source.evaluation_split, "test"),
+                CALIBRATION: (CALIBRATION, source.calibration_split, "validation", "dev"),
+            }
+            chosen = {}
+            for role, keys in aliases.items():
+                key = next((k for k in keys if k in files), None)
+                if key is not None:
+                    value = files[key]
+                    chosen[role] = [Path(p) for p in (value if isinstance(value, list) else [value])]
+            unknown = set(files) - {k for keys in aliases.values() for k in keys if k}
+            if unknown or EVALUATION not in chosen:
+                raise ValueError(
+                    f"--metadata data_files keys {sorted(files)} for {source.benchmark}: use "
+                    f"'{source.evaluation_split}' (or 'evaluation') and optionally "
+                    f"'{source.calibration_split or 'calibration'}' (or 'calibration')"
+                )
+            return chosen
+        return {EVALUATION: [Path(p) for p in (files if isinstance(files, list) else [files])]}
+    if settings.data_dir is not None:
+        root = Path(settings.data_dir)
+        if not root.is_dir():
+            raise FileNotFoundError(f"--metadata data_dir is not a folder: {root}")
+        for name in (source.benchmark, *source.data_dirs):
+            folder = root / name
+            if folder.is_dir():
+                break
+        else:
+            names = ", ".join((source.benchmark, *source.data_dirs))
+            raise FileNotFoundError(f"{root} has no sub-folder for {source.benchmark} ({names})")
+        chosen = {EVALUATION: _split_files(folder, source.evaluation_split)}
+        if not chosen[EVALUATION]:
+            raise FileNotFoundError(
+                f"{folder} has no file for split '{source.evaluation_split}' "
+                f"(expected {source.evaluation_split}.jsonl, .json, .tsv, ...)"
+            )
+        if source.calibration_split and _split_files(folder, source.calibration_split):
+            chosen[CALIBRATION] = _split_files(folder, source.calibration_split)
+        return chosen
+    return None
+
+
+def _hub_rows(source: Source) -> dict[str, list[Row]]:
+    if source.hub_path is None:
+        raise ValueError(
+            f"{source.benchmark} has no Hugging Face Hub copy: pass local files with "
+            f"--metadata '{{\"data_files\": ...}}' or '{{\"data_dir\": ...}}'"
+        )
+    import datasets
+
+    try:
+        loaded = datasets.load_dataset(source.hub_path, source.hub_name)
+    except Exception as error:  # the Hub raises many kinds; all mean "not here"
+        raise RuntimeError(
+            f"could not load {source.hub_path} ({source.hub_name}) from the Hugging Face Hub: "
+            f"{error}. Offline? Pass local files with --metadata data_files=... or data_dir=..."
+        ) from error
+    splits = {EVALUATION: source.evaluation_split, CALIBRATION: source.calibration_split}
+    return {
+        role: [(f"{source.hub_path}/{split}[{i}]", dict(r)) for i, r in enumerate(loaded[split])]
+        for role, split in splits.items()
+        if split is not None and split in loaded
+    }
+
+
+def _to_document(source: Source, where: str, row: dict[str, Any]) -> dict[str, Any] | None:
+    if source.process_row is not None:
+        try:
+            row = source.process_row(row)
+        except (KeyError, ValueError, TypeError, IndexError) as error:
+            raise ValueError(f"{source.benchmark} {where}: {error}") from None
+        if row is None:  # the adapter drops it by rule (e.g. PPDB pairs with 3 of 6 votes)
+            return None
+    for name in source.required_fields:
+        if row.get(name) is None or (isinstance(row[name], str) and not row[name].strip()):
+            raise ValueError(f"{source.benchmark} {where}: missing or empty field '{name}'")
+    label = row.get(source.label_field)
+    if isinstance(label, str) and label.strip().lstrip("-").isdigit():
+        label = int(label)
+    n_labels = source.n_labels
+    if n_labels is None and source.choices_field is not None:
+        n_labels = len(row[source.choices_field])
+    if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < n_labels:
+        raise ValueError(
+            f"{source.benchmark} {where}: label {row.get(source.label_field)!r} in field "
+            f"'{source.label_field}' is outside the label space 0..{n_labels - 1}"
+        )
+    return {**row, source.label_field: label}
+
+
+def _documents(source: Source, rows: list[Row]) -> list[tuple[str, dict[str, Any]]]:
+    docs = ((where, _to_document(source, where, row)) for where, row in rows)
+    return [(where, doc) for where, doc in docs if doc is not None]
+
+
+def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any]]:
+    """Calibration documents first, then evaluation documents, each marked and numbered."""
+    files = _local_files(source, settings)
+    if files is None:
+        raw = _hub_rows(source)
+    else:
+        raw = {}
+        for role, paths in files.items():
+            for path in paths:
+                reader = source.read_file or read_rows
+                raw.setdefault(role, []).extend(reader(path))
+    evaluation = _documents(source, raw.get(EVALUATION, []))
+    calibration = _documents(source, raw.get(CALIBRATION, []))
+    rng = random.Random(settings.split_seed)
+    rng.shuffle(evaluation)
+    rng.shuffle(calibration)
+    where = "the calibration split" if calibration else "the evaluation pool"
+    if not calibration:  # no separate split: the first calib_size shuffled documents
+        calibration, evaluation = evaluation[: settings.calib_size], evaluation[settings.calib_size :]
+    if len(calibration) < settings.calib_size:
+        raise ValueError(
+            f"{source.benchmark}: calib_size={settings.calib_size} but {where} has only "
+            f"{len(calibration)} documents; lower --metadata calib_size"
+        )
+    calibration = calibration[: settings.calib_size]
+    evaluation = evaluation[: settings.eval_size]
+    if not evaluation:
+        raise ValueError(
+            f"{source.benchmark}: no evaluation documents left after {len(calibration)} "
+            "calibration documents; lower calib_size or add data"
+        )
+    marked = [(CALIBRATION, d) for d in calibration] + [(EVALUATION, d) for d in evaluation]
+    return [
+        {**doc, "calidist_split": role, "calidist_index": i, "calidist_source": origin}
+        for i, (role, (origin, doc)) in enumerate(marked)
+    ]

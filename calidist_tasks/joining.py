@@ -1,0 +1,95 @@
+"""Result joining: one document's answers to its original and hinted prompts -> one record.
+
+A record is plain JSON (it is logged in lm-eval's samples file) and holds everything the
+aggregation and ``calidist report`` need: the prediction and confidence on the original prompt,
+every hinted prompt's outcome, and the instability measures of SPEC §2.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from calidist_metrics import confidence_instability, prediction_instability, reliability_score
+
+
+@dataclass(frozen=True)
+class PromptPlan:
+    """What one prompt of a document is: the original (hint_label None) or a hinted copy."""
+
+    hint_label: int | None = None
+    template: int | None = None  # assertion template index, None for fixed templates
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The model's answer to one prompt: the predicted label and its confidence."""
+
+    prediction: int
+    confidence: float
+    letter_logprobs: tuple[float, ...] | None = None  # logit path only
+    parsed: bool = True  # verbalized path: False when the answer could not be read
+
+
+def outcome_from_loglikelihoods(loglikelihoods: Sequence[float], where: str) -> Outcome:
+    """Softmax over the option letters' log-likelihoods: prediction = argmax, confidence = max."""
+    values = np.asarray(loglikelihoods, dtype=float)
+    if not np.all(np.isfinite(values)):
+        raise ValueError(
+            f"{where}: the model returned non-finite log-probabilities {values.tolist()} "
+            "(NaN or inf); check the model backend"
+        )
+    probs = np.exp(values - values.max())
+    probs /= probs.sum()
+    best = int(np.argmax(probs))
+    return Outcome(best, float(probs[best]), tuple(float(v) for v in values))
+
+
+def join_document(
+    plans: Sequence[PromptPlan],
+    outcomes: Sequence[Outcome],
+    label: int,
+    delta_mode: str = "mean",
+) -> dict[str, Any]:
+    """Join a document's outcomes into its record (SPEC §2; the first prompt is the original).
+
+    Only hints naming a label other than the original prediction count (the harness builds every
+    prompt before the model answers, so hints for all labels were sent).
+    """
+    if len(plans) != len(outcomes) or plans[0].hint_label is not None:
+        raise ValueError("the first prompt must be the original and every prompt needs an outcome")
+    original = outcomes[0]
+    record: dict[str, Any] = {
+        "label": int(label),
+        "prediction": original.prediction,
+        "confidence": original.confidence,
+        "correct": int(original.prediction == label),
+        "parsed": original.parsed,
+    }
+    if original.letter_logprobs is not None:
+        record["letter_logprobs"] = list(original.letter_logprobs)
+    hints = [
+        [plan.hint_label, plan.template, outcome.prediction, outcome.confidence]
+        for plan, outcome in zip(plans[1:], outcomes[1:], strict=True)
+    ]
+    if not hints:
+        return record
+    kept = [h for h in hints if h[0] != original.prediction]
+    predictions = [h[2] for h in kept]
+    confidences = [h[3] for h in kept]
+    mu = prediction_instability(original.prediction, predictions, confidences)
+    delta = confidence_instability(original.confidence, confidences, mode=delta_mode)
+    lambda_raw = reliability_score(mu, delta)
+    record.update(
+        hints=hints,
+        mu=float(mu),
+        delta=float(delta),
+        lambda_raw=float(lambda_raw) if math.isfinite(lambda_raw) else 1e10,
+        flipped=int(any(p != original.prediction for p in predictions)),
+        parsed=original.parsed and all(o.parsed for o in outcomes),
+    )
+    return record

@@ -1,0 +1,80 @@
+"""Run settings read from lm-eval's ``--metadata`` (merged by lm-eval into every task's config).
+
+lm-eval also merges ``--model_args`` into the metadata, so keys we do not know are normal; only a
+key that looks like a misspelling of ours is refused (a silent typo would change a paper's numbers).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+LAMBDA_SCALES = ("minmax", "log", "rank")
+DELTA_MODES = ("mean", "worst_case")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a user can set per run with ``--metadata '{"key": value}'``."""
+
+    calib_size: int = 200
+    eval_size: int | None = 1000  # None = every remaining document ("all")
+    m: int | None = None  # distractors per label; None = the style's default
+    seed: int = 0  # chooses the distractor templates, and nothing else
+    split_seed: int = 0  # shuffles documents into calibration / evaluation
+    data_files: Any = None
+    data_dir: str | None = None
+    calibrator: str | None = None  # a saved fit to apply instead of fitting
+    save_calibrator: str | None = None  # where to write this run's fit
+    lambda_scale: str = "minmax"
+    delta_mode: str = "mean"
+    allow_transfer: bool = False  # apply a saved fit from another task (out-of-domain transfer)
+    model: str | None = None  # recorded in saved calibrators (from --model_args pretrained/model)
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any] | None) -> RunSettings:
+        metadata = dict(metadata or {})
+        known = set(cls.__dataclass_fields__) - {"model"}
+        for key in metadata:
+            if key in known:
+                continue
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+            if close:
+                raise ValueError(
+                    f"unknown --metadata key {key!r}; did you mean {close[0]!r}? "
+                    f"calidist keys: {', '.join(sorted(known))}"
+                )
+        values = {k: metadata[k] for k in known if k in metadata and metadata[k] is not None}
+        values["model"] = metadata.get("pretrained") or metadata.get("model")
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        def positive_int(name: str, value: Any) -> None:
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"--metadata {name} must be a positive integer, got {value!r}")
+
+        positive_int("calib_size", self.calib_size)
+        if self.eval_size == "all":
+            object.__setattr__(self, "eval_size", None)
+        elif self.eval_size is not None:
+            positive_int("eval_size", self.eval_size)
+        if self.m is not None:
+            positive_int("m", self.m)
+        for name in ("seed", "split_seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"--metadata {name} must be an integer, got {value!r}")
+        if not isinstance(self.allow_transfer, bool):
+            raise ValueError(f"--metadata allow_transfer must be true or false, got {self.allow_transfer!r}")
+        if self.lambda_scale not in LAMBDA_SCALES:
+            raise ValueError(
+                f"--metadata lambda_scale must be one of {LAMBDA_SCALES}, got {self.lambda_scale!r}"
+            )
+        if self.delta_mode not in DELTA_MODES:
+            raise ValueError(
+                f"--metadata delta_mode must be one of {DELTA_MODES}, got {self.delta_mode!r}"
+            )

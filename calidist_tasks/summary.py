@@ -1,0 +1,50 @@
+"""A calibration table from lm-eval's results JSON: calibrated beside vanilla, per task."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+SCORES = ("ece", "ece_adaptive", "brier", "auroc")
+BASELINES = {"ts": "temperature scaling", "platt": "Platt", "isotonic": "isotonic",
+             "vector": "vector scaling"}
+
+
+def _metric(values: Mapping[str, Any], name: str) -> float | None:
+    value = values.get(f"{name},none")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:6.2f}"
+
+
+def calibration_table(results: Mapping[str, Any]) -> str:
+    """Markdown rows: task, method, ECE / adaptive ECE / Brier / AUROC (x100), accuracy."""
+    lines = [
+        "| task | confidence | acc | ECE | ECE (adaptive) | Brier | AUROC |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for task, values in sorted(results.get("results", {}).items()):
+        acc = _metric(values, "acc")
+        rows = [("vanilla", "_vanilla")]
+        if _metric(values, "ece") is not None:
+            rows.append(("CaliDist (calibrated)", ""))
+        rows += [(label, f"_{key}") for key, label in BASELINES.items()
+                 if _metric(values, f"ece_{key}") is not None]
+        for label, suffix in rows:
+            if _metric(values, f"ece{suffix}") is None:
+                continue
+            cells = [_cell(_metric(values, f"{s}{suffix}")) for s in SCORES]
+            lines.append(f"| {task} | {label} | {_cell(acc)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def latest_results(output_path: str | Path) -> dict[str, Any]:
+    """The newest ``results_*.json`` under an lm-eval ``--output_path`` folder."""
+    found = sorted(Path(output_path).rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise FileNotFoundError(f"no results_*.json under {output_path}")
+    return json.loads(found[-1].read_text(encoding="utf-8"))

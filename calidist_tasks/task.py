@@ -1,0 +1,216 @@
+"""The lm-eval task class behind every calidist task (``class: !function calidist_tasks.task.CaliDistTask``).
+
+Per document it sends the original prompt and, for distractor variants, ``m`` hinted prompts per
+label, each scored over the option letters; ``process_results`` joins them (``joining``) and the
+aggregation fits on the calibration documents and scores the evaluation documents
+(``aggregation``). Benchmark specifics live in YAML and in an optional adapter module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import logging
+from functools import partial
+from typing import Any
+
+import datasets
+import jinja2
+import jinja2.meta
+from lm_eval.api.instance import Instance
+from lm_eval.api.task import ConfigurableTask
+
+from calidist_tasks import distractors
+from calidist_tasks.aggregation import (
+    higher_is_better,
+    metric_names,
+    summarize_baselines,
+    summarize_calidist,
+)
+from calidist_tasks.dataset import EVALUATION, Source, build_documents
+from calidist_tasks.joining import PromptPlan, join_document, outcome_from_loglikelihoods
+from calidist_tasks.settings import RunSettings
+
+log = logging.getLogger(__name__)
+
+# Keys of our YAML that lm-eval's TaskConfig does not know; the task class takes them out.
+OWN_KEYS = (
+    "class", "benchmark", "adapter", "calibration_split", "data_dirs", "corruption", "distractor",
+)
+HINT = "_calidist_hint"
+CHOICES = "_calidist_choices"
+CONTEXT_KWARGS = ("system_instruction", "apply_chat_template", "fewshot_as_multiturn",
+                  "chat_template")
+
+
+class CaliDistTask(ConfigurableTask):
+    """An lm-eval ConfigurableTask that asks each question again under misleading hints."""
+
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        config = dict(config or {})
+        own = {key: config.pop(key, None) for key in OWN_KEYS}
+        name = config.get("task")
+        self.benchmark: str = own["benchmark"] or name
+        self.distractor: str = own["distractor"] or "none"
+        self.corruption = own["corruption"]
+        self.calibration_split = own["calibration_split"]
+        self.data_dirs = list(own["data_dirs"] or [])
+        self.adapter = importlib.import_module(own["adapter"]) if own["adapter"] else None
+        self.settings = RunSettings.from_metadata(config.get("metadata"))
+        if self.distractor not in distractors.STYLES:
+            raise ValueError(f"{name}: unknown distractor style {self.distractor!r}; "
+                             f"use one of {distractors.STYLES}")
+        if self.distractor == "corruption" and not self.corruption:
+            raise ValueError(f"{name}: the corruption style needs a 'corruption' block in its YAML")
+        self.m = self.settings.m or distractors.DEFAULT_M[self.distractor]
+        if self.distractor in ("probe", "corruption") and self.m != 1:
+            raise ValueError(f"{name}: the {self.distractor} style has one fixed template, so m "
+                             f"must be 1 (got m={self.m}); m > 1 is for assertion")
+        self._context_kwargs: dict[str, Any] = {}
+        self._summary: tuple[str, dict[str, float]] | None = None
+        super().__init__(config=config, **kwargs)
+        names = metric_names(distracted=self.distractor != "none")
+        self._metric_fn_list = dict.fromkeys(names)
+        self._metric_fn_kwargs = {n: {} for n in names}
+        self._aggregation_list = {n: partial(self._aggregate, n) for n in names}
+        self._higher_is_better = {n: higher_is_better(n) for n in names}
+
+    # ------------------------------------------------------------------ data
+    def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        fixed_choices = self.config.doc_to_choice
+        template = self.config.doc_to_text
+        fields = sorted(jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(template)))
+        choices_field = fixed_choices if isinstance(fixed_choices, str) else None
+        source = Source(
+            benchmark=self.benchmark,
+            hub_path=self.config.dataset_path,
+            hub_name=self.config.dataset_name,
+            evaluation_split=self.config.test_split,
+            calibration_split=self.calibration_split,
+            data_dirs=self.data_dirs,
+            required_fields=fields + ([choices_field] if choices_field else []),
+            label_field=self.config.doc_to_target,
+            n_labels=len(fixed_choices) if isinstance(fixed_choices, list) else None,
+            choices_field=choices_field,
+            read_file=getattr(self.adapter, "read_file", None),
+            process_row=getattr(self.adapter, "process_row", None),
+        )
+        docs = build_documents(source, self.settings)
+        self.dataset = datasets.DatasetDict({self.config.test_split: datasets.Dataset.from_list(docs)})
+
+    # ------------------------------------------------------------------ prompts
+    def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
+        """The benchmark's question (YAML ``doc_to_text``), lettered options, then any hint."""
+        stem = super().doc_to_text(doc, doc_to_text)
+        choices = doc.get(CHOICES) or self.doc_to_choice(doc)
+        lines = [stem, *(f"{distractors.LETTERS[i]}. {c}" for i, c in enumerate(choices))]
+        if doc.get(HINT):
+            lines.append(doc[HINT])
+        return "\n".join(lines) + "\n"
+
+    def prompt_plans(self, doc: dict[str, Any]) -> list[PromptPlan]:
+        """The original prompt, then ``m`` hinted prompts per label (deterministic per document)."""
+        plans = [PromptPlan()]
+        if self.distractor == "none":
+            return plans
+        key = distractors.document_key(doc, [f for f in doc if not f.startswith("calidist_")])
+        for label in range(len(self.doc_to_choice(doc))):
+            if self.distractor == "assertion":
+                templates = distractors.choose_templates(key, self.settings.seed, label, self.m)
+                plans += [PromptPlan(label, t) for t in templates]
+            else:
+                plans.append(PromptPlan(label))
+        return plans
+
+    def distracted_doc(self, doc: dict[str, Any], plan: PromptPlan) -> dict[str, Any]:
+        """The document as the hinted prompt ``plan`` shows it."""
+        choices = list(self.doc_to_choice(doc))
+        letter = distractors.LETTERS[plan.hint_label]
+        option = choices[plan.hint_label]
+        if self.distractor == "assertion":
+            return {**doc, HINT: distractors.assertion_hint(plan.template, letter, option)}
+        if self.distractor == "probe":
+            return {**doc, HINT: distractors.probe_hint(letter, option)}
+        corrupted, choices = distractors.corrupt(doc, plan.hint_label, choices, self.corruption)
+        return {**corrupted, CHOICES: choices}
+
+    def build_all_requests(self, *, limit: int | None = None, **kwargs: Any) -> None:
+        # Kept so that hinted prompts get the same chat template / system prompt as the original.
+        self._context_kwargs = {k: kwargs.get(k) for k in CONTEXT_KWARGS}
+        selected = kwargs.get("samples") or range(len(self.eval_docs) if limit is None
+                                                   else min(int(limit), len(self.eval_docs)))
+        splits = self.eval_docs.select(list(selected))["calidist_split"]
+        if EVALUATION not in splits:
+            raise ValueError(
+                f"{self.config.task}: --limit {limit} selects only calibration documents (the first "
+                f"{sum(s != EVALUATION for s in self.eval_docs['calidist_split'])} documents "
+                "calibrate); raise --limit or lower --metadata calib_size"
+            )
+        super().build_all_requests(limit=limit, **kwargs)
+
+    def construct_requests(self, doc: dict[str, Any], ctx: str, **kwargs: Any) -> list[Instance]:
+        kwargs.pop("apply_chat_template", None)
+        kwargs.pop("chat_template", None)
+        n_choices = len(self.doc_to_choice(doc))
+        prompts = [ctx]
+        for plan in self.prompt_plans(doc)[1:]:
+            variant = self.distracted_doc(doc, plan)
+            prompts.append(self.fewshot_context(
+                variant,
+                num_fewshot=self.config.num_fewshot or 0,
+                gen_prefix=self.doc_to_prefix(variant),
+                **self._context_kwargs,
+            ))
+        return [
+            Instance(
+                request_type="loglikelihood",
+                doc=doc,
+                arguments=(prompt, distractors.LETTERS[j]),
+                idx=i * n_choices + j,
+                **kwargs,
+            )
+            for i, prompt in enumerate(prompts)
+            for j in range(n_choices)
+        ]
+
+    # ------------------------------------------------------------------ results
+    def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        plans = self.prompt_plans(doc)
+        n_choices = len(self.doc_to_choice(doc))
+        if len(results) != len(plans) * n_choices:
+            raise ValueError(f"{self.config.task} document {doc['calidist_index']}: expected "
+                             f"{len(plans) * n_choices} answers, got {len(results)}")
+        where = f"{self.config.task} document {doc['calidist_index']} ({doc['calidist_source']})"
+        outcomes = [
+            outcome_from_loglikelihoods(
+                [ll for ll, _ in results[i * n_choices:(i + 1) * n_choices]], f"{where} prompt {i}"
+            )
+            for i in range(len(plans))
+        ]
+        record = join_document(plans, outcomes, doc[self.config.doc_to_target],
+                               self.settings.delta_mode)
+        record.update(index=doc["calidist_index"], split=doc["calidist_split"],
+                      requests=len(results))
+        return dict.fromkeys(self._metric_fn_list, record)
+
+    def calibrator_context(self) -> dict[str, Any]:
+        """What a saved fit records, so that it is refused by a task it does not fit."""
+        choices = self.config.doc_to_choice
+        return {
+            "task": self.config.task,
+            "benchmark": self.benchmark,
+            "labels": list(choices) if isinstance(choices, list) else f"per-document {choices}",
+            "style": self.distractor,
+            "model": self.settings.model,
+        }
+
+    def _aggregate(self, name: str, items: list[dict[str, Any]]) -> float:
+        # lm-eval calls one aggregation per metric with the same records: fit once, reuse.
+        text = json.dumps(sorted(items, key=lambda r: r["index"]), sort_keys=True)
+        fingerprint = hashlib.sha256(text.encode()).hexdigest()
+        if self._summary is None or self._summary[0] != fingerprint:
+            summarize = summarize_calidist if self.distractor != "none" else summarize_baselines
+            self._summary = (fingerprint,
+                             summarize(items, self.settings, self.calibrator_context()))
+        return self._summary[1][name]
