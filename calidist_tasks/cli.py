@@ -81,8 +81,10 @@ def link(target_root: Path | None = None) -> Path:
     root = target_root or lm_eval_task_dir()
     dest = root / LINK_NAME
     if not os.access(root, os.W_OK):
-        raise SystemExit(f"calidist link: {root} is not writable; use "
-                         f"`lm_eval --include_path \"$(calidist path)\"` or `calidist eval` instead")
+        raise SystemExit(
+            f"calidist link: {root} is not writable; use "
+            f"`lm_eval --include_path \"$(calidist path)\"` or `calidist eval` instead"
+        )
     if dest.exists():
         if not (dest / MARKER).exists():
             raise SystemExit(f"calidist link: {dest} exists and was not made by calidist; refusing")

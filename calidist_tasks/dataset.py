@@ -1,10 +1,10 @@
 """Dataset loading and the calibration / evaluation split (SPEC §2 "Calibration split").
 
 Each task evaluates one document list: the calibration documents first, marked
-``calidist_split = "calibration"``, then the evaluation documents. Rows come from the Hugging Face
-Hub by default, or from local files (``--metadata data_files=...`` / ``data_dir=...``). A benchmark's
-adapter module may read its own file format (``read_file``) and map raw rows to the task's schema
-(``process_row``); everything else here is shared by every benchmark.
+``calidist_split = "calibration"``, then the evaluation documents. Rows come from the Hugging
+Face Hub by default, or from local files (``--metadata data_files=...`` / ``data_dir=...``). A
+benchmark's adapter module may read its own file format (``read_file``) and map raw rows to the
+task's schema (``process_row``); everything else here is shared by every benchmark.
 """
 
 from __future__ import annotations
@@ -75,7 +75,9 @@ def read_rows(path: Path) -> list[Row]:
         except json.JSONDecodeError as error:
             raise ValueError(f"{path.name}:{number}: not valid JSON ({error.msg})") from None
         if not isinstance(row, dict):
-            raise ValueError(f"{path.name}:{number}: expected a JSON object, got {type(row).__name__}")
+            raise ValueError(
+                f"{path.name}:{number}: expected a JSON object, got {type(row).__name__}"
+            )
         rows.append((f"{path.name}:{number}", row))
     return rows
 
@@ -109,7 +111,8 @@ def _local_files(source: Source, settings: RunSettings) -> dict[str, list[Path]]
                 key = next((k for k in keys if k in files), None)
                 if key is not None:
                     value = files[key]
-                    chosen[role] = [Path(p) for p in (value if isinstance(value, list) else [value])]
+                    paths = value if isinstance(value, list) else [value]
+                    chosen[role] = [Path(p) for p in paths]
             unknown = set(files) - {k for keys in aliases.values() for k in keys if k}
             if unknown or EVALUATION not in chosen:
                 raise ValueError(
@@ -213,7 +216,8 @@ def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any
     rng.shuffle(calibration)
     where = "the calibration split" if calibration else "the evaluation pool"
     if not calibration:  # no separate split: the first calib_size shuffled documents
-        calibration, evaluation = evaluation[: settings.calib_size], evaluation[settings.calib_size :]
+        calibration = evaluation[: settings.calib_size]
+        evaluation = evaluation[settings.calib_size :]
     if len(calibration) < settings.calib_size:
         raise ValueError(
             f"{source.benchmark}: calib_size={settings.calib_size} but {where} has only "

@@ -48,7 +48,9 @@ def document_key(doc: Mapping[str, Any], fields: Sequence[str]) -> str:
 def choose_templates(key: str, seed: int, label: int, m: int) -> list[int]:
     """Indices of ``m`` distinct assertion templates for one (document, label) pair."""
     if not 1 <= m <= len(ASSERTION_TEMPLATES):
-        raise ValueError(f"m must be between 1 and {len(ASSERTION_TEMPLATES)} for assertion, got {m}")
+        raise ValueError(
+            f"m must be between 1 and {len(ASSERTION_TEMPLATES)} for assertion, got {m}"
+        )
     digest = hashlib.sha256(f"{seed}|{key}|{label}".encode()).digest()
     rng = random.Random(int.from_bytes(digest[:8], "big"))
     return rng.sample(range(len(ASSERTION_TEMPLATES)), m)

@@ -69,7 +69,9 @@ class RunSettings:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"--metadata {name} must be an integer, got {value!r}")
         if not isinstance(self.allow_transfer, bool):
-            raise ValueError(f"--metadata allow_transfer must be true or false, got {self.allow_transfer!r}")
+            raise ValueError(
+                f"--metadata allow_transfer must be true or false, got {self.allow_transfer!r}"
+            )
         if self.lambda_scale not in LAMBDA_SCALES:
             raise ValueError(
                 f"--metadata lambda_scale must be one of {LAMBDA_SCALES}, got {self.lambda_scale!r}"

@@ -1,4 +1,6 @@
-"""The lm-eval task class behind every calidist task (``class: !function calidist_tasks.task.CaliDistTask``).
+"""The lm-eval task class behind every calidist task.
+
+Every YAML names it with ``class: !function calidist_tasks.task.CaliDistTask``.
 
 Per document it sends the original prompt and, for distractor variants, ``m`` hinted prompts per
 label, each scored over the option letters; ``process_results`` joins them (``joining``) and the
@@ -97,7 +99,8 @@ class CaliDistTask(ConfigurableTask):
             process_row=getattr(self.adapter, "process_row", None),
         )
         docs = build_documents(source, self.settings)
-        self.dataset = datasets.DatasetDict({self.config.test_split: datasets.Dataset.from_list(docs)})
+        split = self.config.test_split
+        self.dataset = datasets.DatasetDict({split: datasets.Dataset.from_list(docs)})
 
     # ------------------------------------------------------------------ prompts
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
@@ -143,8 +146,8 @@ class CaliDistTask(ConfigurableTask):
         splits = self.eval_docs.select(list(selected))["calidist_split"]
         if EVALUATION not in splits:
             raise ValueError(
-                f"{self.config.task}: --limit {limit} selects only calibration documents (the first "
-                f"{sum(s != EVALUATION for s in self.eval_docs['calidist_split'])} documents "
+                f"{self.config.task}: --limit {limit} selects only calibration documents (the "
+                f"first {sum(s != EVALUATION for s in self.eval_docs['calidist_split'])} documents "
                 "calibrate); raise --limit or lower --metadata calib_size"
             )
         super().build_all_requests(limit=limit, **kwargs)

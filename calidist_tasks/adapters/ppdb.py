@@ -45,7 +45,9 @@ def process_row(row: dict[str, Any]) -> dict[str, Any] | None:
         return row
     match = VOTES.match(str(row.get("votes", "")))
     if not match or int(match.group(2)) != 6 or int(match.group(1)) > 6:
-        raise ValueError(f"field 'votes' must look like (n,6) with 0 <= n <= 6, got {row.get('votes')!r}")
+        raise ValueError(
+            f"field 'votes' must look like (n,6) with 0 <= n <= 6, got {row.get('votes')!r}"
+        )
     votes = int(match.group(1))
     if votes == 3:
         return None
