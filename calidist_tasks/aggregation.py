@@ -87,12 +87,35 @@ def _common(calibration: list, evaluation: list) -> dict[str, float]:
     }
 
 
+def calibrator_path(template: str, context: Mapping[str, Any]) -> str:
+    """A ``calibrator`` / ``save_calibrator`` path; ``{task}`` in it stands for the task's name.
+
+    ``--metadata`` reaches every task of a run, so a group run needs ``{task}`` to keep one file
+    per task instead of each task overwriting the same file.
+    """
+    return str(template).replace("{task}", str(context["task"]))
+
+
+def applied_calibrator(
+    settings: RunSettings, context: Mapping[str, Any]
+) -> CaliDistCalibrator | None:
+    """The saved fit named by ``--metadata calibrator``, checked against this task (or None).
+
+    The task calls this when it is built too, so that a wrong file fails before any model time.
+    """
+    if not settings.calibrator:
+        return None
+    path = calibrator_path(settings.calibrator, context)
+    calibrator, saved = load_calibrator(path)
+    check_calibrator_context(path, calibrator, saved, context, settings)
+    return calibrator
+
+
 def _calidist_calibrator(
     calibration: list, settings: RunSettings, context: Mapping[str, Any]
 ) -> CaliDistCalibrator:
-    if settings.calibrator:
-        calibrator, saved = load_calibrator(settings.calibrator)
-        check_calibrator_context(settings.calibrator, calibrator, saved, context, settings)
+    calibrator = applied_calibrator(settings, context)
+    if calibrator is not None:
         return calibrator
     if not calibration:
         raise ValueError(
@@ -138,8 +161,9 @@ def summarize_calidist(
     calibration, evaluation = _split(records)
     calibrator = _calidist_calibrator(calibration, settings, context)
     if settings.save_calibrator:
-        Path(settings.save_calibrator).parent.mkdir(parents=True, exist_ok=True)
-        save_calibrator(calibrator, settings.save_calibrator, **context)
+        path = Path(calibrator_path(settings.save_calibrator, context))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_calibrator(calibrator, path, **context)
     correct = _column(evaluation, "correct")
     calibrated = calibrator.predict(
         _column(evaluation, "lambda_raw"), _column(evaluation, "confidence")

@@ -180,6 +180,8 @@ def _to_document(source: Source, where: str, row: dict[str, Any]) -> dict[str, A
         if row.get(name) is None or (isinstance(row[name], str) and not row[name].strip()):
             raise ValueError(f"{source.benchmark} {where}: missing or empty field '{name}'")
     label = row.get(source.label_field)
+    if label is None or (isinstance(label, str) and not label.strip()):
+        raise ValueError(f"{source.benchmark} {where}: missing label field '{source.label_field}'")
     if isinstance(label, str) and label.strip().lstrip("-").isdigit():
         label = int(label)
     n_labels = source.n_labels

@@ -25,6 +25,7 @@ from lm_eval.api.task import ConfigurableTask
 
 from calidist_tasks import distractors
 from calidist_tasks.aggregation import (
+    applied_calibrator,
     higher_is_better,
     metric_names,
     summarize_baselines,
@@ -77,6 +78,8 @@ class CaliDistTask(ConfigurableTask):
         self._metric_fn_kwargs = {n: {} for n in names}
         self._aggregation_list = {n: partial(self._aggregate, n) for n in names}
         self._higher_is_better = {n: higher_is_better(n) for n in names}
+        if self.distractor != "none":  # a saved fit that does not fit fails now, not after the run
+            applied_calibrator(self.settings, self.calibrator_context())
 
     # ------------------------------------------------------------------ data
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:

@@ -52,6 +52,42 @@ def run_lm_eval(
     )
 
 
+def load_task(name: str, metadata: dict):
+    """Build one of our tasks as lm-eval does (YAML + --metadata), without lm-eval's own tasks."""
+    from lm_eval.tasks import TaskManager
+
+    from calidist_tasks import task_folder
+
+    manager = TaskManager(include_path=task_folder(), include_defaults=False, metadata=metadata)
+    return manager.load([name])["tasks"][name]
+
+
+def write_mnli(folder: Path, n_matched: int = 40, n_mismatched: int = 20) -> Path:
+    """MNLI in the hub schema: validation_matched / validation_mismatched .jsonl in ``folder``."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    animals = ["cat", "dog", "bird", "horse", "fox", "owl", "frog"]
+    for split, n in (("validation_matched", n_matched), ("validation_mismatched", n_mismatched)):
+        rows = [
+            {"premise": f"The {animals[i % 7]} in {split} story {i} sat near the old river.",
+             "hypothesis": f"A {animals[(i + i // 7) % 7]} was near water in story {i}.",
+             "label": i % 3, "idx": i}
+            for i in range(n)
+        ]
+        text = "".join(json.dumps(r) + "\n" for r in rows)
+        (folder / f"{split}.jsonl").write_text(text, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def mnli_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """data_dir with mnli/validation_matched.jsonl (40 rows) and validation_mismatched (20)."""
+    root = tmp_path_factory.mktemp("mnli_data")
+    write_mnli(root / "mnli")
+    return root
+
+
 @pytest.fixture(scope="session")
 def ppdb_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """data_dir with a small PPDB file in the corpus's own TSV format (from the bundled sample)."""

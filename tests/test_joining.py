@@ -1,0 +1,174 @@
+"""Joining a document's answers (CaliDistTask.process_results): mu, delta, lambda_raw by hand.
+
+The log-likelihoods are made up here, so every number is checked against arithmetic done in the
+test, not against the library that computes it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import load_task
+
+from calidist_tasks import distractors
+from calidist_tasks.joining import PromptPlan, join_document, outcome_from_loglikelihoods
+
+SIZES = {"calib_size": 5, "eval_size": 7}
+
+
+def mnli(mnli_data_dir, name: str = "calidist_mnli_assertion", **metadata):
+    return load_task(name, {"data_dir": str(mnli_data_dir), **SIZES, **metadata})
+
+
+def letter_lls(probs, shift: float = -3.0) -> list[float]:
+    """Unnormalised letter log-likelihoods whose softmax is ``probs`` (a shift changes nothing)."""
+    return [math.log(p) + shift for p in probs]
+
+
+def answers(plans, by_plan) -> list[tuple[float, bool]]:
+    """lm-eval's results: (loglikelihood, is_greedy) per prompt and letter, in request order."""
+    return [(ll, False) for plan in plans for ll in by_plan(plan)]
+
+
+# Original prompt: a (label 0) with p = 0.6. Hinted prompts per (hint label, template rank):
+HINTED = {
+    # Hints naming the predicted label a must be ignored: they would add flips of 0.9 to mu.
+    (0, 0): [0.05, 0.05, 0.9],
+    (0, 1): [0.05, 0.9, 0.05],
+    (1, 0): [0.2, 0.7, 0.1],  # flips to b with 0.7
+    (1, 1): [0.5, 0.4, 0.1],  # stays a with 0.5
+    (2, 0): [0.1, 0.1, 0.8],  # flips to c with 0.8
+    (2, 1): [0.45, 0.35, 0.2],  # stays a with 0.45
+}
+# Kept hints (labels b and c): k = 4, flips 0.7 and 0.8, mean hinted confidence 0.6125.
+MU = (0.7 + 0.8) / 4
+DELTA = abs(0.6 - (0.7 + 0.5 + 0.8 + 0.45) / 4)
+LAMBDA_RAW = (1 - MU) / (DELTA + 1e-10)
+
+
+def hand_made(task, doc):
+    plans = task.prompt_plans(doc)
+    rank: dict[int, int] = {}
+
+    def by_plan(plan):
+        if plan.hint_label is None:
+            return letter_lls([0.6, 0.3, 0.1])
+        r = rank.setdefault(plan.hint_label, 0)
+        rank[plan.hint_label] += 1
+        return letter_lls(HINTED[(plan.hint_label, r)], shift=-1.0 - r)
+
+    return plans, answers(plans, by_plan)
+
+
+def test_process_results_computes_mu_delta_lambda_by_hand(mnli_data_dir):
+    task = mnli(mnli_data_dir)
+    doc = task.eval_docs[SIZES["calib_size"]]  # the first evaluation document
+    plans, results = hand_made(task, doc)
+    record = task.process_results(doc, results)
+
+    # One record per document, the same object under every metric name.
+    assert set(record) == set(task.aggregation())
+    rec = record["acc"]
+    assert all(value is rec for value in record.values())
+
+    assert rec["prediction"] == 0
+    assert rec["confidence"] == pytest.approx(0.6)
+    assert rec["label"] == doc["label"]
+    assert rec["correct"] == int(doc["label"] == 0)
+    assert rec["letter_logprobs"] == pytest.approx(letter_lls([0.6, 0.3, 0.1]))
+    assert rec["mu"] == pytest.approx(MU)
+    assert rec["delta"] == pytest.approx(DELTA)
+    assert rec["lambda_raw"] == pytest.approx(LAMBDA_RAW)
+    assert rec["flipped"] == 1
+    assert rec["split"] == "evaluation"
+    assert rec["index"] == SIZES["calib_size"]
+    # Every hinted prompt is logged (the ignored ones too), with its template and answer.
+    assert [h[:2] for h in rec["hints"]] == [[p.hint_label, p.template] for p in plans[1:]]
+    assert [h[2] for h in rec["hints"]] == [2, 1, 1, 0, 2, 0]
+    assert [h[3] for h in rec["hints"]] == pytest.approx([0.9, 0.9, 0.7, 0.5, 0.8, 0.45])
+
+
+def test_requests_per_document_is_one_plus_c_times_m_prompts_of_c_letters(mnli_data_dir):
+    c = 3
+    cases = [("calidist_mnli", {}, 1), ("calidist_mnli_assertion", {}, 1 + c * 2),
+             ("calidist_mnli_assertion", {"m": 3}, 1 + c * 3), ("calidist_mnli_probe", {}, 1 + c),
+             ("calidist_mnli_corruption", {}, 1 + c)]
+    for name, metadata, prompts in cases:
+        task = mnli(mnli_data_dir, name, **metadata)
+        doc = task.eval_docs[0]
+        ctx = task.fewshot_context(doc, 0, gen_prefix=task.doc_to_prefix(doc))
+        requests = task.construct_requests(doc, ctx, metadata=(name, 0, 1))
+        assert len(requests) == prompts * c, name
+        assert len({r.arguments[0] for r in requests}) == prompts, name
+        assert [r.arguments[1] for r in requests] == ["a", "b", "c"] * prompts
+        assert [r.idx for r in requests] == list(range(prompts * c))
+        record = task.process_results(doc, [(-1.0, False)] * (prompts * c))["acc"]
+        assert record["requests"] == prompts * c
+
+
+def test_worst_case_delta_mode(mnli_data_dir):
+    task = mnli(mnli_data_dir, delta_mode="worst_case")
+    doc = task.eval_docs[0]
+    rec = task.process_results(doc, hand_made(task, doc)[1])["acc"]
+    assert rec["delta"] == pytest.approx(0.6 - 0.45)  # largest drop among kept hints
+    assert rec["mu"] == pytest.approx(MU)
+
+
+def test_stable_document_has_finite_lambda_raw(mnli_data_dir):
+    task = mnli(mnli_data_dir, "calidist_mnli_probe")
+    doc = task.eval_docs[0]
+    rec = task.process_results(doc, [(-2.0, False)] * 12)["acc"]  # every prompt uniform
+    assert rec["mu"] == 0 and rec["delta"] == 0 and rec["flipped"] == 0
+    assert rec["lambda_raw"] == pytest.approx(1e10)
+
+
+def test_non_finite_loglikelihood_names_task_document_and_source_row(mnli_data_dir):
+    task = mnli(mnli_data_dir)
+    doc = task.eval_docs[6]
+    results = hand_made(task, doc)[1]
+    results[7] = (math.nan, False)  # prompt 2 (the second hinted prompt), letter b
+    with pytest.raises(ValueError) as error:
+        task.process_results(doc, results)
+    message = str(error.value)
+    assert "calidist_mnli_assertion" in message
+    assert "document 6" in message
+    assert doc["calidist_source"] in message
+    assert doc["calidist_source"].startswith("validation_matched.jsonl:")
+    assert "prompt 2" in message
+
+
+def test_wrong_number_of_answers_is_refused(mnli_data_dir):
+    task = mnli(mnli_data_dir, "calidist_mnli_probe")
+    with pytest.raises(ValueError, match=r"expected 12 answers, got 11"):
+        task.process_results(task.eval_docs[0], [(-1.0, False)] * 11)
+
+
+def test_outcome_is_softmax_over_letters():
+    outcome = outcome_from_loglikelihoods([-10.0, -9.0, -12.0], "here")
+    expected = np.exp([-10.0, -9.0, -12.0]) / np.exp([-10.0, -9.0, -12.0]).sum()
+    assert outcome.prediction == 1
+    assert outcome.confidence == pytest.approx(expected[1])
+    with pytest.raises(ValueError, match="here"):
+        outcome_from_loglikelihoods([-1.0, -math.inf], "here")
+
+
+def test_join_document_without_hints_is_the_original_only():
+    outcome = outcome_from_loglikelihoods([-1.0, -2.0], "x")
+    record = join_document([PromptPlan()], [outcome], label=1)
+    assert record["prediction"] == 0 and record["correct"] == 0
+    assert "mu" not in record and "hints" not in record
+    with pytest.raises(ValueError, match="original"):
+        join_document([PromptPlan(1)], [outcome], label=1)
+
+
+def test_hint_letters_cover_every_label(mnli_data_dir):
+    # The harness builds all prompts before any answer: one hint per label and template.
+    task = mnli(mnli_data_dir, m=2)
+    plans = task.prompt_plans(task.eval_docs[0])
+    assert [p.hint_label for p in plans] == [None, 0, 0, 1, 1, 2, 2]
+    for label in range(3):
+        templates = [p.template for p in plans if p.hint_label == label]
+        assert len(set(templates)) == 2
+        assert all(0 <= t < len(distractors.ASSERTION_TEMPLATES) for t in templates)
