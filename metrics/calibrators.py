@@ -1,0 +1,736 @@
+"""Post-hoc calibrators: CaliDist and the logit / confidence baselines.
+
+Each estimator has ``fit`` and ``predict`` (or ``predict_proba``), ``to_dict`` / ``from_dict``
+with a ``"kind"`` field, and is saved as JSON (never pickle) by :func:`save_calibrator`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.optimize import minimize, minimize_scalar
+from scipy.special import expit, logsumexp
+
+from ._validation import (
+    CalibrationWarning,
+    as_float_array,
+    check_confidence,
+    check_correct,
+    check_finite_number,
+    check_same_length,
+)
+
+__all__ = [
+    "CaliDistCalibrator",
+    "IsotonicCalibration",
+    "NotFittedError",
+    "PlattScaling",
+    "TemperatureScaling",
+    "VectorScaling",
+    "calibrator_from_dict",
+    "load_calibrator",
+    "reliability_sigmoid",
+    "save_calibrator",
+]
+
+LAMBDA_SCALES = ("minmax", "log", "rank")
+LAMBDA_RANGE = 10.0
+_MISSING = object()
+
+
+class NotFittedError(ValueError, AttributeError):
+    """Raised when an unfitted calibrator is used for prediction or serialisation."""
+
+
+def _check_fitted(estimator, attribute: str) -> None:
+    if getattr(estimator, attribute, None) is None:
+        raise NotFittedError(
+            f"this {type(estimator).__name__} is not fitted yet: call fit() first "
+            "(or build one with from_dict())"
+        )
+
+
+def _warn_degenerate_labels(correct: np.ndarray, owner: str) -> None:
+    if correct.min() == correct.max():
+        which = "all-correct" if correct[0] == 1 else "all-wrong"
+        warnings.warn(
+            f"{owner}: the calibration set is {which}; the fit is defined but degenerate "
+            "(it can only shift every confidence towards the single observed outcome)",
+            CalibrationWarning,
+            stacklevel=3,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON field helpers
+
+
+def _field(d: dict, key: str, owner: str, default=_MISSING):
+    if key not in d:
+        if default is _MISSING:
+            raise ValueError(f"{owner}.from_dict: missing field {key!r}")
+        return default
+    return d[key]
+
+
+def _number_field(d: dict, key: str, owner: str, default=_MISSING) -> float | None:
+    value = _field(d, key, owner, default)
+    if value is None and default is None:
+        return None
+    try:
+        return check_finite_number(value, key)
+    except ValueError as exc:
+        raise ValueError(f"{owner}.from_dict: invalid field {key!r}: {exc}") from None
+
+
+def _array_field(d: dict, key: str, owner: str, ndim: int = 1) -> np.ndarray:
+    value = _field(d, key, owner)
+    if isinstance(value, (str, bytes, dict)) or value is None:
+        raise ValueError(f"{owner}.from_dict: invalid field {key!r}: expected a list of numbers")
+    try:
+        return as_float_array(value, key, ndim=ndim)
+    except ValueError as exc:
+        raise ValueError(f"{owner}.from_dict: invalid field {key!r}: {exc}") from None
+
+
+def _check_kind(d, kind: str, owner: str) -> None:
+    if not isinstance(d, dict):
+        raise ValueError(f"{owner}.from_dict: expected a dict, got {type(d).__name__}")
+    if _field(d, "kind", owner) != kind:
+        raise ValueError(f"{owner}.from_dict: invalid field 'kind': expected {kind!r}, "
+                         f"got {d['kind']!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# CaliDist
+
+
+def reliability_sigmoid(reliability: ArrayLike, alpha: float, beta: float) -> float | np.ndarray:
+    """CaliDist scaling factor sigma(beta * (lambda - alpha)), sigma(x) = 1 / (1 + exp(-x)).
+
+    ``reliability`` is the scaled lambda (the paper's Appendix C plugs lambda_raw in directly).
+    """
+    value = expit(beta * (np.asarray(reliability, dtype=float) - alpha))
+    return float(value) if np.ndim(value) == 0 else value
+
+
+def _brier_loss_and_grad(params, lam, confidence, correct):
+    alpha, beta = params
+    s = expit(beta * (lam - alpha))
+    residual = s * confidence - correct
+    loss = np.mean(residual**2)
+    common = 2.0 * residual * confidence * s * (1.0 - s)
+    grad = np.array([np.mean(common * -beta), np.mean(common * (lam - alpha))])
+    return loss, grad
+
+
+def _check_grid(values, default: np.ndarray, name: str, *, positive: bool) -> np.ndarray:
+    grid = default if values is None else as_float_array(values, name)
+    if positive and np.any(grid <= 0):
+        raise ValueError(f"{name} must hold values > 0")
+    return np.unique(grid)
+
+
+class CaliDistCalibrator:
+    """CaliDist: conf = sigmoid(beta * (lambda - alpha)) * p (paper Eq. 5; SPEC section 2).
+
+    ``fit`` learns, on calibration documents, the bounds that map the raw reliability
+    lambda_raw = (1 - mu) / (delta + eps) to lambda in [0, 10], then alpha and beta minimising the
+    Brier score of the calibrated confidence against correctness: an exhaustive search over
+    ``alpha_grid`` x ``beta_grid`` (defaults linspace(-5, 5, 100) and linspace(0.1, 5, 100), the
+    paper's), then, if ``refine``, L-BFGS-B within the grid's ranges started at the best grid
+    point and kept only when its Brier is not higher. The prediction (argmax) is never changed:
+    only the top-label confidence is scaled, and the result lies in [0, p].
+
+    ``lambda_scale``:
+      - ``"minmax"`` (paper): lambda = clip((raw - min) / (max - min), 0, 1) * 10.
+      - ``"log"``: the same on log1p(max(raw, 0)) (raw <= 0 is floored at 0, i.e. lambda 0).
+      - ``"rank"``: lambda = 10 * #{calibration raw <= raw} / n, the empirical CDF of the
+        calibration documents (their sorted raw values are stored in ``rank_reference_``).
+    ``lambda_min_`` / ``lambda_max_`` are always the raw calibration bounds.
+
+    Degenerate cases (each issues a CalibrationWarning and still gives a finite result):
+      - every calibration raw reliability transforms to the same value (max == min): every
+        lambda, at fit and predict time, is 5.0, so the sigmoid is one constant factor
+        sigma(beta * (5 - alpha)) (in [0.5, 1) on the default grid); alpha and beta are then
+        not identified separately and the grid-edge check is skipped;
+      - an all-correct or all-wrong calibration set: the Brier fit proceeds (it is defined) and
+        simply pushes the factor towards 1 or towards its smallest reachable value;
+      - fewer than 5 calibration documents: the fit proceeds but is unreliable;
+      - the fit lands on a grid edge (alpha at either end, beta at either end, within half a grid
+        step): ``grid_edge_`` is True. SPEC section 2: lambda_raw explodes as delta -> 0, min-max
+        squeezes most documents near lambda = 0, and the fit degenerates to a flat shrink
+        (beta at its lower edge) or the identity (beta at its upper edge with alpha < 0).
+    A grid with one value fixes that parameter; it never counts as an edge.
+    No calibration documents raises ValueError.
+    """
+
+    kind = "calidist"
+
+    def __init__(
+        self,
+        lambda_scale: str = "minmax",
+        alpha_grid=None,
+        beta_grid=None,
+        refine: bool = True,
+    ) -> None:
+        self.lambda_scale = lambda_scale
+        self.alpha_grid = alpha_grid
+        self.beta_grid = beta_grid
+        self.refine = refine
+        self.alpha_: float | None = None
+        self.beta_: float | None = None
+        self.lambda_min_: float | None = None
+        self.lambda_max_: float | None = None
+        self.rank_reference_: np.ndarray | None = None
+        self.calibration_brier_: float | None = None
+        self.grid_edge_: bool = False
+        self.n_calibration_: int | None = None
+
+    # -- scaling ----------------------------------------------------------------------------
+
+    def _transform(self, raw: np.ndarray) -> np.ndarray:
+        if self.lambda_scale == "log":
+            return np.log1p(np.maximum(raw, 0.0))
+        return raw
+
+    def _is_constant(self) -> bool:
+        low, high = self._transform(np.array([self.lambda_min_, self.lambda_max_]))
+        return bool(high <= low)
+
+    def _scale(self, raw: np.ndarray) -> np.ndarray:
+        if self._is_constant():
+            return np.full(raw.shape, LAMBDA_RANGE / 2.0)
+        if self.lambda_scale == "rank":
+            ref = self.rank_reference_
+            return LAMBDA_RANGE * np.searchsorted(ref, raw, side="right") / ref.size
+        low, high = self._transform(np.array([self.lambda_min_, self.lambda_max_]))
+        return np.clip((self._transform(raw) - low) / (high - low), 0.0, 1.0) * LAMBDA_RANGE
+
+    def scaled_reliability(self, reliability_raw: ArrayLike) -> np.ndarray:
+        """lambda in [0, 10] for raw reliabilities, using the fitted bounds."""
+        _check_fitted(self, "alpha_")
+        return self._scale(as_float_array(reliability_raw, "reliability_raw"))
+
+    # -- fit / predict ----------------------------------------------------------------------
+
+    def fit(
+        self, reliability_raw: ArrayLike, confidence: ArrayLike, correct: ArrayLike
+    ) -> CaliDistCalibrator:
+        """Fit the lambda bounds, alpha and beta on calibration documents; return self."""
+        if self.lambda_scale not in LAMBDA_SCALES:
+            raise ValueError(f"lambda_scale must be one of {LAMBDA_SCALES}, "
+                             f"got {self.lambda_scale!r}")
+        raw = as_float_array(reliability_raw, "reliability_raw")
+        confidence = check_confidence(confidence, "confidence")
+        correct = check_correct(correct, "correct")
+        n = check_same_length(reliability_raw=raw, confidence=confidence, correct=correct)
+        alphas = _check_grid(self.alpha_grid, np.linspace(-5, 5, 100), "alpha_grid",
+                             positive=False)
+        betas = _check_grid(self.beta_grid, np.linspace(0.1, 5, 100), "beta_grid",
+                            positive=True)
+        if n < 5:
+            warnings.warn(f"CaliDistCalibrator: only {n} calibration documents (< 5); "
+                          "the fitted alpha, beta and bounds are unreliable",
+                          CalibrationWarning, stacklevel=2)
+        _warn_degenerate_labels(correct, "CaliDistCalibrator")
+
+        self.lambda_min_, self.lambda_max_ = float(raw.min()), float(raw.max())
+        self.rank_reference_ = np.sort(raw) if self.lambda_scale == "rank" else None
+        self.n_calibration_ = n
+        if self._is_constant():
+            warnings.warn("CaliDistCalibrator: every calibration reliability is the same "
+                          f"({self.lambda_min_!r}); every lambda is set to 5.0",
+                          CalibrationWarning, stacklevel=2)
+        lam = self._scale(raw)
+
+        brier = np.empty((betas.size, alphas.size))
+        block = max(1, int(4e6 // (alphas.size * n)))
+        for start in range(0, betas.size, block):
+            b = betas[start:start + block, None, None]
+            s = expit(b * (lam[None, None, :] - alphas[None, :, None]))
+            brier[start:start + block] = np.mean((s * confidence - correct) ** 2, axis=-1)
+        b_idx, a_idx = np.unravel_index(np.argmin(brier), brier.shape)
+        best = np.array([alphas[a_idx], betas[b_idx]])
+        best_loss = float(brier[b_idx, a_idx])
+
+        if self.refine:
+            result = minimize(_brier_loss_and_grad, best, args=(lam, confidence, correct),
+                              jac=True, method="L-BFGS-B",
+                              bounds=[(alphas[0], alphas[-1]), (betas[0], betas[-1])])
+            if np.all(np.isfinite(result.x)):
+                loss = _brier_loss_and_grad(result.x, lam, confidence, correct)[0]
+                if loss <= best_loss:
+                    best, best_loss = result.x, float(loss)
+
+        self.alpha_, self.beta_ = float(best[0]), float(best[1])
+        self.calibration_brier_ = best_loss
+        edges = self._grid_edges(alphas, betas)
+        if self._is_constant():
+            edges = []  # only the constant factor sigmoid(beta * (5 - alpha)) is identified
+        self.grid_edge_ = bool(edges)
+        if edges:
+            message = (
+                "CaliDistCalibrator: the fit landed on a grid edge (" + "; ".join(edges) + "): "
+                "beta at its lower edge is a flat shrink of every confidence, beta at its upper "
+                "edge with alpha < 0 is nearly the identity"
+            )
+            if self.lambda_scale == "minmax":
+                message += (". With min-max scaling lambda_raw explodes as delta -> 0 and most "
+                            "documents get lambda near 0; compare lambda_scale='log' or 'rank' "
+                            "on held-out data")
+            warnings.warn(message, CalibrationWarning, stacklevel=2)
+        return self
+
+    def _grid_edges(self, alphas: np.ndarray, betas: np.ndarray) -> list[str]:
+        edges = []
+        for name, value, grid in (("alpha", self.alpha_, alphas), ("beta", self.beta_, betas)):
+            if grid.size < 2:
+                continue
+            tol = (grid[-1] - grid[0]) / (grid.size - 1) / 2.0
+            if value <= grid[0] + tol:
+                edges.append(f"{name}={value:.4g} at the lower edge {grid[0]:.4g}")
+            elif value >= grid[-1] - tol:
+                edges.append(f"{name}={value:.4g} at the upper edge {grid[-1]:.4g}")
+        return edges
+
+    def predict(self, reliability_raw: ArrayLike, confidence: ArrayLike) -> np.ndarray:
+        """Calibrated confidence sigmoid(beta * (lambda - alpha)) * p, in [0, p]."""
+        _check_fitted(self, "alpha_")
+        raw = as_float_array(reliability_raw, "reliability_raw")
+        confidence = check_confidence(confidence, "confidence")
+        check_same_length(reliability_raw=raw, confidence=confidence)
+        return expit(self.beta_ * (self._scale(raw) - self.alpha_)) * confidence
+
+    # -- JSON -------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable state (fitted parameters, bounds and diagnostics)."""
+        _check_fitted(self, "alpha_")
+
+        def grid(values):
+            return None if values is None else np.asarray(values, dtype=float).tolist()
+
+        return {
+            "kind": self.kind,
+            "lambda_scale": self.lambda_scale,
+            "alpha": self.alpha_,
+            "beta": self.beta_,
+            "lambda_min": self.lambda_min_,
+            "lambda_max": self.lambda_max_,
+            "rank_reference": None if self.rank_reference_ is None
+            else self.rank_reference_.tolist(),
+            "n_calibration": self.n_calibration_,
+            "calibration_brier": self.calibration_brier_,
+            "grid_edge": self.grid_edge_,
+            "refine": bool(self.refine),
+            "alpha_grid": grid(self.alpha_grid),
+            "beta_grid": grid(self.beta_grid),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CaliDistCalibrator:
+        """Rebuild a fitted calibrator; raise ValueError naming a missing or invalid field.
+
+        Required: kind, lambda_scale, alpha, beta, lambda_min, lambda_max (and rank_reference
+        when lambda_scale is "rank"). Diagnostics (n_calibration, calibration_brier, grid_edge)
+        and the grids are optional.
+        """
+        owner = cls.__name__
+        _check_kind(d, cls.kind, owner)
+        scale = _field(d, "lambda_scale", owner)
+        if scale not in LAMBDA_SCALES:
+            raise ValueError(f"{owner}.from_dict: invalid field 'lambda_scale': {scale!r}")
+        calibrator = cls(lambda_scale=scale, refine=bool(d.get("refine", True)),
+                         alpha_grid=d.get("alpha_grid"), beta_grid=d.get("beta_grid"))
+        calibrator.alpha_ = _number_field(d, "alpha", owner)
+        calibrator.beta_ = _number_field(d, "beta", owner)
+        if calibrator.beta_ <= 0:
+            raise ValueError(f"{owner}.from_dict: invalid field 'beta': must be > 0")
+        calibrator.lambda_min_ = _number_field(d, "lambda_min", owner)
+        calibrator.lambda_max_ = _number_field(d, "lambda_max", owner)
+        if calibrator.lambda_max_ < calibrator.lambda_min_:
+            raise ValueError(f"{owner}.from_dict: invalid field 'lambda_max': "
+                             "smaller than lambda_min")
+        if scale == "rank":
+            reference = _array_field(d, "rank_reference", owner)
+            if np.any(np.diff(reference) < 0):
+                raise ValueError(f"{owner}.from_dict: invalid field 'rank_reference': "
+                                 "must be sorted")
+            calibrator.rank_reference_ = reference
+        n_cal = d.get("n_calibration")
+        if n_cal is not None and (isinstance(n_cal, bool) or not isinstance(n_cal, int)
+                                  or n_cal < 0):
+            raise ValueError(f"{owner}.from_dict: invalid field 'n_calibration': {n_cal!r}")
+        calibrator.n_calibration_ = n_cal
+        calibrator.calibration_brier_ = _number_field(d, "calibration_brier", owner, None)
+        calibrator.grid_edge_ = bool(d.get("grid_edge", False))
+        return calibrator
+
+
+# ---------------------------------------------------------------------------------------------
+# Logit baselines
+
+
+def _check_logits(logits, name: str = "logits") -> np.ndarray:
+    array = as_float_array(logits, name, ndim=2)
+    if array.shape[1] < 2:
+        raise ValueError(f"{name} must have at least 2 columns (classes), got {array.shape[1]}")
+    return array
+
+
+def _check_labels(labels, n: int, n_classes: int) -> np.ndarray:
+    array = as_float_array(labels, "labels")
+    if array.size != n:
+        raise ValueError(f"length mismatch: logits={n}, labels={array.size}")
+    if np.any(array != np.round(array)) or np.any(array < 0) or np.any(array >= n_classes):
+        raise ValueError(f"labels must be integers in [0, {n_classes})")
+    return array.astype(int)
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    return z - logsumexp(z, axis=1, keepdims=True)
+
+
+class TemperatureScaling:
+    """Temperature scaling (Guo et al. 2017): softmax(logits / T), T > 0 minimising the NLL.
+
+    T is searched on log T within [1e-3, 1e3] (bounded Brent; the bounds and T = 1 are also
+    tried and the lowest NLL kept); a CalibrationWarning is issued when T ends at a bound (an
+    all-correct calibration set pushes T to 0, uninformative logits push it to infinity).
+    Temperature never changes the argmax.
+    """
+
+    kind = "temperature"
+    _LOG_BOUND = np.log(1e3)
+
+    def __init__(self) -> None:
+        self.temperature_: float | None = None
+
+    def fit(self, logits: ArrayLike, labels: ArrayLike) -> TemperatureScaling:
+        """Fit T on (n, c) logits and (n,) integer labels; return self."""
+        logits = _check_logits(logits)
+        labels = _check_labels(labels, logits.shape[0], logits.shape[1])
+        rows = np.arange(labels.size)
+        margins = logits - logits[rows, labels][:, None]
+        margins[rows, labels] = -np.inf
+
+        def nll(log_t):
+            # -log softmax_y = log(1 + sum_{j != y} exp(z_j - z_y)), accurate near 0
+            return np.mean(np.logaddexp(0.0, logsumexp(margins / np.exp(log_t), axis=1)))
+
+        result = minimize_scalar(nll, bounds=(-self._LOG_BOUND, self._LOG_BOUND),
+                                 method="bounded", options={"xatol": 1e-8})
+        # ties (an NLL flat at 0) go to the bound, listed first
+        candidates = [-self._LOG_BOUND, self._LOG_BOUND, 0.0, float(result.x)]
+        log_t = min(candidates, key=nll)
+        if abs(log_t) >= self._LOG_BOUND:
+            warnings.warn(f"TemperatureScaling: T={np.exp(log_t):.4g} is at the search bound: "
+                          "the calibration logits separate the labels perfectly (T -> 0) or "
+                          "carry no information about them (T -> infinity)",
+                          CalibrationWarning, stacklevel=2)
+        self.temperature_ = float(np.exp(log_t))
+        return self
+
+    def predict_proba(self, logits: ArrayLike) -> np.ndarray:
+        """Calibrated class probabilities softmax(logits / T), shape (n, c)."""
+        _check_fitted(self, "temperature_")
+        return np.exp(_log_softmax(_check_logits(logits) / self.temperature_))
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable state."""
+        _check_fitted(self, "temperature_")
+        return {"kind": self.kind, "temperature": self.temperature_}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TemperatureScaling:
+        """Rebuild from :meth:`to_dict` output; ValueError names a missing or invalid field."""
+        _check_kind(d, cls.kind, cls.__name__)
+        temperature = _number_field(d, "temperature", cls.__name__)
+        if temperature <= 0:
+            raise ValueError(f"{cls.__name__}.from_dict: invalid field 'temperature': must be > 0")
+        calibrator = cls()
+        calibrator.temperature_ = temperature
+        return calibrator
+
+
+class VectorScaling:
+    """Vector scaling (Guo et al. 2017): softmax(w * logits + b) with per-class w and b.
+
+    Minimises mean NLL + l2 * (||w - 1||^2 + ||b||^2) with L-BFGS-B from the identity (w = 1,
+    b = 0). The small L2 pull towards the identity keeps the fit finite when a class never
+    occurs or the logits separate the labels. Unlike temperature scaling it may change the
+    argmax.
+    """
+
+    kind = "vector"
+
+    def __init__(self, l2: float = 1e-3) -> None:
+        self.l2 = l2
+        self.weights_: np.ndarray | None = None
+        self.bias_: np.ndarray | None = None
+
+    def fit(self, logits: ArrayLike, labels: ArrayLike) -> VectorScaling:
+        """Fit w and b on (n, c) logits and (n,) integer labels; return self."""
+        logits = _check_logits(logits)
+        n, c = logits.shape
+        labels = _check_labels(labels, n, c)
+        l2 = check_finite_number(self.l2, "l2")
+        if l2 < 0:
+            raise ValueError(f"l2 must be >= 0, got {l2!r}")
+        onehot = np.eye(c)[labels]
+
+        def objective(params):
+            w, b = params[:c], params[c:]
+            log_q = _log_softmax(logits * w + b)
+            loss = -np.mean(np.sum(onehot * log_q, axis=1))
+            loss += l2 * (np.sum((w - 1.0) ** 2) + np.sum(b**2))
+            diff = np.exp(log_q) - onehot
+            grad_w = np.mean(diff * logits, axis=0) + 2 * l2 * (w - 1.0)
+            grad_b = np.mean(diff, axis=0) + 2 * l2 * b
+            return loss, np.concatenate([grad_w, grad_b])
+
+        start = np.concatenate([np.ones(c), np.zeros(c)])
+        result = minimize(objective, start, jac=True, method="L-BFGS-B")
+        params = result.x if objective(result.x)[0] <= objective(start)[0] else start
+        self.weights_, self.bias_ = params[:c].copy(), params[c:].copy()
+        return self
+
+    def predict_proba(self, logits: ArrayLike) -> np.ndarray:
+        """Calibrated class probabilities softmax(w * logits + b), shape (n, c)."""
+        _check_fitted(self, "weights_")
+        logits = _check_logits(logits)
+        if logits.shape[1] != self.weights_.size:
+            raise ValueError(f"logits has {logits.shape[1]} columns, the calibrator was fitted "
+                             f"on {self.weights_.size}")
+        return np.exp(_log_softmax(logits * self.weights_ + self.bias_))
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable state."""
+        _check_fitted(self, "weights_")
+        return {"kind": self.kind, "weights": self.weights_.tolist(),
+                "bias": self.bias_.tolist(), "l2": self.l2}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> VectorScaling:
+        """Rebuild from :meth:`to_dict` output; ValueError names a missing or invalid field."""
+        owner = cls.__name__
+        _check_kind(d, cls.kind, owner)
+        weights = _array_field(d, "weights", owner)
+        bias = _array_field(d, "bias", owner)
+        if weights.size != bias.size or weights.size < 2:
+            raise ValueError(f"{owner}.from_dict: invalid field 'bias': weights and bias must "
+                             "have the same length >= 2")
+        calibrator = cls(l2=_number_field(d, "l2", owner, 1e-3))
+        calibrator.weights_, calibrator.bias_ = weights, bias
+        return calibrator
+
+
+# ---------------------------------------------------------------------------------------------
+# Confidence baselines
+
+
+def _logit(confidence: np.ndarray) -> np.ndarray:
+    p = np.clip(confidence, 1e-6, 1 - 1e-6)
+    return np.log(p) - np.log1p(-p)
+
+
+class PlattScaling:
+    """Platt scaling: calibrated = sigmoid(coef * logit(conf) + intercept).
+
+    conf is clipped into [1e-6, 1 - 1e-6] before the logit. The log loss is minimised against
+    Platt's (1999) smoothed targets (n_pos + 1) / (n_pos + 2) and 1 / (n_neg + 2), as
+    scikit-learn's sigmoid calibration does, which keeps the fit finite on separable or
+    one-class data (a one-class set also issues a CalibrationWarning).
+    """
+
+    kind = "platt"
+
+    def __init__(self) -> None:
+        self.coef_: float | None = None
+        self.intercept_: float | None = None
+
+    def fit(self, confidence: ArrayLike, correct: ArrayLike) -> PlattScaling:
+        """Fit coef and intercept on top-label confidences and 0/1 correctness; return self."""
+        confidence = check_confidence(confidence, "confidence")
+        correct = check_correct(correct, "correct")
+        check_same_length(confidence=confidence, correct=correct)
+        _warn_degenerate_labels(correct, "PlattScaling")
+        x = _logit(confidence)
+        n_pos = correct.sum()
+        n_neg = correct.size - n_pos
+        target = np.where(correct == 1, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+
+        def objective(params):
+            z = params[0] * x + params[1]
+            loss = np.mean(np.logaddexp(0.0, z) - target * z)
+            diff = expit(z) - target
+            return loss, np.array([np.mean(diff * x), np.mean(diff)])
+
+        start = np.array([0.0, np.log((n_pos + 1) / (n_neg + 1))])
+        result = minimize(objective, start, jac=True, method="L-BFGS-B")
+        params = result.x if objective(result.x)[0] <= objective(start)[0] else start
+        self.coef_, self.intercept_ = float(params[0]), float(params[1])
+        return self
+
+    def predict(self, confidence: ArrayLike) -> np.ndarray:
+        """Calibrated confidence sigmoid(coef * logit(conf) + intercept)."""
+        _check_fitted(self, "coef_")
+        confidence = check_confidence(confidence, "confidence")
+        return expit(self.coef_ * _logit(confidence) + self.intercept_)
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable state."""
+        _check_fitted(self, "coef_")
+        return {"kind": self.kind, "coef": self.coef_, "intercept": self.intercept_}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> PlattScaling:
+        """Rebuild from :meth:`to_dict` output; ValueError names a missing or invalid field."""
+        _check_kind(d, cls.kind, cls.__name__)
+        calibrator = cls()
+        calibrator.coef_ = _number_field(d, "coef", cls.__name__)
+        calibrator.intercept_ = _number_field(d, "intercept", cls.__name__)
+        return calibrator
+
+
+def _pool_adjacent_violators(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Weighted least-squares non-decreasing fit of y (pool adjacent violators)."""
+    values, weights, sizes = [], [], []
+    for value, weight in zip(y, w, strict=True):
+        values.append(value)
+        weights.append(weight)
+        sizes.append(1)
+        while len(values) > 1 and values[-2] > values[-1]:
+            total = weights[-2] + weights[-1]
+            values[-2] = (values[-2] * weights[-2] + values[-1] * weights[-1]) / total
+            weights[-2] = total
+            sizes[-2] += sizes[-1]
+            del values[-1], weights[-1], sizes[-1]
+    return np.repeat(values, sizes)
+
+
+class IsotonicCalibration:
+    """Isotonic regression of correctness on confidence (non-decreasing, values in [0, 1]).
+
+    Tied confidences are first pooled (mean correctness, weighted by count), then fitted with
+    pool-adjacent-violators. ``predict`` interpolates linearly between the fitted points and
+    holds the end values outside the fitted range. A one-class set issues a
+    CalibrationWarning (the fit is then constant 0 or 1).
+    """
+
+    kind = "isotonic"
+
+    def __init__(self) -> None:
+        self.x_: np.ndarray | None = None
+        self.y_: np.ndarray | None = None
+
+    def fit(self, confidence: ArrayLike, correct: ArrayLike) -> IsotonicCalibration:
+        """Fit on top-label confidences and 0/1 correctness; return self."""
+        confidence = check_confidence(confidence, "confidence")
+        correct = check_correct(correct, "correct")
+        check_same_length(confidence=confidence, correct=correct)
+        _warn_degenerate_labels(correct, "IsotonicCalibration")
+        x, inverse = np.unique(confidence, return_inverse=True)
+        counts = np.bincount(inverse).astype(float)
+        means = np.bincount(inverse, weights=correct) / counts
+        self.x_ = x
+        self.y_ = np.clip(_pool_adjacent_violators(means, counts), 0.0, 1.0)
+        return self
+
+    def predict(self, confidence: ArrayLike) -> np.ndarray:
+        """Calibrated confidence by linear interpolation of the fitted steps."""
+        _check_fitted(self, "x_")
+        confidence = check_confidence(confidence, "confidence")
+        return np.interp(confidence, self.x_, self.y_)
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable state."""
+        _check_fitted(self, "x_")
+        return {"kind": self.kind, "x": self.x_.tolist(), "y": self.y_.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> IsotonicCalibration:
+        """Rebuild from :meth:`to_dict` output; ValueError names a missing or invalid field."""
+        owner = cls.__name__
+        _check_kind(d, cls.kind, owner)
+        x = _array_field(d, "x", owner)
+        y = _array_field(d, "y", owner)
+        if x.size != y.size:
+            raise ValueError(f"{owner}.from_dict: invalid field 'y': length differs from 'x'")
+        if np.any(np.diff(x) <= 0):
+            raise ValueError(f"{owner}.from_dict: invalid field 'x': must be strictly increasing")
+        if np.any(np.diff(y) < 0) or np.any(y < 0) or np.any(y > 1):
+            raise ValueError(f"{owner}.from_dict: invalid field 'y': must be non-decreasing "
+                             "in [0, 1]")
+        calibrator = cls()
+        calibrator.x_, calibrator.y_ = x, y
+        return calibrator
+
+
+# ---------------------------------------------------------------------------------------------
+# Persistence
+
+Calibrator = (
+    CaliDistCalibrator | TemperatureScaling | VectorScaling | PlattScaling | IsotonicCalibration
+)
+
+_KINDS = {
+    cls.kind: cls
+    for cls in (CaliDistCalibrator, TemperatureScaling, VectorScaling, PlattScaling,
+                IsotonicCalibration)
+}
+
+
+def calibrator_from_dict(d: dict) -> Calibrator:
+    """Rebuild any calibrator from its ``to_dict`` output, dispatching on ``d["kind"]``."""
+    if not isinstance(d, dict):
+        raise ValueError(f"calibrator_from_dict: expected a dict, got {type(d).__name__}")
+    if "kind" not in d:
+        raise ValueError("calibrator_from_dict: missing field 'kind'")
+    if d["kind"] not in _KINDS:
+        raise ValueError(f"calibrator_from_dict: invalid field 'kind': {d['kind']!r} "
+                         f"(known: {sorted(_KINDS)})")
+    return _KINDS[d["kind"]].from_dict(d)
+
+
+def save_calibrator(calibrator: Calibrator, path: str | os.PathLike, **context) -> Path:
+    """Write ``{"calibrator": calibrator.to_dict(), "context": context}`` as JSON; return path.
+
+    ``context`` holds what callers know (task, labels, model...) and must be JSON-serialisable.
+    """
+    payload = {"calibrator": calibrator.to_dict(), "context": context}
+    try:
+        text = json.dumps(payload, indent=2, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"context is not JSON-serialisable: {exc}") from None
+    path = Path(path)
+    path.write_text(text + "\n", encoding="utf-8")
+    return path
+
+
+def load_calibrator(path: str | os.PathLike) -> tuple[Calibrator, dict]:
+    """Read a file written by :func:`save_calibrator`: return (calibrator, context).
+
+    Raises ValueError naming the file on malformed JSON or a missing or invalid field.
+    """
+    path = Path(path)
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: malformed calibrator JSON: {exc}") from None
+    if not isinstance(payload, dict) or "calibrator" not in payload:
+        raise ValueError(f"{path}: missing field 'calibrator'")
+    context = payload.get("context", {})
+    if not isinstance(context, dict):
+        raise ValueError(f"{path}: invalid field 'context': expected an object")
+    try:
+        calibrator = calibrator_from_dict(payload["calibrator"])
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return calibrator, context

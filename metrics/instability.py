@@ -1,0 +1,136 @@
+"""CaliDist per-document instability measures (paper Section 3, SPEC section 2).
+
+For one document: the original prompt gives prediction y_hat with confidence p; the k distracted
+prompts give predictions y_j with confidences p'_j. Each function also accepts a batch: pass the
+distracted values as an (n, k) array and the original values as an (n,) array (the original's
+shape must equal the distracted shape without its last axis); the result is then an array of
+n values. Documents with different k need one call each.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ._validation import as_float_array, check_confidence, check_finite_number
+
+__all__ = ["confidence_instability", "prediction_instability", "reliability_score"]
+
+_MODES = ("mean", "worst_case")
+
+
+def _check_distracted(values, name: str, *, probability: bool) -> np.ndarray:
+    if probability:
+        array = as_float_array(values, name, ndim=None, allow_empty=True)
+    else:
+        array = _check_labels(values, name)
+    if array.ndim == 0:
+        raise ValueError(f"{name} must be a sequence (one entry per distracted prompt)")
+    if array.shape[-1] == 0:
+        raise ValueError(f"{name} is empty: k == 0 distracted prompts")
+    if probability and (np.any(array < 0.0) or np.any(array > 1.0)):
+        raise ValueError(f"{name} must lie in [0, 1]")
+    return array
+
+
+def _check_labels(values, name: str) -> np.ndarray:
+    """Labels may be integers, numbers (open-ended answers) or strings; numbers must be finite."""
+    array = np.asarray(values)
+    if array.dtype.kind in "biuf":
+        return as_float_array(array, name, ndim=None, allow_empty=True)
+    if array.dtype.kind not in "UO":
+        raise ValueError(f"{name} must hold integer, numeric or string labels")
+    return array
+
+
+def _check_leading_shape(original, name, distracted, distracted_name) -> None:
+    if original.shape != distracted.shape[:-1]:
+        raise ValueError(
+            f"{name} of shape {original.shape} does not match {distracted_name} of shape "
+            f"{distracted.shape} (expected {name} of shape {distracted.shape[:-1]})"
+        )
+
+
+def _scalar_or_array(value: np.ndarray) -> float | np.ndarray:
+    return float(value) if np.ndim(value) == 0 else value
+
+
+def prediction_instability(
+    original_prediction: int | ArrayLike,
+    distracted_predictions: ArrayLike,
+    distracted_confidences: ArrayLike,
+) -> float | np.ndarray:
+    """mu = (1/k) * sum_j 1[y_j != y_hat] * p'_j, in [0, 1].
+
+    The share of distracted prompts that flipped the prediction, each flip weighted by the
+    confidence of the distracted answer. Predictions are compared with ``!=``: integer label
+    indices (the contract), numbers (open-ended answers) or strings all work. Raises ValueError
+    when k == 0.
+    """
+    predictions = _check_distracted(
+        distracted_predictions, "distracted_predictions", probability=False
+    )
+    confidences = _check_distracted(
+        distracted_confidences, "distracted_confidences", probability=True
+    )
+    if predictions.shape != confidences.shape:
+        raise ValueError(
+            "length mismatch: distracted_predictions has shape "
+            f"{predictions.shape}, distracted_confidences has shape {confidences.shape}"
+        )
+    original = _check_labels(original_prediction, "original_prediction")
+    if original.size == 0:
+        raise ValueError("original_prediction is empty")
+    _check_leading_shape(original, "original_prediction", predictions, "distracted_predictions")
+    flipped = predictions != np.expand_dims(original, -1)
+    return _scalar_or_array(np.mean(flipped * confidences, axis=-1))
+
+
+def confidence_instability(
+    original_confidence: float | ArrayLike, distracted_confidences: ArrayLike, mode: str = "mean"
+) -> float | np.ndarray:
+    """Confidence instability delta.
+
+    ``mode="mean"`` (paper): delta = |p - mean_j p'_j|. ``mode="worst_case"`` (the paper's
+    ablation): delta = max(0, p - min_j p'_j), the largest confidence drop. Raises ValueError
+    when k == 0.
+    """
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+    confidences = _check_distracted(
+        distracted_confidences, "distracted_confidences", probability=True
+    )
+    original = check_confidence(original_confidence, "original_confidence", ndim=None)
+    _check_leading_shape(original, "original_confidence", confidences, "distracted_confidences")
+    if mode == "mean":
+        delta = np.abs(original - np.mean(confidences, axis=-1))
+    else:
+        delta = np.maximum(0.0, original - np.min(confidences, axis=-1))
+    return _scalar_or_array(delta)
+
+
+def reliability_score(
+    prediction_instability: float | ArrayLike,
+    confidence_instability: float | ArrayLike,
+    epsilon: float = 1e-10,
+) -> float | np.ndarray:
+    """lambda_raw = (1 - mu) / (delta + epsilon), >= 0; broadcasts over arrays.
+
+    With the default epsilon a fully stable document (mu = delta = 0) scores 1e10.
+    """
+    mu = as_float_array(prediction_instability, "prediction_instability", ndim=None)
+    delta = as_float_array(confidence_instability, "confidence_instability", ndim=None)
+    if np.any(mu < 0.0) or np.any(mu > 1.0):
+        raise ValueError("prediction_instability must lie in [0, 1]")
+    if np.any(delta < 0.0):
+        raise ValueError("confidence_instability must be >= 0")
+    epsilon = check_finite_number(epsilon, "epsilon")
+    if epsilon <= 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
+    try:
+        return _scalar_or_array((1.0 - mu) / (delta + epsilon))
+    except ValueError:
+        raise ValueError(
+            f"prediction_instability of shape {mu.shape} does not broadcast with "
+            f"confidence_instability of shape {delta.shape}"
+        ) from None

@@ -1,0 +1,278 @@
+"""Scores: agreement with scikit-learn, hand-computed ECE, properties, input checks, bootstrap."""
+
+import dataclasses
+import subprocess
+import sys
+from functools import partial
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.metrics import brier_score_loss, roc_auc_score
+
+from calidist_metrics import (
+    CalibrationWarning,
+    auroc,
+    bootstrap_interval,
+    brier_score,
+    expected_calibration_error,
+    paired_bootstrap_test,
+    reliability_bins,
+)
+
+SCORES = [expected_calibration_error, brier_score, auroc, reliability_bins]
+
+
+def _data(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    confidence = rng.uniform(0.2, 1.0, n)
+    correct = (rng.uniform(size=n) < confidence).astype(int)
+    return confidence, correct
+
+
+@st.composite
+def documents(draw, min_size=1, max_size=60):
+    n = draw(st.integers(min_size, max_size))
+    conf = st.one_of(
+        st.floats(0.0, 1.0, allow_nan=False),
+        st.sampled_from([0.0, 0.1, 0.3, 0.5, 0.7, 1.0]),
+    )
+    confidence = np.array(draw(st.lists(conf, min_size=n, max_size=n)))
+    correct = np.array(draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    return confidence, correct
+
+
+# -- agreement with scikit-learn ------------------------------------------------------------
+
+
+def test_brier_matches_sklearn():
+    confidence, correct = _data()
+    assert brier_score(confidence, correct) == pytest.approx(
+        brier_score_loss(correct, confidence), abs=1e-12
+    )
+
+
+def test_auroc_matches_sklearn_with_ties():
+    confidence, correct = _data()
+    confidence = np.round(confidence, 1)  # many ties: counted as one half
+    assert auroc(confidence, correct) == pytest.approx(roc_auc_score(correct, confidence), 1e-12)
+
+
+def test_auroc_hand_example():
+    # pairs (correct, wrong): (0.9, 0.4) win, (0.9, 0.6) win, (0.5, 0.4) win, (0.5, 0.6) loss
+    assert auroc([0.9, 0.5, 0.4, 0.6], [1, 1, 0, 0]) == pytest.approx(0.75)
+    assert auroc([0.5, 0.5], [1, 0]) == pytest.approx(0.5)
+    assert auroc([0.2, 0.9], [1, 0]) == pytest.approx(0.0)
+
+
+# -- ECE -----------------------------------------------------------------------------------
+
+
+def test_ece_hand_example_uniform():
+    confidence = [0.05, 0.15, 0.15, 0.55, 0.95, 0.95, 1.0, 0.3, 0.7]
+    correct = [0, 0, 1, 1, 1, 1, 0, 0, 1]
+    # bins: [0,.1): {.05:0} gap .05 | [.1,.2): {.15:0,.15:1} gap .35 | [.3,.4): {.3:0} gap .3
+    # [.5,.6): {.55:1} gap .45 | [.7,.8): {.7:1} gap .3 | [.9,1]: {.95:1,.95:1,1.0:0} gap .30
+    expected = (0.05 + 2 * 0.35 + 0.3 + 0.45 + 0.3 + 3 * abs(2 / 3 - (0.95 + 0.95 + 1.0) / 3)) / 9
+    assert expected_calibration_error(confidence, correct) == pytest.approx(expected, abs=1e-12)
+    bins = reliability_bins(confidence, correct)
+    np.testing.assert_array_equal(bins.counts, [1, 2, 0, 1, 0, 1, 0, 1, 0, 3])
+    assert bins.mean_confidence[2] == 0.0 and bins.accuracy[2] == 0.0
+    assert bins.edges.shape == (11,)
+
+
+def test_ece_edges_go_to_upper_bin_and_one_to_last():
+    bins = reliability_bins([0.1, 0.3, 0.7, 1.0], [1, 1, 1, 1])
+    np.testing.assert_array_equal(np.nonzero(bins.counts)[0], [1, 3, 7, 9])
+
+
+def test_ece_quantile_hand_example():
+    confidence = [0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9]
+    correct = [0, 0, 1, 1, 1, 1, 0, 1]
+    bins = reliability_bins(confidence, correct, n_bins=2, strategy="quantile")
+    np.testing.assert_array_equal(bins.counts, [4, 4])
+    np.testing.assert_allclose(bins.edges, [0.1, 0.5, 0.9])
+    expected = 0.5 * abs(0.5 - 0.25) + 0.5 * abs(0.75 - 0.75)
+    assert expected_calibration_error(confidence, correct, 2, "quantile") == pytest.approx(expected)
+    np.testing.assert_allclose(bins.mean_confidence, [0.25, 0.75])
+
+
+def test_ece_perfect_and_worst():
+    assert expected_calibration_error([1.0, 1.0], [1, 1]) == 0.0
+    assert expected_calibration_error([1.0, 0.0], [0, 1]) == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(documents(), st.integers(1, 15), st.sampled_from(["uniform", "quantile"]))
+def test_ece_equals_weighted_bin_gaps(docs, n_bins, strategy):
+    confidence, correct = docs
+    bins = reliability_bins(confidence, correct, n_bins=n_bins, strategy=strategy)
+    assert bins.counts.sum() == len(confidence)
+    assert bins.edges.shape == (n_bins + 1,)
+    manual = np.sum(bins.counts / len(confidence) * np.abs(bins.accuracy - bins.mean_confidence))
+    ece = expected_calibration_error(confidence, correct, n_bins=n_bins, strategy=strategy)
+    assert ece == pytest.approx(manual, abs=1e-12)
+    # every document lies inside its bin's edges
+    full = bins.counts > 0
+    assert np.all(bins.mean_confidence[full] >= bins.edges[:-1][full] - 1e-12)
+    assert np.all(bins.mean_confidence[full] <= bins.edges[1:][full] + 1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(documents())
+def test_scores_in_range(docs):
+    confidence, correct = docs
+    for value in (
+        expected_calibration_error(confidence, correct),
+        expected_calibration_error(confidence, correct, strategy="quantile"),
+        brier_score(confidence, correct),
+    ):
+        assert 0.0 <= value <= 1.0
+    if 0 < correct.sum() < len(correct):
+        assert 0.0 <= auroc(confidence, correct) <= 1.0
+        assert auroc(confidence, correct) == pytest.approx(roc_auc_score(correct, confidence))
+    assert brier_score(confidence, correct) >= 0
+
+
+# -- degenerate and bad input --------------------------------------------------------------
+
+
+def test_auroc_one_class_warns_and_returns_half():
+    with pytest.warns(CalibrationWarning, match="one class"):
+        assert auroc([0.2, 0.9, 0.5], [1, 1, 1]) == 0.5
+    with pytest.warns(CalibrationWarning):
+        assert auroc([0.2], [0]) == 0.5
+
+
+@pytest.mark.parametrize("score", SCORES)
+@pytest.mark.parametrize(
+    ("confidence", "correct", "name"),
+    [
+        ([], [], "confidence is empty"),
+        ([0.5, 0.6], [1], "length mismatch"),
+        ([0.5, np.nan], [1, 0], "confidence contains NaN"),
+        ([0.5, np.inf], [1, 0], "confidence contains NaN or inf"),
+        ([0.5, 1.2], [1, 0], r"confidence must lie in \[0, 1\]"),
+        ([-0.1, 0.5], [1, 0], r"confidence must lie in \[0, 1\]"),
+        ([0.5, 0.6], [1, 2], "correct must contain only 0/1"),
+        ([0.5, 0.6], [1, np.nan], "correct contains NaN"),
+        ([[0.5, 0.6]], [[1, 0]], "confidence must be 1-dimensional"),
+    ],
+)
+def test_bad_inputs_raise_naming_argument(score, confidence, correct, name):
+    with pytest.raises(ValueError, match=name):
+        score(confidence, correct)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [({"n_bins": 0}, "n_bins"), ({"n_bins": 2.5}, "n_bins"), ({"strategy": "equal"}, "strategy")],
+)
+def test_bad_binning_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        expected_calibration_error([0.5], [1], **kwargs)
+
+
+def test_correct_accepts_booleans():
+    assert brier_score([1.0, 0.0], [True, False]) == 0.0
+
+
+# -- bootstrap -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("metric", [brier_score, auroc, expected_calibration_error])
+def test_bootstrap_deterministic_per_seed(metric):
+    confidence, correct = _data(200)
+    first = bootstrap_interval(metric, confidence, correct, n_resamples=200, seed=3)
+    again = bootstrap_interval(metric, confidence, correct, n_resamples=200, seed=3)
+    other = bootstrap_interval(metric, confidence, correct, n_resamples=200, seed=4)
+    assert first == again
+    assert first[0] == other[0] and first[1:] != other[1:]
+    assert first[0] == pytest.approx(metric(confidence, correct))
+    assert first[1] < first[2]
+
+
+@pytest.mark.parametrize("metric", [brier_score, auroc])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bootstrap_interval_contains_point(metric, seed):
+    confidence, correct = _data(300, seed=seed)
+    point, low, high = bootstrap_interval(metric, confidence, correct, n_resamples=300, seed=seed)
+    assert low <= point <= high
+    narrow = bootstrap_interval(metric, confidence, correct, 300, level=0.5, seed=seed)
+    assert low <= narrow[1] <= narrow[2] <= high
+
+
+def test_bootstrap_with_partial_metric():
+    confidence, correct = _data(200)
+    metric = partial(expected_calibration_error, strategy="quantile")
+    point, _, _ = bootstrap_interval(metric, confidence, correct, n_resamples=50)
+    assert point == pytest.approx(expected_calibration_error(confidence, correct, 10, "quantile"))
+
+
+def test_bootstrap_degenerate_resamples_warn_once():
+    # 1 wrong among 3: many resamples hold one class only
+    with pytest.warns(CalibrationWarning, match="resamples") as record:
+        point, low, high = bootstrap_interval(auroc, [0.9, 0.8, 0.1], [1, 1, 0], n_resamples=100)
+    assert len([w for w in record if "resamples" in str(w.message)]) == 1
+    assert point == 1.0 and 0.5 <= low <= high <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [({"n_resamples": 0}, "n_resamples"), ({"level": 1.0}, "level"), ({"level": 0}, "level")],
+)
+def test_bootstrap_bad_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        bootstrap_interval(brier_score, [0.5, 0.6], [1, 0], **kwargs)
+
+
+def test_paired_bootstrap_identical_confidences():
+    confidence, correct = _data(100)
+    result = paired_bootstrap_test(brier_score, confidence, confidence, correct, n_resamples=100)
+    assert result == {"difference": 0.0, "low": 0.0, "high": 0.0, "p_value": 1.0}
+
+
+def test_paired_bootstrap_detects_clear_difference():
+    confidence, correct = _data(400)
+    worse = np.where(correct == 1, confidence * 0.5, np.minimum(1.0, confidence + 0.3))
+    result = paired_bootstrap_test(brier_score, worse, confidence, correct, n_resamples=300)
+    assert result["difference"] == pytest.approx(
+        brier_score(worse, correct) - brier_score(confidence, correct)
+    )
+    assert 0 < result["low"] <= result["difference"] <= result["high"]
+    assert result["p_value"] == 0.0
+    swapped = paired_bootstrap_test(brier_score, confidence, worse, correct, n_resamples=300)
+    assert swapped["difference"] == pytest.approx(-result["difference"])
+    assert swapped["p_value"] == 0.0
+    again = paired_bootstrap_test(brier_score, worse, confidence, correct, n_resamples=300)
+    assert again == result
+
+
+def test_paired_bootstrap_no_difference_has_large_p_value():
+    rng = np.random.default_rng(5)
+    correct = rng.integers(0, 2, 300)
+    a, b = rng.uniform(0, 1, 300), rng.uniform(0, 1, 300)
+    result = paired_bootstrap_test(brier_score, a, b, correct, n_resamples=500)
+    assert result["low"] < 0 < result["high"]
+    assert 0.05 < result["p_value"] <= 1.0
+
+
+def test_paired_bootstrap_length_mismatch():
+    with pytest.raises(ValueError, match="confidence_b"):
+        paired_bootstrap_test(brier_score, [0.5, 0.6], [0.5], [1, 0])
+
+
+def test_library_imports_only_numpy_and_scipy():
+    code = (
+        "import sys, calidist_metrics\n"
+        "bad = [m for m in ('torch', 'lm_eval', 'sklearn', 'transformers') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_reliability_bins_is_frozen():
+    bins = reliability_bins([0.5], [1])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        bins.counts = np.zeros(10)
