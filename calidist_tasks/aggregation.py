@@ -61,7 +61,8 @@ def _scores(confidence: np.ndarray, correct: np.ndarray, suffix: str = "") -> di
     return {f"{name}{suffix}": float(fn(confidence, correct)) for name, fn in SCORES.items()}
 
 
-def _split(records: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
+def split_records(records: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
+    """(calibration, evaluation) records, each in document order; no evaluation -> ValueError."""
     ordered = sorted(records, key=lambda r: r["index"])  # ranks gather in any order
     calibration = [r for r in ordered if r["split"] == CALIBRATION]
     evaluation = [r for r in ordered if r["split"] == EVALUATION]
@@ -111,9 +112,10 @@ def applied_calibrator(
     return calibrator
 
 
-def _calidist_calibrator(
+def calidist_calibrator(
     calibration: list, settings: RunSettings, context: Mapping[str, Any]
 ) -> CaliDistCalibrator:
+    """The saved fit named by ``--metadata calibrator``, else a fit on the calibration records."""
     calibrator = applied_calibrator(settings, context)
     if calibrator is not None:
         return calibrator
@@ -158,8 +160,8 @@ def summarize_calidist(
     records: Sequence[Mapping[str, Any]], settings: RunSettings, context: Mapping[str, Any]
 ) -> dict[str, float]:
     """CaliDist metrics on the evaluation documents, fitted on the calibration documents."""
-    calibration, evaluation = _split(records)
-    calibrator = _calidist_calibrator(calibration, settings, context)
+    calibration, evaluation = split_records(records)
+    calibrator = calidist_calibrator(calibration, settings, context)
     if settings.save_calibrator:
         path = Path(calibrator_path(settings.save_calibrator, context))
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -181,13 +183,14 @@ def summarize_calidist(
     }
 
 
-def summarize_baselines(
-    records: Sequence[Mapping[str, Any]], settings: RunSettings, context: Mapping[str, Any]
-) -> dict[str, float]:
-    """Vanilla confidence and the logit baselines (TS, Platt, isotonic, vector scaling)."""
-    calibration, evaluation = _split(records)
-    if not calibration:
-        raise ValueError(f"{context['task']}: no calibration documents to fit the baselines on")
+def baseline_confidences(
+    calibration: Sequence[Mapping[str, Any]], evaluation: Sequence[Mapping[str, Any]]
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, float]]:
+    """Logit baselines fitted on the calibration records, applied to the evaluation records.
+
+    Returns ({baseline: (confidence, correct) per evaluation document}, {"temperature",
+    "acc_vector"}); ``calidist report`` uses the per-document values for intervals and plots.
+    """
     logits_c = np.asarray([r["letter_logprobs"] for r in calibration])
     logits_e = np.asarray([r["letter_logprobs"] for r in evaluation])
     labels_c = _column(calibration, "label").astype(int)
@@ -199,15 +202,26 @@ def summarize_baselines(
     vector = VectorScaling().fit(logits_c, labels_c)
     vector_probs = vector.predict_proba(logits_e)  # may change the prediction, unlike the rest
     vector_correct = (vector_probs.argmax(axis=1) == labels_e).astype(float)
-    results = {
-        **_common(calibration, evaluation),
-        **_scores(temperature.predict_proba(logits_e).max(axis=1), correct_e, "_ts"),
-        **_scores(PlattScaling().fit(conf_c, correct_c).predict(conf_e), correct_e, "_platt"),
-        **_scores(
-            IsotonicCalibration().fit(conf_c, correct_c).predict(conf_e), correct_e, "_isotonic"
-        ),
-        **_scores(vector_probs.max(axis=1), vector_correct, "_vector"),
-        "temperature": float(temperature.temperature_),
-        "acc_vector": float(vector_correct.mean()),
+    confidences = {
+        "ts": (temperature.predict_proba(logits_e).max(axis=1), correct_e),
+        "platt": (PlattScaling().fit(conf_c, correct_c).predict(conf_e), correct_e),
+        "isotonic": (IsotonicCalibration().fit(conf_c, correct_c).predict(conf_e), correct_e),
+        "vector": (vector_probs.max(axis=1), vector_correct),
     }
-    return results
+    extras = {"temperature": float(temperature.temperature_),
+              "acc_vector": float(vector_correct.mean())}
+    return confidences, extras
+
+
+def summarize_baselines(
+    records: Sequence[Mapping[str, Any]], settings: RunSettings, context: Mapping[str, Any]
+) -> dict[str, float]:
+    """Vanilla confidence and the logit baselines (TS, Platt, isotonic, vector scaling)."""
+    calibration, evaluation = split_records(records)
+    if not calibration:
+        raise ValueError(f"{context['task']}: no calibration documents to fit the baselines on")
+    confidences, extras = baseline_confidences(calibration, evaluation)
+    results = _common(calibration, evaluation)
+    for name, (confidence, correct) in confidences.items():
+        results.update(_scores(confidence, correct, f"_{name}"))
+    return {**results, **extras}
