@@ -2,6 +2,7 @@
 
 from ._validation import CalibrationWarning
 from .calibrators import (
+    BehaviourCalibrator,
     CaliDistCalibrator,
     IsotonicCalibration,
     NotFittedError,
@@ -25,6 +26,7 @@ from .scores import (
 )
 
 __all__ = [
+    "BehaviourCalibrator",
     "CaliDistCalibrator",
     "CalibrationWarning",
     "IsotonicCalibration",

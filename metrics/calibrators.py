@@ -26,6 +26,7 @@ from ._validation import (
 )
 
 __all__ = [
+    "BehaviourCalibrator",
     "CaliDistCalibrator",
     "IsotonicCalibration",
     "NotFittedError",
@@ -258,6 +259,12 @@ class CaliDistCalibrator:
         b_idx, a_idx = np.unravel_index(np.argmin(brier), brier.shape)
         best = np.array([alphas[a_idx], betas[b_idx]])
         best_loss = float(brier[b_idx, a_idx])
+        # The untuned sigmoid (alpha=0, beta=1, the paper's ablation baseline) is a candidate
+        # too, so the fit is never worse than it on the calibration set.
+        untuned = np.array([0.0, 1.0])
+        untuned_loss = float(_brier_loss_and_grad(untuned, lam, confidence, correct)[0])
+        if untuned_loss < best_loss:
+            best, best_loss = untuned, untuned_loss
 
         if self.refine:
             result = minimize(_brier_loss_and_grad, best, args=(lam, confidence, correct),
@@ -674,16 +681,124 @@ class IsotonicCalibration:
 
 
 # ---------------------------------------------------------------------------------------------
+# Behaviour-feature calibrator (beyond the paper)
+
+
+class BehaviourCalibrator:
+    """conf = sigmoid(w . z + b), z = standardised [logit(p), mu, delta] (SPEC section 2, item 4).
+
+    A small logistic regression of correctness on the original top-label confidence p and the
+    two instability measures, fitted on the calibration documents by minimising the log loss (a
+    proper scoring rule) plus ``l2 * ||w||^2``. It uses the behaviour under distractors directly
+    instead of through lambda_raw = (1 - mu) / (delta + eps), which explodes as delta -> 0. The
+    prediction is never changed (only the top-label confidence is replaced), so accuracy is
+    preserved; unlike CaliDist the result may exceed p.
+
+    Features are standardised with the calibration set's mean and standard deviation (a constant
+    feature keeps scale 1 and so contributes nothing). As in :class:`PlattScaling` the targets
+    are Platt's smoothed (n_pos + 1) / (n_pos + 2) and 1 / (n_neg + 2), which keeps the fit
+    finite on separable data; an all-correct or all-wrong set issues a CalibrationWarning (the
+    fit is then a near-constant confidence), and so do fewer than 5 calibration documents.
+    """
+
+    kind = "behaviour"
+    features = ("logit_confidence", "mu", "delta")
+
+    def __init__(self, l2: float = 1e-2) -> None:
+        self.l2 = l2
+        self.mean_: np.ndarray | None = None
+        self.scale_: np.ndarray | None = None
+        self.coef_: np.ndarray | None = None
+        self.intercept_: float | None = None
+
+    @staticmethod
+    def _features(confidence: ArrayLike, mu: ArrayLike, delta: ArrayLike) -> np.ndarray:
+        confidence = check_confidence(confidence, "confidence")
+        mu = check_confidence(mu, "mu")  # mu is a confidence-weighted share: in [0, 1]
+        delta = as_float_array(delta, "delta")
+        if np.any(delta < 0):
+            raise ValueError("delta must be >= 0")
+        check_same_length(confidence=confidence, mu=mu, delta=delta)
+        return np.column_stack([_logit(confidence), mu, delta])
+
+    def fit(self, confidence: ArrayLike, mu: ArrayLike, delta: ArrayLike,
+            correct: ArrayLike) -> BehaviourCalibrator:
+        """Fit on calibration documents' p, mu, delta and 0/1 correctness; return self."""
+        x = self._features(confidence, mu, delta)
+        correct = check_correct(correct, "correct")
+        check_same_length(features=x, correct=correct)
+        l2 = check_finite_number(self.l2, "l2")
+        if l2 < 0:
+            raise ValueError(f"l2 must be >= 0, got {l2!r}")
+        if correct.size < 5:
+            warnings.warn(f"BehaviourCalibrator: only {correct.size} calibration documents "
+                          "(< 5); the fit is unreliable", CalibrationWarning, stacklevel=2)
+        _warn_degenerate_labels(correct, "BehaviourCalibrator")
+        self.mean_ = x.mean(axis=0)
+        std = x.std(axis=0)
+        self.scale_ = np.where(std > 0, std, 1.0)
+        z = (x - self.mean_) / self.scale_
+        n_pos = correct.sum()
+        n_neg = correct.size - n_pos
+        target = np.where(correct == 1, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+
+        def objective(params):
+            w, b = params[:-1], params[-1]
+            logits = z @ w + b
+            loss = np.mean(np.logaddexp(0.0, logits) - target * logits) + l2 * w @ w
+            diff = expit(logits) - target
+            return loss, np.append(z.T @ diff / z.shape[0] + 2 * l2 * w, np.mean(diff))
+
+        start = np.append(np.zeros(z.shape[1]), np.log((n_pos + 1) / (n_neg + 1)))
+        result = minimize(objective, start, jac=True, method="L-BFGS-B")
+        params = result.x if objective(result.x)[0] <= objective(start)[0] else start
+        self.coef_, self.intercept_ = params[:-1].copy(), float(params[-1])
+        return self
+
+    def predict(self, confidence: ArrayLike, mu: ArrayLike, delta: ArrayLike) -> np.ndarray:
+        """Calibrated top-label confidence in (0, 1); the prediction itself is unchanged."""
+        _check_fitted(self, "coef_")
+        z = (self._features(confidence, mu, delta) - self.mean_) / self.scale_
+        return expit(z @ self.coef_ + self.intercept_)
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable state."""
+        _check_fitted(self, "coef_")
+        return {"kind": self.kind, "features": list(self.features), "l2": self.l2,
+                "mean": self.mean_.tolist(), "scale": self.scale_.tolist(),
+                "coef": self.coef_.tolist(), "intercept": self.intercept_}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BehaviourCalibrator:
+        """Rebuild from :meth:`to_dict` output; ValueError names a missing or invalid field."""
+        owner = cls.__name__
+        _check_kind(d, cls.kind, owner)
+        calibrator = cls(l2=_number_field(d, "l2", owner, 1e-2))
+        n = len(cls.features)
+        for key in ("mean", "scale", "coef"):
+            value = _array_field(d, key, owner)
+            if value.size != n:
+                raise ValueError(f"{owner}.from_dict: invalid field {key!r}: expected {n} "
+                                 f"values ({', '.join(cls.features)})")
+            setattr(calibrator, f"{key}_", value)
+        if np.any(calibrator.scale_ <= 0):
+            raise ValueError(f"{owner}.from_dict: invalid field 'scale': must be > 0")
+        calibrator.intercept_ = _number_field(d, "intercept", owner)
+        return calibrator
+
+
+# ---------------------------------------------------------------------------------------------
 # Persistence
 
 Calibrator = (
     CaliDistCalibrator | TemperatureScaling | VectorScaling | PlattScaling | IsotonicCalibration
+    | BehaviourCalibrator
 )
 
 _KINDS = {
     cls.kind: cls
     for cls in (CaliDistCalibrator, TemperatureScaling, VectorScaling, PlattScaling,
-                IsotonicCalibration)
+                IsotonicCalibration, BehaviourCalibrator)
 }
 
 
