@@ -131,7 +131,7 @@ def demo(args: argparse.Namespace, extra: Sequence[str]) -> None:
     data_dir = Path(__file__).parent / "sample_data"
     out = Path(args.output_path or tempfile.mkdtemp(prefix="calidist-demo-"))
     metadata = {"data_dir": str(data_dir), "calib_size": args.calib_size,
-                "eval_size": args.eval_size}
+                "eval_size": args.eval_size, "m": args.m}
     lm_eval_main(with_include_path([
         "--model", "hf", "--model_args", f"pretrained={model},dtype=float32",
         "--tasks", args.tasks, "--batch_size", "8", "--device", "cpu",
@@ -158,8 +158,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     run_demo = sub.add_parser("demo", help="PPDB assertion on bundled data with SmolLM2")
     run_demo.add_argument("--tasks", default=DEMO_TASK)
     run_demo.add_argument("--model", help="a local HF model folder (default: converted SmolLM2)")
-    run_demo.add_argument("--calib_size", type=int, default=60)
-    run_demo.add_argument("--eval_size", type=int, default=120)
+    run_demo.add_argument("--calib_size", type=int, default=50)
+    run_demo.add_argument("--eval_size", type=int, default=100)
+    run_demo.add_argument("--m", type=int, default=1, help="hints per label (paper: 2)")
     run_demo.add_argument("--output_path")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["eval"]:
