@@ -10,7 +10,9 @@ task's schema (``process_row``); everything else here is shared by every benchma
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from calidist_tasks.settings import RunSettings
 
 CALIBRATION, EVALUATION = "calibration", "evaluation"
 SUFFIXES = (".jsonl", ".json", ".tsv", ".csv", ".parquet", ".txt")
+RESERVED_PREFIXES = ("calidist_", "_calidist_")  # fields this package adds to every document
 Row = tuple[str, dict[str, Any]]  # (where it came from, e.g. "dev.jsonl:12", the row)
 
 
@@ -52,14 +55,16 @@ def read_rows(path: Path) -> list[Row]:
 
         table = datasets.Dataset.from_parquet(str(path))
         return [(f"{path.name}:{i + 1}", dict(row)) for i, row in enumerate(table)]
-    text = _read_text(path)
+    text = read_text(path)
     if suffix in (".tsv", ".csv"):
-        reader = csv.DictReader(text.splitlines(), delimiter="\t" if suffix == ".tsv" else ",")
-        return [(f"{path.name}:{i + 2}", dict(row)) for i, row in enumerate(reader)]
+        return _read_table(path, text, "\t" if suffix == ".tsv" else ",")
     if suffix == ".json":
         try:
             data = json.loads(text)
-        except json.JSONDecodeError:
+        except json.JSONDecodeError as error:
+            if text.lstrip().startswith("["):  # an array, not JSON lines: say where it breaks
+                where = f"{path.name}:{error.lineno}"
+                raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
             data = None  # many "json" releases are really JSON lines
         if data is not None:
             data = data.get("data", data.get("rows", data)) if isinstance(data, dict) else data
@@ -67,7 +72,8 @@ def read_rows(path: Path) -> list[Row]:
                 raise ValueError(f"{path}: expected a list of JSON objects")
             return [(f"{path.name}[{i}]", r) for i, r in enumerate(data)]
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # split on "\n" only: str.splitlines() also breaks at U+2028, U+0085, ... inside JSON strings
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -82,14 +88,45 @@ def read_rows(path: Path) -> list[Row]:
     return rows
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
+    """A data file's text: UTF-8 (a leading byte-order mark is dropped), else a ValueError."""
     data = path.read_bytes()
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise ValueError(
             f"{path}: not UTF-8 text (bad byte at offset {error.start}); re-encode the file"
         ) from None
+
+
+def _read_table(path: Path, text: str, delimiter: str) -> list[Row]:
+    """CSV / TSV with a header line. A row whose field count differs from the header's is refused:
+    an unbalanced quote or a stray delimiter would otherwise shift or merge fields silently."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    rows: list[Row] = []
+    header: list[str] | None = None
+    while True:
+        start = reader.line_num + 1  # a quoted field may span lines: name the record's first
+        try:
+            fields = next(reader, None)
+        except csv.Error as error:
+            where = f"{path.name}:{start}"
+            raise ValueError(f"{where}: malformed {path.suffix[1:]} ({error})") from None
+        if fields is None:
+            return rows
+        if not fields:
+            continue
+        if header is None:
+            header = fields
+            if len(set(header)) != len(header):
+                raise ValueError(f"{path.name}:{start}: duplicate column names in {header}")
+        elif len(fields) != len(header):
+            raise ValueError(
+                f"{path.name}:{start}: {len(fields)} field(s), the header has {len(header)} "
+                f"({', '.join(header)}); check for a stray delimiter or an unbalanced quote"
+            )
+        else:
+            rows.append((f"{path.name}:{start}", dict(zip(header, fields, strict=True))))
 
 
 def _split_files(folder: Path, split: str) -> list[Path]:
@@ -172,13 +209,26 @@ def _to_document(source: Source, where: str, row: dict[str, Any]) -> dict[str, A
     if source.process_row is not None:
         try:
             row = source.process_row(row)
-        except (KeyError, ValueError, TypeError, IndexError) as error:
+        except (KeyError, ValueError, TypeError, IndexError, AttributeError) as error:
             raise ValueError(f"{source.benchmark} {where}: {error}") from None
         if row is None:  # the adapter drops it by rule (e.g. PPDB pairs with 3 of 6 votes)
             return None
+    reserved = [name for name in row if str(name).startswith(RESERVED_PREFIXES)]
+    if reserved:  # these would be overwritten, or (hint fields) injected into the prompt
+        raise ValueError(f"{source.benchmark} {where}: field name(s) {reserved} are reserved")
     for name in source.required_fields:
-        if row.get(name) is None or (isinstance(row[name], str) and not row[name].strip()):
+        value = row.get(name)
+        if value is None or (isinstance(value, str) and not value.strip()):
             raise ValueError(f"{source.benchmark} {where}: missing or empty field '{name}'")
+        if name == source.choices_field:
+            if not isinstance(value, list) or len(value) < 2 or not all(
+                isinstance(c, str) and c.strip() for c in value
+            ):
+                raise ValueError(f"{source.benchmark} {where}: field '{name}' must be a list of "
+                                 f"at least 2 non-empty option texts, got {value!r:.80}")
+        elif not _is_text(value):  # a list or NaN would be printed into the prompt as-is
+            raise ValueError(f"{source.benchmark} {where}: field '{name}' must be text, got "
+                             f"{type(value).__name__} {value!r:.80}")
     label = row.get(source.label_field)
     if label is None or (isinstance(label, str) and not label.strip()):
         raise ValueError(f"{source.benchmark} {where}: missing label field '{source.label_field}'")
@@ -195,9 +245,31 @@ def _to_document(source: Source, where: str, row: dict[str, Any]) -> dict[str, A
     return {**row, source.label_field: label}
 
 
+def _is_text(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
 def _documents(source: Source, rows: list[Row]) -> list[tuple[str, dict[str, Any]]]:
     docs = ((where, _to_document(source, where, row)) for where, row in rows)
     return [(where, doc) for where, doc in docs if doc is not None]
+
+
+def _check_field_types(benchmark: str, docs: list[tuple[str, dict[str, Any]]]) -> None:
+    """One kind of value per field across documents: lm-eval stores the documents as an Arrow
+    table, which otherwise fails with an error that names neither the field nor the row."""
+    first: dict[str, tuple[str, str]] = {}
+    for where, doc in docs:
+        for name, value in doc.items():
+            if value is None:
+                continue
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            kind = "number" if number else type(value).__name__
+            seen_kind, seen_where = first.setdefault(name, (kind, where))
+            if kind != seen_kind:
+                raise ValueError(f"{benchmark} {where}: field '{name}' holds a {kind}, but "
+                                 f"{seen_where} holds a {seen_kind}; use one type per field")
 
 
 def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any]]:
@@ -210,7 +282,10 @@ def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any
         for role, paths in files.items():
             for path in paths:
                 reader = source.read_file or read_rows
-                raw.setdefault(role, []).extend(reader(path))
+                rows = list(reader(path))
+                if not rows:
+                    raise ValueError(f"{path}: no rows (an empty file?)")
+                raw.setdefault(role, []).extend(rows)
     evaluation = _documents(source, raw.get(EVALUATION, []))
     calibration = _documents(source, raw.get(CALIBRATION, []))
     rng = random.Random(settings.split_seed)
@@ -233,6 +308,7 @@ def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any
             "calibration documents; lower calib_size or add data"
         )
     marked = [(CALIBRATION, d) for d in calibration] + [(EVALUATION, d) for d in evaluation]
+    _check_field_types(source.benchmark, [doc for _, doc in marked])
     return [
         {**doc, "calidist_split": role, "calidist_index": i, "calidist_source": origin}
         for i, (role, (origin, doc)) in enumerate(marked)

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.dataset import read_rows
+from calidist_tasks.dataset import read_rows, read_text
 
 VOTES = re.compile(r"^\((\d),\s*(\d)\)$")
 
@@ -20,12 +20,9 @@ def read_file(path: Path) -> list[tuple[str, dict[str, Any]]]:
         return read_rows(path)  # a Hub-schema export (jsonl, csv, ...)
     if not path.is_file():
         raise FileNotFoundError(f"data file not found: {path}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text (bad byte at offset {error.start})") from None
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(read_text(path).split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         parts = line.split("\t")
