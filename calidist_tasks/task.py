@@ -70,6 +70,10 @@ class CaliDistTask(ConfigurableTask):
         if self.distractor in ("probe", "corruption") and self.m != 1:
             raise ValueError(f"{name}: the {self.distractor} style has one fixed template, so m "
                              f"must be 1 (got m={self.m}); m > 1 is for assertion")
+        n_templates = len(distractors.ASSERTION_TEMPLATES)
+        if self.distractor == "assertion" and self.m > n_templates:
+            raise ValueError(f"{name}: m must be between 1 and {n_templates} (distinct assertion "
+                             f"templates per label), got m={self.m}")
         self._context_kwargs: dict[str, Any] = {}
         self._summary: tuple[str, dict[str, float]] | None = None
         super().__init__(config=config, **kwargs)
