@@ -23,7 +23,7 @@ import jinja2.meta
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from calidist_tasks import distractors
+from calidist_tasks import distractors, fewshot
 from calidist_tasks.aggregation import (
     applied_calibrator,
     higher_is_better,
@@ -43,6 +43,7 @@ OWN_KEYS = (
 )
 HINT = "_calidist_hint"
 CHOICES = "_calidist_choices"
+FEWSHOT = "_calidist_fewshot"  # the solved exemplars put in front (calidist_tasks.fewshot)
 CONTEXT_KWARGS = ("system_instruction", "apply_chat_template", "fewshot_as_multiturn",
                   "chat_template")
 
@@ -75,6 +76,7 @@ class CaliDistTask(ConfigurableTask):
             raise ValueError(f"{name}: m must be between 1 and {n_templates} (distinct assertion "
                              f"templates per label), got m={self.m}")
         self._context_kwargs: dict[str, Any] = {}
+        self._fewshot_pool: list[dict[str, Any]] | None = None
         self._summary: tuple[str, dict[str, float]] | None = None
         super().__init__(config=config, **kwargs)
         names = metric_names(distracted=self.distractor != "none")
@@ -117,7 +119,21 @@ class CaliDistTask(ConfigurableTask):
         lines = [stem, *(f"{distractors.LETTERS[i]}. {c}" for i, c in enumerate(choices))]
         if doc.get(HINT):
             lines.append(doc[HINT])
-        return "\n".join(lines) + "\n"
+        return doc.get(FEWSHOT, "") + "\n".join(lines) + "\n"
+
+    def fewshot_context(self, doc: dict[str, Any], num_fewshot: int, **kwargs: Any) -> Any:
+        """lm-eval's prompt (chat template, system prompt, gen_prefix) with the paper's exemplars:
+        ``num_fewshot`` per label, hinted in hinted prompts (``calidist_tasks.fewshot``)."""
+        if num_fewshot:
+            hinted = HINT in doc or CHOICES in doc  # what distracted_doc adds
+            doc = {**doc, FEWSHOT: fewshot.exemplar_block(self, doc, num_fewshot, hinted)}
+        return super().fewshot_context(doc, num_fewshot=0, **kwargs)
+
+    def fewshot_pool(self) -> list[dict[str, Any]]:
+        """The documents exemplars are drawn from: the calibration documents, in order."""
+        if self._fewshot_pool is None:
+            self._fewshot_pool = fewshot.calibration_pool(self.eval_docs)
+        return self._fewshot_pool
 
     def prompt_plans(self, doc: dict[str, Any]) -> list[PromptPlan]:
         """The original prompt, then ``m`` hinted prompts per label (deterministic per document)."""
