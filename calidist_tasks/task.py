@@ -79,7 +79,7 @@ class CaliDistTask(ConfigurableTask):
         self._fewshot_pool: list[dict[str, Any]] | None = None
         self._summary: tuple[str, dict[str, float]] | None = None
         super().__init__(config=config, **kwargs)
-        names = metric_names(distracted=self.distractor != "none")
+        names = self.reported_metrics()
         self._metric_fn_list = dict.fromkeys(names)
         self._metric_fn_kwargs = {n: {} for n in names}
         self._aggregation_list = {n: partial(self._aggregate, n) for n in names}
@@ -236,7 +236,14 @@ class CaliDistTask(ConfigurableTask):
         text = json.dumps(sorted(items, key=lambda r: r["index"]), sort_keys=True)
         fingerprint = hashlib.sha256(text.encode()).hexdigest()
         if self._summary is None or self._summary[0] != fingerprint:
-            summarize = summarize_calidist if self.distractor != "none" else summarize_baselines
-            self._summary = (fingerprint,
-                             summarize(items, self.settings, self.calibrator_context()))
+            self._summary = (fingerprint, self.summarize(items))
         return self._summary[1][name]
+
+    def reported_metrics(self) -> list[str]:
+        """The metric names this task reports (SPEC §4); subclasses with other records extend it."""
+        return metric_names(distracted=self.distractor != "none")
+
+    def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
+        """Every reported metric from the per-document records (fit on calibration, score eval)."""
+        summarize = summarize_calidist if self.distractor != "none" else summarize_baselines
+        return summarize(items, self.settings, self.calibrator_context())
