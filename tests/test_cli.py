@@ -1,0 +1,149 @@
+"""The ``calidist`` command: path, tasks, eval (flag pass-through), link / unlink (tmp folders)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from calidist_tasks import cli, task_folder
+
+
+def tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_path_prints_the_folder_holding_our_yaml(capsys):
+    cli.main(["path"])
+    folder = Path(capsys.readouterr().out.strip())
+    assert folder == Path(task_folder())
+    assert (folder / "mnli" / "calidist_mnli_assertion.yaml").is_file()
+    assert (folder / "ppdb" / "calidist_ppdb_probe.yaml").is_file()
+
+
+def test_tasks_lists_every_task_and_group_lm_eval_indexes(capsys):
+    from lm_eval.tasks import TaskManager
+
+    cli.main(["tasks"])
+    listed = dict(line.split("\t") for line in capsys.readouterr().out.splitlines())
+    for benchmark in ("mnli", "ppdb"):
+        for suffix in ("", "_assertion", "_probe", "_corruption"):
+            assert listed[f"calidist_{benchmark}{suffix}"] == "task"
+        assert listed[f"calidist_{benchmark}_all"] == "group"
+    manager = TaskManager(include_path=task_folder(), include_defaults=False)
+    assert {n for n, kind in listed.items() if kind == "task"} == set(manager.all_subtasks)
+    assert {n for n, kind in listed.items() if kind == "group"} == set(manager.all_groups)
+
+
+@pytest.fixture
+def lm_eval_argv(monkeypatch):
+    """Stand in for lm-eval's CLI entry point: record the argv it would have parsed."""
+    import lm_eval.__main__
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(lm_eval.__main__, "cli_evaluate", lambda: seen.append(list(sys.argv)))
+    return seen
+
+
+def test_eval_passes_every_flag_through_and_adds_the_include_path(lm_eval_argv):
+    argv = ["--model", "hf", "--model_args", "pretrained=x", "--tasks", "calidist_ppdb_probe",
+            "--metadata", '{"calib_size": 5}', "--limit", "9", "--log_samples", "--unknown", "1"]
+    saved = list(sys.argv)
+    cli.main(["eval", *argv])
+    assert lm_eval_argv == [["lm_eval", *argv, "--include_path", task_folder()]]
+    assert sys.argv == saved  # restored
+    for given in (["--include_path", "/mine"], ["--include_path=/mine"]):
+        cli.main(["eval", "--tasks", "t", *given])
+        assert lm_eval_argv[-1] == ["lm_eval", "--tasks", "t", *given]
+
+
+def test_unknown_arguments_of_other_commands_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["path", "--bogus"])
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- link / unlink
+
+
+@pytest.fixture
+def lm_eval_root(tmp_path: Path) -> Path:
+    """A stand-in for lm-eval's task folder, with a task of its own."""
+    root = tmp_path / "tasks"
+    (root / "other").mkdir(parents=True)
+    (root / "other" / "other.yaml").write_text("task: other\n")
+    return root
+
+
+def test_link_mirrors_our_yaml_as_real_folders_and_unlink_restores(lm_eval_root, ppdb_data_dir):
+    before = tree(lm_eval_root)
+    dest = cli.link(target_root=lm_eval_root)
+    assert dest == lm_eval_root / "calidist"
+    source = Path(task_folder())
+    ours = sorted(str(p.relative_to(source)) for p in source.rglob("*")
+                  if p.is_file() and p.suffix != ".py" and "__pycache__" not in p.parts)
+    linked = sorted(str(p.relative_to(dest)) for p in dest.rglob("*")
+                    if p.is_file() and p.name != cli.MARKER)
+    assert linked == ours
+    # Real folders (Python 3.11's glob does not enter symlinked folders), per-file links.
+    assert all(not p.is_symlink() for p in dest.rglob("*") if p.is_dir())
+    assert not dest.is_symlink()
+    yaml_in_root = {p.name for p in lm_eval_root.glob("**/*.yaml")}
+    assert {p.name for p in source.glob("**/*.yaml")} <= yaml_in_root
+
+    # lm-eval indexes the linked folder and builds a task from it (module-path !function).
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_path=str(lm_eval_root), include_defaults=False,
+                          metadata={"data_dir": str(ppdb_data_dir), "calib_size": 5})
+    assert {"calidist_mnli_assertion", "calidist_ppdb_probe", "other"} <= set(manager.all_tasks)
+    task = manager.load(["calidist_ppdb_probe"])["tasks"]["calidist_ppdb_probe"]
+    assert len(task.eval_docs) == 60
+
+    assert cli.link(target_root=lm_eval_root) == dest  # linking again replaces our own link
+    cli.unlink(target_root=lm_eval_root)
+    assert tree(lm_eval_root) == before
+    with pytest.raises(SystemExit, match="nothing linked"):
+        cli.unlink(target_root=lm_eval_root)
+
+
+def test_unlink_keeps_files_it_did_not_make(lm_eval_root):
+    dest = cli.link(target_root=lm_eval_root)
+    (dest / "ppdb" / "mine.yaml").write_text("task: mine\n")
+    cli.unlink(target_root=lm_eval_root)
+    assert tree(dest) == ["ppdb", "ppdb/mine.yaml"]
+
+
+def test_link_refuses_a_folder_it_did_not_make(lm_eval_root):
+    foreign = lm_eval_root / "calidist"
+    foreign.mkdir()
+    (foreign / "theirs.yaml").write_text("task: theirs\n")
+    before = tree(lm_eval_root)
+    with pytest.raises(SystemExit, match="exists and was not made by calidist; refusing"):
+        cli.link(target_root=lm_eval_root)
+    with pytest.raises(SystemExit, match="nothing linked"):
+        cli.unlink(target_root=lm_eval_root)
+    assert tree(lm_eval_root) == before
+
+
+def test_link_refuses_a_folder_it_cannot_write(lm_eval_root, monkeypatch):
+    lm_eval_root.chmod(0o555)
+    try:
+        if os.access(lm_eval_root, os.W_OK):  # root ignores mode bits: simulate a normal user
+            real_access = os.access
+            monkeypatch.setattr(cli.os, "access", lambda path, mode: False if Path(path) ==
+                                lm_eval_root else real_access(path, mode))
+        with pytest.raises(SystemExit, match=r"is not writable; use `lm_eval --include_path"):
+            cli.link(target_root=lm_eval_root)
+        assert tree(lm_eval_root) == ["other", "other/other.yaml"]
+    finally:
+        lm_eval_root.chmod(0o755)
+
+
+def test_link_needs_an_existing_lm_eval_task_folder(tmp_path):
+    with pytest.raises(SystemExit):
+        cli.link(target_root=tmp_path / "missing")
+    assert not (tmp_path / "missing").exists()
+
