@@ -1,0 +1,21 @@
+"""GSM8K: the gold answer is the number after "####" at the end of the worked solution.
+
+Rows (hub ``openai/gsm8k`` config ``main``, and ``test.jsonl``): ``{"question", "answer": "…
+#### 42"}``. ``target`` holds the gold number in canonical form ("1,234" -> "1234").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calidist_tasks.open_ended import canonical_number
+
+
+def process_row(row: dict[str, Any]) -> dict[str, Any]:
+    answer = row.get("answer")
+    if not isinstance(answer, str) or "####" not in answer:
+        raise ValueError(f"field 'answer' must end with '#### <number>', got {answer!r:.80}")
+    target = canonical_number(answer.rsplit("####", 1)[1].strip().lstrip("$"))
+    if target is None:
+        raise ValueError(f"field 'answer': no number after '####' in {answer!r:.80}")
+    return {**row, "target": target}
