@@ -225,3 +225,58 @@ def summarize_baselines(
     for name, (confidence, correct) in confidences.items():
         results.update(_scores(confidence, correct, f"_{name}"))
     return {**results, **extras}
+
+
+# ------------------------------------------------- generation tasks (verbalized, consistency, SPUQ)
+# The confidences a sampling baseline reports, each scored with SCORES under its own suffix.
+SAMPLING_KINDS = {"consistency": ("consistency", "entropy", "fsd"), "spuq": ("spuq",)}
+VERBALIZED_BASELINES = ("platt", "isotonic")  # the baselines that need no logits
+GENERATION_EXTRAS = ("parse_fail_rate", "requests_per_doc", "n_calibration", "n_evaluation")
+
+
+def generation_metric_names(confidence: str, distracted: bool) -> list[str]:
+    """The metrics of a generation task (``confidence`` = verbalized, consistency or spuq)."""
+    if confidence in SAMPLING_KINDS:
+        kinds = SAMPLING_KINDS[confidence]
+        return ["acc", *(f"{name}_{k}" for k in kinds for name in SCORES), *GENERATION_EXTRAS]
+    if distracted:
+        return [*metric_names(distracted=True), "parse_fail_rate"]
+    vanilla = [f"{name}_vanilla" for name in SCORES]
+    baselines = [f"{name}_{b}" for b in VERBALIZED_BASELINES for name in SCORES]
+    return ["acc", *vanilla, *baselines, *GENERATION_EXTRAS]
+
+
+def parse_fail_rate(records: Sequence[Mapping[str, Any]]) -> float:
+    """Share of the records' generations whose answer (or needed confidence) was unreadable."""
+    generations = sum(r["generations"] for r in records)
+    return float(sum(r["parse_failures"] for r in records) / generations)
+
+
+def summarize_generations(
+    records: Sequence[Mapping[str, Any]],
+    settings: RunSettings,
+    context: Mapping[str, Any],
+    confidence: str,
+    distracted: bool,
+) -> dict[str, float]:
+    """Metrics of a generation task; a distracted verbalized task is CaliDist's summary."""
+    calibration, evaluation = split_records(records)
+    results = {"parse_fail_rate": parse_fail_rate(evaluation)}
+    if distracted:
+        return {**summarize_calidist(records, settings, context), **results}
+    results.update(_common(calibration, evaluation))
+    correct = _column(evaluation, "correct")
+    if confidence in SAMPLING_KINDS:
+        for kind in SAMPLING_KINDS[confidence]:
+            scores = np.asarray([r["confidences"][kind] for r in evaluation], dtype=float)
+            results.update(_scores(scores, correct, f"_{kind}"))
+        return results
+    if not calibration:
+        raise ValueError(f"{context['task']}: no calibration documents to fit the baselines on")
+    conf_c, conf_e = _column(calibration, "confidence"), _column(evaluation, "confidence")
+    correct_c = _column(calibration, "correct")
+    platt = PlattScaling().fit(conf_c, correct_c).predict(conf_e)
+    isotonic = IsotonicCalibration().fit(conf_c, correct_c).predict(conf_e)
+    results.update(_scores(platt, correct, "_platt"))
+    results.update(_scores(isotonic, correct, "_isotonic"))
+    return results

@@ -13,6 +13,7 @@ from typing import Any
 
 LAMBDA_SCALES = ("minmax", "log", "rank")
 DELTA_MODES = ("mean", "worst_case")
+SAMPLINGS = ("auto", "top_k", "temperature")  # consistency decoding (calidist_tasks.consistency)
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class RunSettings:
     calib_size: int = 200
     eval_size: int | None = 1000  # None = every remaining document ("all")
     m: int | None = None  # distractors per label; None = the style's default
-    seed: int = 0  # chooses the distractor templates, and nothing else
+    seed: int = 0  # chooses distractor templates and SPUQ perturbations, seeds API samples
     split_seed: int = 0  # shuffles documents into calibration / evaluation
     data_files: Any = None
     data_dir: str | None = None
@@ -32,11 +33,13 @@ class RunSettings:
     delta_mode: str = "mean"
     allow_transfer: bool = False  # apply a saved fit from another task (out-of-domain transfer)
     model: str | None = None  # recorded in saved calibrators (from --model_args pretrained/model)
+    sampling: str = "auto"  # consistency decoding: top_k 50/top_p 0.95, or temperature 1.5 only
+    api: bool = False  # --model_args has a base_url: an HTTP API backend (not a --metadata key)
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any] | None) -> RunSettings:
         metadata = dict(metadata or {})
-        known = set(cls.__dataclass_fields__) - {"model"}
+        known = set(cls.__dataclass_fields__) - {"model", "api"}
         for key in metadata:
             if key in known:
                 continue
@@ -48,6 +51,7 @@ class RunSettings:
                 )
         values = {k: metadata[k] for k in known if k in metadata and metadata[k] is not None}
         values["model"] = metadata.get("pretrained") or metadata.get("model")
+        values["api"] = bool(metadata.get("base_url"))
         settings = cls(**values)
         settings.validate()
         return settings
@@ -75,6 +79,10 @@ class RunSettings:
         if self.lambda_scale not in LAMBDA_SCALES:
             raise ValueError(
                 f"--metadata lambda_scale must be one of {LAMBDA_SCALES}, got {self.lambda_scale!r}"
+            )
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(
+                f"--metadata sampling must be one of {SAMPLINGS}, got {self.sampling!r}"
             )
         if self.delta_mode not in DELTA_MODES:
             raise ValueError(

@@ -179,15 +179,8 @@ class CaliDistTask(ConfigurableTask):
         kwargs.pop("apply_chat_template", None)
         kwargs.pop("chat_template", None)
         n_choices = len(self.doc_to_choice(doc))
-        prompts = [ctx]
-        for plan in self.prompt_plans(doc)[1:]:
-            variant = self.distracted_doc(doc, plan)
-            prompts.append(self.fewshot_context(
-                variant,
-                num_fewshot=self.config.num_fewshot or 0,
-                gen_prefix=self.doc_to_prefix(variant),
-                **self._context_kwargs,
-            ))
+        prompts = [ctx] + [self.variant_prompt(self.distracted_doc(doc, plan))
+                           for plan in self.prompt_plans(doc)[1:]]
         return [
             Instance(
                 request_type="loglikelihood",
@@ -199,6 +192,16 @@ class CaliDistTask(ConfigurableTask):
             for i, prompt in enumerate(prompts)
             for j in range(n_choices)
         ]
+
+    def variant_prompt(self, variant: dict[str, Any], **context: Any) -> Any:
+        """The prompt of a variant of a document (a hinted copy), built as lm-eval built the
+        original's: same few-shot, chat template and system prompt unless ``context`` says."""
+        return self.fewshot_context(
+            variant,
+            num_fewshot=self.config.num_fewshot or 0,
+            gen_prefix=self.doc_to_prefix(variant),
+            **{**self._context_kwargs, **context},
+        )
 
     # ------------------------------------------------------------------ results
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:

@@ -38,7 +38,8 @@ def run_lm_eval(
     from calidist_tasks import task_folder
 
     model_args = model_args or f"pretrained={model_dir},dtype=float32"
-    manager = TaskManager(include_path=task_folder(), metadata=metadata)
+    # only our folder: indexing lm-eval's own task folder costs ~10 s per call
+    manager = TaskManager(include_path=task_folder(), include_defaults=False, metadata=metadata)
     return lm_eval.simple_evaluate(
         model=model,
         model_args=model_args,

@@ -1,0 +1,72 @@
+"""Consistency baselines (paper, Appendix D): N sampled answers per question -> three confidences.
+
+- self-consistency: the majority answer's vote share, count / N (Wang et al.);
+- entropy-based: 1 - H(p) / log |unique answers| over the answers' empirical distribution p;
+  when every sample gives the same answer (|unique| = 1, H = 0, 0/0) the confidence is 1;
+- first-second distance (FSD): (count of the most frequent answer - count of the second) / N
+  (Lyu et al., 2025); 0 for the second when there is none.
+
+An unreadable sample (the verbalized parser found no answer) is a vote for "no answer": it
+counts in N and is one more category for the entropy and FSD, but it is never the prediction.
+The prediction is the most frequent readable answer, ties going to the one sampled first. A
+question with no readable sample at all is answered wrong (-1) with every confidence 1/c, the
+same rule as a single unreadable verbalized answer.
+
+Decoding (paper, Appendix I): top_k 50 / top_p 0.95 for local models; temperature 1.5 where an
+API allows only a temperature. lm-eval's API backends send one fixed ``seed`` with every
+request, which would make N identical requests return N identical samples, so on an API each
+sample is its own request with its own seed (``sample_requests``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+KINDS = ("consistency", "entropy", "fsd")
+API_TEMPERATURE = 1.5  # paper, Appendix I, for APIs that take a temperature only
+
+
+def vote(answers: Sequence[int | None], n_choices: int) -> dict[str, Any]:
+    """Majority prediction and the three confidences of one question's sampled answers."""
+    if not answers:
+        raise ValueError("no sampled answers to vote on")
+    counts = Counter(answers)
+    readable = [a for a in dict.fromkeys(answers) if a is not None]  # in first-sampled order
+    if not readable:
+        floor = 1.0 / n_choices
+        return {"prediction": -1, "parsed": False, **dict.fromkeys(KINDS, floor)}
+    prediction = max(readable, key=lambda a: counts[a])  # max keeps the first of equal counts
+    n = len(answers)
+    shares = [c / n for c in counts.values()]
+    entropy = -sum(p * math.log(p) for p in shares)
+    others = [c for a, c in counts.items() if a != prediction]
+    return {
+        "prediction": int(prediction),
+        "parsed": True,
+        "consistency": counts[prediction] / n,
+        "entropy": 1.0 - entropy / math.log(len(counts)) if len(counts) > 1 else 1.0,
+        "fsd": (counts[prediction] - max(others, default=0)) / n,
+    }
+
+
+def decoding(gen_kwargs: Mapping[str, Any], sampling: str, api: bool) -> dict[str, Any]:
+    """The generation kwargs for sampling: the YAML's top_k/top_p, or temperature 1.5 only."""
+    kwargs = dict(gen_kwargs)
+    if sampling == "temperature" or (sampling == "auto" and api):
+        for key in ("top_k", "top_p"):
+            kwargs.pop(key, None)
+        kwargs["temperature"] = API_TEMPERATURE
+    kwargs["do_sample"] = True
+    return kwargs
+
+
+def sample_requests(
+    gen_kwargs: Mapping[str, Any], n: int, api: bool, seed: int = 0
+) -> list[tuple[dict[str, Any], int]]:
+    """(generation kwargs, repeats) per request: one request x n repeats, or n seeded requests."""
+    if not api:
+        return [(dict(gen_kwargs), n)]
+    return [({**gen_kwargs, "seed": seed * 1000 + i}, 1) for i in range(n)]

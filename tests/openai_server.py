@@ -1,0 +1,306 @@
+"""A small OpenAI-compatible server for the API-backend tests (test infrastructure only).
+
+Serves a local Hugging Face causal LM (the tiny test model) on 127.0.0.1 with
+
+- ``POST /v1/completions``: ``prompt`` as text, token ids, or a batch of either; ``echo`` with
+  ``logprobs`` returns the prompt tokens' log-probabilities (what lm-eval's ``local-completions``
+  scores multiple choice with), otherwise a generation;
+- ``POST /v1/chat/completions``: ``messages`` rendered with the tokenizer's chat template;
+- ``GET /v1/models``.
+
+Generation honours ``max_tokens`` / ``max_completion_tokens``, ``temperature``, ``top_p``,
+``top_k``, ``seed`` (same seed, same sample) and ``stop``. It listens on loopback only, refuses
+bodies over 1 MiB and generations over 512 tokens, serves at most ``max_requests`` requests and
+stops by itself after ``idle_timeout`` seconds without a request. For the error-handling tests
+it can fail or stall requests whose body contains a marker (``Faults``), and a test may replace
+the model's chat replies with a function of the request body (``chat_reply``).
+
+    python tests/openai_server.py MODEL_DIR [--port 0] [--idle-timeout 600]
+
+prints ``READY http://127.0.0.1:PORT/v1`` once it listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+MAX_BODY = 1 << 20
+MAX_TOKENS = 512
+
+
+@dataclass
+class Faults:
+    """Requests to fail or stall, chosen by a substring of the request body."""
+
+    fail_marker: str | None = None  # bodies containing it get HTTP 500 ...
+    fail_times: int | None = None  # ... this many times per distinct body (None: always)
+    stall_marker: str | None = None  # bodies containing it are answered after stall_seconds
+    stall_seconds: float = 0.0
+    seen: Counter = field(default_factory=Counter)
+
+
+class ModelServer:
+    """The server object: ``start()`` returns the base URL (``.../v1``), ``stop()`` ends it."""
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        idle_timeout: float = 600.0,
+        max_requests: int = 100_000,
+        faults: Faults | None = None,
+        chat_reply: Callable[[dict[str, Any]], str] | None = None,
+    ) -> None:
+        if host not in LOOPBACK:
+            raise ValueError(f"the test server listens on loopback only, not {host!r}")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.name = Path(model_dir).name
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+        self.faults = faults or Faults()
+        self.chat_reply = chat_reply
+        self.idle_timeout = idle_timeout
+        self.max_requests = max_requests
+        self.requests: Counter = Counter()  # per path, for the tests' assertions
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()  # one forward pass at a time
+        self._count_lock = threading.Lock()
+        self._last = time.monotonic()
+        self._http = ThreadingHTTPServer((host, port), _handler(self))
+        self._http.daemon_threads = True
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._http.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> str:
+        for target in (self._http.serve_forever, self._watch):
+            thread = threading.Thread(target=target, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self.base_url
+
+    def stop(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+    def _watch(self) -> None:
+        while time.monotonic() - self._last < self.idle_timeout:
+            time.sleep(min(1.0, self.idle_timeout))
+        self.stop()
+
+    # ---------------------------------------------------------------- requests
+    def handle(self, path: str, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+        self._last = time.monotonic()
+        with self._count_lock:
+            self.requests[path] += 1
+            if sum(self.requests.values()) > self.max_requests:
+                return 503, _error("this test server's request budget is spent")
+        if path == "/v1/models":
+            return 200, {"object": "list", "data": [{"id": self.name, "object": "model"}]}
+        if path not in ("/v1/completions", "/v1/chat/completions") or body is None:
+            return 404, _error(f"no such endpoint: {path}")
+        raw = json.dumps(body, sort_keys=True)
+        faults = self.faults
+        if faults.fail_marker and faults.fail_marker in raw:
+            with self._count_lock:
+                faults.seen[raw] += 1
+                failing = faults.fail_times is None or faults.seen[raw] <= faults.fail_times
+            if failing:
+                return 500, _error("injected failure")
+        if faults.stall_marker and faults.stall_marker in raw:
+            time.sleep(faults.stall_seconds)
+        try:
+            if path == "/v1/completions":
+                return 200, self.completions(body)
+            return 200, self.chat(body)
+        except (KeyError, TypeError, ValueError) as error:
+            return 400, _error(f"bad request: {error}")
+
+    def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompts = body["prompt"]
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        choices = []
+        for index, prompt in enumerate(prompts):
+            ids = (self.tokenizer(prompt, add_special_tokens=False).input_ids
+                   if isinstance(prompt, str) else [int(t) for t in prompt])
+            new_ids, finish = self._generate(ids, body)
+            text = self.tokenizer.decode(_until_eos(new_ids, self.tokenizer.eos_token_id))
+            choice = {"index": index, "text": text, "finish_reason": finish, "logprobs": None}
+            if body.get("echo"):
+                choice["text"] = self.tokenizer.decode(ids) + text
+                if body.get("logprobs") is not None:  # prompt tokens + the generated token(s)
+                    choice["logprobs"] = self._logprobs(ids + new_ids, int(body["logprobs"]))
+            choices.append(choice)
+        return {"id": "cmpl-test", "object": "text_completion", "model": self.name,
+                "choices": choices}
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        messages = body["messages"]
+        if self.chat_reply is not None:
+            text, finish = self.chat_reply(body), "stop"
+        else:
+            prompt = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True)
+            ids = self.tokenizer(prompt, add_special_tokens=False).input_ids
+            new_ids, finish = self._generate(ids, body)
+            text = self.tokenizer.decode(_until_eos(new_ids, self.tokenizer.eos_token_id),
+                                         skip_special_tokens=True)
+        text, stopped = _cut(text, body.get("stop"))
+        return {"id": "chatcmpl-test", "object": "chat.completion", "model": self.name,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                             "finish_reason": "stop" if stopped else finish}]}
+
+    # ---------------------------------------------------------------- model
+    def _generate(self, ids: list[int], body: dict[str, Any]) -> tuple[list[int], str]:
+        """The generated token ids (an end-of-sequence token included) and the finish reason."""
+        torch = self.torch
+        limit = body.get("max_tokens", body.get("max_completion_tokens", 16))
+        limit = int(limit if limit is not None else 16)
+        if not 0 <= limit <= MAX_TOKENS:
+            raise ValueError(f"max_tokens must be between 0 and {MAX_TOKENS}")
+        if limit == 0:
+            return [], "length"
+        temperature = float(body.get("temperature") or 0.0)
+        sample = temperature > 0
+        options: dict[str, Any] = {"do_sample": sample, "max_new_tokens": limit}
+        if sample:
+            options.update(temperature=temperature, top_p=float(body.get("top_p") or 1.0),
+                           top_k=int(body.get("top_k") or 0))
+        eos = self.tokenizer.eos_token_id
+        with self._track(), self._lock, torch.no_grad():
+            if sample:
+                seed = body.get("seed")
+                torch.manual_seed(int(seed) if seed is not None else time.time_ns() % 2**31)
+            output = self.model.generate(
+                torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                pad_token_id=self.tokenizer.pad_token_id, eos_token_id=eos, **options)
+        new = output[0, len(ids):].tolist()
+        return new, "stop" if eos in new else "length"
+
+    def _logprobs(self, ids: list[int], top: int) -> dict[str, Any]:
+        torch = self.torch
+        with self._track(), self._lock, torch.no_grad():
+            logits = self.model(torch.tensor([ids])).logits[0].float()
+        logprobs = torch.log_softmax(logits, dim=-1)
+        tokens = [self.tokenizer.decode([t]) for t in ids]
+        token_logprobs: list[float | None] = [None]
+        top_logprobs: list[dict[str, float] | None] = [None]
+        for position in range(1, len(ids)):
+            row = logprobs[position - 1]
+            token_logprobs.append(float(row[ids[position]]))
+            values, indices = row.topk(max(top, 1))
+            top_logprobs.append({self.tokenizer.decode([int(i)]): float(v)
+                                 for v, i in zip(values, indices, strict=True)})
+        offsets, at = [], 0
+        for token in tokens:
+            offsets.append(at)
+            at += len(token)
+        return {"tokens": tokens, "token_logprobs": token_logprobs,
+                "top_logprobs": top_logprobs, "text_offset": offsets}
+
+    def _track(self) -> _InFlight:
+        return _InFlight(self)
+
+
+class _InFlight:
+    """Counts requests that are waiting for or using the model (to observe concurrency)."""
+
+    def __init__(self, server: ModelServer) -> None:
+        self.server = server
+
+    def __enter__(self) -> None:
+        with self.server._count_lock:
+            self.server.in_flight += 1
+            self.server.max_in_flight = max(self.server.max_in_flight, self.server.in_flight)
+
+    def __exit__(self, *exc: object) -> None:
+        with self.server._count_lock:
+            self.server.in_flight -= 1
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "test_server_error"}}
+
+
+def _until_eos(ids: list[int], eos: int | None) -> list[int]:
+    return ids[: ids.index(eos)] if eos in ids else ids
+
+
+def _cut(text: str, stop: Any) -> tuple[str, bool]:
+    stops = [stop] if isinstance(stop, str) else [s for s in (stop or []) if s]
+    cuts = [text.index(s) for s in stops if s in text]
+    return (text[: min(cuts)], True) if cuts else (text, False)
+
+
+def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            self._reply(*server.handle(self.path.split("?")[0], None))
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY:
+                self._reply(413, _error("request body too large"))
+                self.close_connection = True
+                return
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+            except json.JSONDecodeError:
+                self._reply(400, _error("body is not JSON"))
+                return
+            self._reply(*server.handle(self.path.split("?")[0], body))
+
+        def _reply(self, status: int, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+                self.close_connection = True
+
+        def log_message(self, *args: Any) -> None:  # quiet: tests read the counters instead
+            pass
+
+    return Handler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--idle-timeout", type=float, default=600.0)
+    parser.add_argument("--max-requests", type=int, default=100_000)
+    args = parser.parse_args()
+    server = ModelServer(args.model_dir, port=args.port, idle_timeout=args.idle_timeout,
+                         max_requests=args.max_requests)
+    print(f"READY {server.start()}", flush=True)
+    server._threads[-1].join()  # the idle watcher ends the server
+
+
+if __name__ == "__main__":
+    main()
