@@ -12,11 +12,9 @@ from typing import Any
 
 
 def process_row(row: dict[str, Any]) -> dict[str, Any]:
-    for name in ("question_title", "topic"):
-        value = row.get(name)
-        if value is None or (isinstance(value, str) and not value.strip()):
-            raise ValueError(f"missing or empty field '{name}'")
+    title = row.get("question_title")
+    if not isinstance(title, str) or not title.strip():
+        raise ValueError("missing or empty field 'question_title'")
     parts = [str(row.get(name) or "").strip() for name in ("question_content", "best_answer")]
     context = " ".join(p for p in parts if p) or "(no context)"
-    return {**row, "question": str(row["question_title"]).strip(), "context": context,
-            "label": row["topic"]}
+    return {**row, "question": str(row["question_title"]).strip(), "context": context}
