@@ -14,6 +14,7 @@ import io
 import json
 import math
 import random
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,8 +95,9 @@ def read_text(path: Path) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
         raise ValueError(
-            f"{path}: not UTF-8 text (bad byte at offset {error.start}); re-encode the file"
+            f"{path}: not UTF-8 text (line {line}, bad byte at offset {error.start}); re-encode it"
         ) from None
 
 
@@ -232,7 +234,7 @@ def _to_document(source: Source, where: str, row: dict[str, Any]) -> dict[str, A
     label = row.get(source.label_field)
     if label is None or (isinstance(label, str) and not label.strip()):
         raise ValueError(f"{source.benchmark} {where}: missing label field '{source.label_field}'")
-    if isinstance(label, str) and label.strip().lstrip("-").isdigit():
+    if isinstance(label, str) and re.fullmatch(r"\s*-?[0-9]+\s*", label):  # "2" as in HellaSwag
         label = int(label)
     n_labels = source.n_labels
     if n_labels is None and source.choices_field is not None:

@@ -20,6 +20,7 @@ from typing import Any
 import datasets
 import jinja2
 import jinja2.meta
+import pyarrow
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
@@ -108,8 +109,12 @@ class CaliDistTask(ConfigurableTask):
             process_row=getattr(self.adapter, "process_row", None),
         )
         docs = build_documents(source, self.settings)
-        split = self.config.test_split
-        self.dataset = datasets.DatasetDict({split: datasets.Dataset.from_list(docs)})
+        try:
+            table = datasets.Dataset.from_list(docs)
+        except pyarrow.ArrowException as error:  # e.g. a list field mixing numbers and text
+            raise ValueError(f"{self.config.task}: the documents cannot be stored as a table "
+                             f"({error}); give each field one type in every row") from None
+        self.dataset = datasets.DatasetDict({self.config.test_split: table})
 
     # ------------------------------------------------------------------ prompts
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
