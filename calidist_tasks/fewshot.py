@@ -65,15 +65,12 @@ def misleading_plan(exemplar: dict[str, Any], label: int, n_labels: int, style: 
     return PromptPlan(hint_label)
 
 
-def render_exemplar(task: CaliDistTask, exemplar: dict[str, Any], hinted: bool) -> str:
-    """One solved exemplar: its prompt (with a misleading hint if ``hinted``) and its answer."""
-    label = exemplar[task.config.doc_to_target]
-    shown = exemplar
-    if hinted and task.distractor != "none":
-        n_labels = len(task.doc_to_choice(exemplar))
-        plan = misleading_plan(exemplar, label, n_labels, task.distractor, task.settings.seed)
-        shown = task.distracted_doc(exemplar, plan)
+def render_exemplar(task: CaliDistTask, exemplar: dict[str, Any], plan: PromptPlan) -> str:
+    """One solved exemplar: its prompt as ``plan`` shows it (PromptPlan() = no hint), then its
+    gold answer after the task's answer prefix ("The answer is (c)")."""
+    shown = exemplar if plan.hint_label is None else task.distracted_doc(exemplar, plan)
     prefix = task.doc_to_prefix(shown) or ""
+    label = exemplar[task.config.doc_to_target]
     return f"{task.doc_to_text(shown)}{prefix}{distractors.LETTERS[label]})"
 
 
@@ -81,10 +78,18 @@ def exemplar_block(task: CaliDistTask, doc: dict[str, Any], per_label: int, hint
     """The few-shot block put in front of ``doc``'s prompt (ends with the separator)."""
     if per_label < 0:
         raise ValueError(f"{task.config.task}: --num_fewshot must be >= 0, got {per_label}")
-    pool = task.fewshot_pool()
-    chosen = select_exemplars(pool, len(task.doc_to_choice(doc)), per_label,
+    n_labels = len(task.doc_to_choice(doc))
+    chosen = select_exemplars(task.fewshot_pool(), n_labels, per_label,
                               task.config.doc_to_target, exclude=doc.get("calidist_index"))
-    return "".join(render_exemplar(task, e, hinted) + SEPARATOR for e in chosen)
+    blocks = []
+    for exemplar in chosen:
+        plan = PromptPlan()
+        if hinted and task.distractor != "none":
+            label = exemplar[task.config.doc_to_target]
+            n = len(task.doc_to_choice(exemplar))
+            plan = misleading_plan(exemplar, label, n, task.distractor, task.settings.seed)
+        blocks.append(render_exemplar(task, exemplar, plan) + SEPARATOR)
+    return "".join(blocks)
 
 
 def calibration_pool(docs: Any) -> list[dict[str, Any]]:
