@@ -72,6 +72,16 @@ class RunSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"--metadata {name} must be an integer, got {value!r}")
+        for name in ("data_dir", "calibrator", "save_calibrator"):
+            value = getattr(self, name)
+            if value is not None and not _is_path(value):
+                raise ValueError(f"--metadata {name} must be a path (a non-empty string), "
+                                 f"got {value!r}")
+        if self.data_files is not None and not _is_data_files(self.data_files):
+            raise ValueError(
+                "--metadata data_files must be a path, a list of paths, or an object mapping "
+                f"split names to a path or a list of paths; got {self.data_files!r}"
+            )
         if not isinstance(self.allow_transfer, bool):
             raise ValueError(
                 f"--metadata allow_transfer must be true or false, got {self.allow_transfer!r}"
@@ -88,3 +98,17 @@ class RunSettings:
             raise ValueError(
                 f"--metadata delta_mode must be one of {DELTA_MODES}, got {self.delta_mode!r}"
             )
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _is_data_files(value: Any) -> bool:
+    """A path, a non-empty list of paths, or {split: path or list of paths}."""
+    def paths(v: Any) -> bool:
+        return _is_path(v) or (isinstance(v, list) and bool(v) and all(map(_is_path, v)))
+
+    if isinstance(value, dict):
+        return bool(value) and all(paths(v) for v in value.values())
+    return paths(value)
