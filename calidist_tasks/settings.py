@@ -7,6 +7,7 @@ key that looks like a misspelling of ours is refused (a silent typo would change
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -101,7 +102,7 @@ class RunSettings:
 
 
 def _is_path(value: Any) -> bool:
-    return isinstance(value, str) and bool(value.strip())
+    return isinstance(value, os.PathLike) or (isinstance(value, str) and bool(value.strip()))
 
 
 def _is_data_files(value: Any) -> bool:
