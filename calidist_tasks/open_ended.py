@@ -253,11 +253,8 @@ class OpenEndedTask(CaliDistTask):
         if not candidates:  # no number to distract from: one placeholder so the doc is logged
             return [Instance(request_type="loglikelihood", doc=doc, arguments=(ctx, " 0"), idx=0,
                              **kwargs)]
-        prompts = [ctx] + [
-            self.fewshot_context(self.distracted_doc(doc, plan), num_fewshot=0,
-                                 gen_prefix=self.doc_to_prefix(doc), **self._context_kwargs)
-            for plan in self.prompt_plans(doc)[1:]
-        ]
+        prompts = [ctx] + [self.variant_prompt(self.distracted_doc(doc, plan))
+                           for plan in self.prompt_plans(doc)[1:]]
         return [
             Instance(request_type="loglikelihood", doc=doc, arguments=(prompt, f" {candidate}"),
                      idx=i * len(candidates) + j, **kwargs)
