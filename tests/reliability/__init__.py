@@ -1,0 +1,1 @@
+"""Reliability suite (issue 7): bad input of every kind, determinism, resume, safety."""
