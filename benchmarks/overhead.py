@@ -1,0 +1,150 @@
+"""Our own code's cost: process_results + aggregation on synthetic documents, and multi-process.
+
+The model is replaced by random log-likelihoods, so only calidist's Python runs: the task's
+``process_results`` once per document and the aggregation once per metric, as lm-eval calls them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "calidist_tasks" / "sample_data" / "twitter_url_corpus" / "test.tsv"
+
+
+def _task(metadata: dict):
+    from lm_eval.tasks import TaskManager
+
+    from calidist_tasks import task_folder
+
+    manager = TaskManager(include_path=task_folder(), include_defaults=False, metadata=metadata)
+    return manager.load(["calidist_ppdb_assertion"])["tasks"]["calidist_ppdb_assertion"]
+
+
+def _pass(task, docs: list[dict], results: np.ndarray) -> tuple[float, float]:
+    """(seconds in process_results, seconds in the aggregations) for one evaluation."""
+    start = time.perf_counter()
+    items: dict[str, list] = {}
+    for doc, doc_results in zip(docs, results, strict=True):
+        for name, value in task.process_results(doc, [(float(v), False) for v in doc_results]
+                                                ).items():
+            items.setdefault(name, []).append(value)
+    middle = time.perf_counter()
+    aggregations = task.aggregation()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, values in items.items():
+            aggregations[name](values)
+    return middle - start, time.perf_counter() - middle
+
+
+def measure_overhead(n_docs: int, calib_size: int = 200) -> dict:
+    """Seconds and peak Python memory of process_results + aggregation for ``n_docs`` documents."""
+    data = Path(tempfile.mkdtemp(prefix="calidist-overhead-"))
+    try:
+        (data / "ppdb").mkdir()
+        shutil.copy(SAMPLE, data / "ppdb" / "test.tsv")
+        task = _task({"data_dir": str(data), "calib_size": 20, "eval_size": 20})
+        template = list(task.eval_docs)
+        docs = [{**template[i % len(template)], "calidist_index": i,
+                 "calidist_split": "calibration" if i < calib_size else "evaluation"}
+                for i in range(n_docs)]
+        per_doc = len(task.prompt_plans(docs[0])) * len(task.doc_to_choice(docs[0]))
+        results = np.log(np.random.default_rng(0).dirichlet([1, 1], size=n_docs * per_doc // 2))
+        results = results.reshape(n_docs, per_doc)
+        process, aggregate = _pass(task, docs, results)
+        task._summary = None  # measure the memory of a fresh aggregation too
+        tracemalloc.start()
+        _pass(task, docs, results)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+    return {"documents": n_docs, "calibration": calib_size, "requests_per_doc": per_doc,
+            "process_results_s": process, "aggregation_s": aggregate,
+            "seconds_per_100k": (process + aggregate) * 100_000 / n_docs,
+            "peak_mib": peak / 2**20, "metrics": len(task.aggregation())}
+
+
+def _metrics(output: Path) -> dict:
+    found = sorted(output.rglob("results_*.json"))
+    results = json.loads(found[-1].read_text())["results"]
+    return {task: {k: v for k, v in values.items()
+                   if k.endswith(",none") and isinstance(v, (int, float))}
+            for task, values in results.items()}
+
+
+def check_multiprocess(out: Path, processes: int = 2) -> dict:
+    """The same tasks on a tiny model in one process and in ``processes``: same metrics?
+
+    Two launchers are tried: ``torchrun --nproc_per_node N -m lm_eval`` (accelerate's
+    Accelerator inside lm-eval picks up the torch.distributed environment and uses gloo on a
+    CPU) and the issue's ``accelerate launch --cpu --num_processes N -m lm_eval``.
+    """
+    from calidist_tasks import task_folder
+    from calidist_tasks.offline_models import build_tiny_model
+
+    out.mkdir(parents=True, exist_ok=True)
+    model = out / "tiny_model"
+    if not (model / "config.json").exists():
+        build_tiny_model(model)
+    data = out / "data" / "ppdb"
+    data.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SAMPLE, data / "test.tsv")
+    common = ["-m", "lm_eval", "--model", "hf", "--model_args",
+              f"pretrained={model},dtype=float32", "--tasks",
+              "calidist_ppdb,calidist_ppdb_assertion", "--include_path", task_folder(),
+              "--device", "cpu", "--batch_size", "8", "--metadata",
+              json.dumps({"data_dir": str(out / "data"), "calib_size": 20, "eval_size": 40})]
+    launchers = {
+        "one": [sys.executable, *common],
+        "torchrun": [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
+                     str(processes), *common],
+        "accelerate": [sys.executable, "-m", "accelerate.commands.launch", "--cpu",
+                       "--num_processes", str(processes), "--num_machines", "1",
+                       "--mixed_precision", "no", "--dynamo_backend", "no", *common],
+    }
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    found = {}
+    for name, command in launchers.items():
+        log = out / f"{name}.log"
+        if not list((out / name).rglob("results_*.json")):
+            run = subprocess.run([*command, "--output_path", str(out / name)],
+                                 capture_output=True, text=True, check=False, env=env)
+            log.write_text(run.stdout + run.stderr)
+        text = log.read_text() if log.exists() else ""
+        ranks = sum(f"on rank {r}..." in text for r in range(processes))
+        metrics = _metrics(out / name) if list((out / name).rglob("results_*.json")) else None
+        found[name] = {"ranks": ranks, "metrics": metrics,
+                       "command": "python " + " ".join(command[1:]).replace(str(out), "OUT")}
+    single = found["one"]["metrics"]
+    lines = [f"Tiny random model, `calidist_ppdb` and `calidist_ppdb_assertion`, 20 "
+             f"calibration + 40 evaluation documents, one process vs {processes}:\n"]
+    for name in ("torchrun", "accelerate"):
+        entry = found[name]
+        if entry["metrics"] is None:
+            lines.append(f"- `{name}`: failed (see {out / (name + '.log')}).")
+            continue
+        differences = [f"{task}/{k}" for task, values in single.items()
+                       for k, v in values.items()
+                       if not np.isclose(v, entry["metrics"].get(task, {}).get(k, np.nan),
+                                         rtol=1e-6, atol=1e-9)]
+        compared = sum(len(v) for v in single.values())
+        lines.append(
+            f"- `{entry['command']}`: {entry['ranks']} rank(s) built requests; "
+            + (f"all {compared} metrics equal to the single process (rtol 1e-6)."
+               if not differences else f"{len(differences)} of {compared} metrics differ: "
+               + ", ".join(differences[:8])))
+    return {"summary": "\n".join(lines), "launchers": found}

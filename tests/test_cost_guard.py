@@ -1,0 +1,100 @@
+"""Cost regression guard: exact model requests and prompt tokens per document for every task.
+
+One in-process lm-eval run on the tiny model and the bundled sample data. An accidental extra
+request per document, a second copy of a prompt, or a longer prompt fails here. Timings are never
+asserted. If a prompt's wording changes on purpose, update PROMPT_TOKENS (the failure message
+prints the new totals) and say why in the commit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import run_lm_eval
+
+DATA = Path(__file__).parents[1] / "calidist_tasks" / "sample_data"
+N_DOCS = 5  # calib_size 2 + eval_size 3
+M_ASSERTION = 2  # the assertion style's default m (paper, Appendix G)
+LABELS = {"ppdb": 2, "aqua": 5}
+
+
+def prompts_per_doc(benchmark: str, variant: str) -> int:
+    """1 original + c hinted prompts per distractor (c * m for assertion), SPEC section 2."""
+    c = LABELS[benchmark]
+    style = variant.removesuffix("verbalized").rstrip("_")
+    return 1 + {"": 0, "assertion": c * M_ASSERTION, "probe": c, "corruption": c}[style]
+
+
+# (benchmark, variant) -> letters scored per prompt (log-likelihood) or None (one generation)
+TASKS = {
+    ("ppdb", ""): 2, ("ppdb", "assertion"): 2, ("ppdb", "probe"): 2, ("ppdb", "corruption"): 2,
+    ("ppdb", "verbalized"): None, ("ppdb", "assertion_verbalized"): None,
+    ("ppdb", "probe_verbalized"): None, ("ppdb", "corruption_verbalized"): None,
+    ("aqua", ""): 5, ("aqua", "assertion"): 5, ("aqua", "probe"): 5, ("aqua", "corruption"): 5,
+    ("aqua", "verbalized"): None,
+}
+# Sum over the 5 documents of the tiny tokenizer's tokens in each document's distinct prompts.
+PROMPT_TOKENS = {
+    "calidist_ppdb": 1385, "calidist_ppdb_assertion": 10094, "calidist_ppdb_probe": 5870,
+    "calidist_ppdb_corruption": 4420, "calidist_ppdb_verbalized": 1680,
+    "calidist_ppdb_assertion_verbalized": 11569, "calidist_ppdb_probe_verbalized": 6755,
+    "calidist_ppdb_corruption_verbalized": 5305, "calidist_aqua": 1173,
+    "calidist_aqua_assertion": 19889, "calidist_aqua_probe": 10859,
+    "calidist_aqua_corruption": 7563, "calidist_aqua_verbalized": 1468,
+}
+
+
+def task_name(benchmark: str, variant: str) -> str:
+    return f"calidist_{benchmark}" + (f"_{variant}" if variant else "")
+
+
+@pytest.fixture(scope="module")
+def evaluation(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tasks = [task_name(*key) for key in TASKS]
+    out = run_lm_eval(tasks, tiny_model_dir, {"data_dir": str(DATA), "calib_size": 2,
+                                              "eval_size": 3}, gen_kwargs="max_gen_toks=4")
+    return out, AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.mark.parametrize(("benchmark", "variant"), list(TASKS))
+def test_requests_per_document_are_exact(evaluation, benchmark, variant):
+    out, _ = evaluation
+    task = task_name(benchmark, variant)
+    samples = out["samples"][task]
+    letters = TASKS[(benchmark, variant)]
+    prompts = prompts_per_doc(benchmark, variant)
+    assert len(samples) == N_DOCS
+    for sample in samples:
+        texts = [argument[0] for argument in sample["arguments"]]
+        assert len(set(texts)) == prompts, f"{task}: distinct prompts per document"
+        assert len(texts) == prompts * (letters or 1), f"{task}: requests per document"
+        # one answer per request: no hidden repeats or extra samples
+        assert sum(len(r) for r in sample["resps"]) == len(texts)
+    assert out["results"][task]["requests_per_doc,none"] == prompts * (letters or 1)
+
+
+def test_prompt_tokens_per_document_are_exact(evaluation):
+    out, tokenizer = evaluation
+    totals = {}
+    for key in TASKS:
+        task = task_name(*key)
+        totals[task] = sum(
+            len(tokenizer(text, add_special_tokens=False)["input_ids"])
+            for sample in out["samples"][task]
+            for text in dict.fromkeys(argument[0] for argument in sample["arguments"])
+        )
+    assert totals == PROMPT_TOKENS, f"prompt tokens changed; new totals: {totals}"
+
+
+@pytest.mark.parametrize("variant", ["assertion", "probe"])
+def test_hinted_prompts_share_the_original_prompt_as_prefix(evaluation, variant):
+    # What lets a prefix cache (vLLM enable_prefix_caching) reuse the original prompt's KV cache
+    # for every hint: the hint comes after the options, before the answer prefix.
+    out, _ = evaluation
+    for sample in out["samples"][task_name("ppdb", variant)]:
+        original, *hinted = dict.fromkeys(argument[0] for argument in sample["arguments"])
+        stem = original.removesuffix("The answer is (")
+        assert stem != original and all(p.startswith(stem) for p in hinted)
