@@ -29,19 +29,17 @@ import math
 import random
 import re
 from copy import deepcopy
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-import datasets
-import jinja2
-import jinja2.meta
 import numpy as np
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
 from calidist_tasks import distractors
-from calidist_tasks.dataset import EVALUATION, Source, build_documents
+from calidist_tasks.dataset import EVALUATION, Source
 from calidist_tasks.joining import Outcome, PromptPlan, join_document
 from calidist_tasks.task import HINT, CaliDistTask
 
@@ -163,30 +161,15 @@ class OpenEndedTask(CaliDistTask):
         return self.distractor != "none"
 
     # ------------------------------------------------------------------ data
-    def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        template = self.config.doc_to_text
-        fields = sorted(jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(template)))
-        source = Source(
-            benchmark=self.benchmark,
-            hub_path=self.config.dataset_path,
-            hub_name=self.config.dataset_name,
-            evaluation_split=self.config.test_split,
-            calibration_split=self.calibration_split,
-            data_dirs=self.data_dirs,
-            required_fields=fields,
-            # build_documents checks labels against a label space; an open answer has none, so
-            # every document is in the one class 0 and the gold number is in doc_to_target.
-            label_field="label",
-            n_labels=1,
-            choices_field=None,
-            read_file=getattr(self.adapter, "read_file", None),
-            process_row=lambda row: {**self.adapter.process_row(row), "label": 0},
-        )
-        docs = build_documents(source, self.settings)
-        if self.stage2:
-            docs = self._with_original_answers(docs)
-        split = self.config.test_split
-        self.dataset = datasets.DatasetDict({split: datasets.Dataset.from_list(docs)})
+    def source(self) -> Source:
+        # build_documents checks labels against a label space; an open answer has none, so every
+        # document is in the one class 0 and the gold number is in doc_to_target ("target").
+        return replace(super().source(), label_field="label", n_labels=1,
+                       process_row=lambda row: {**self.adapter.process_row(row), "label": 0})
+
+    def documents(self) -> list[dict[str, Any]]:
+        docs = super().documents()
+        return self._with_original_answers(docs) if self.stage2 else docs
 
     def _with_original_answers(self, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not self.original_samples:

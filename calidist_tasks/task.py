@@ -90,11 +90,25 @@ class CaliDistTask(ConfigurableTask):
 
     # ------------------------------------------------------------------ data
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        docs = self.documents()
+        try:
+            table = datasets.Dataset.from_list(docs)
+        except pyarrow.ArrowException as error:  # e.g. a list field mixing numbers and text
+            raise ValueError(f"{self.config.task}: the documents cannot be stored as a table "
+                             f"({error}); give each field one type in every row") from None
+        self.dataset = datasets.DatasetDict({self.config.test_split: table})
+
+    def documents(self) -> list[dict[str, Any]]:
+        """Calibration documents first, then evaluation documents (``dataset.build_documents``)."""
+        return build_documents(self.source(), self.settings)
+
+    def source(self) -> Source:
+        """Where the benchmark's rows come from and how they become documents (from the YAML)."""
         fixed_choices = self.config.doc_to_choice
         template = self.config.doc_to_text
         fields = sorted(jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(template)))
         choices_field = fixed_choices if isinstance(fixed_choices, str) else None
-        source = Source(
+        return Source(
             benchmark=self.benchmark,
             hub_path=self.config.dataset_path,
             hub_name=self.config.dataset_name,
@@ -108,13 +122,6 @@ class CaliDistTask(ConfigurableTask):
             read_file=getattr(self.adapter, "read_file", None),
             process_row=getattr(self.adapter, "process_row", None),
         )
-        docs = build_documents(source, self.settings)
-        try:
-            table = datasets.Dataset.from_list(docs)
-        except pyarrow.ArrowException as error:  # e.g. a list field mixing numbers and text
-            raise ValueError(f"{self.config.task}: the documents cannot be stored as a table "
-                             f"({error}); give each field one type in every row") from None
-        self.dataset = datasets.DatasetDict({self.config.test_split: table})
 
     # ------------------------------------------------------------------ prompts
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
