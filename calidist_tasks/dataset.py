@@ -145,10 +145,12 @@ def _local_files(source: Source, settings: RunSettings) -> dict[str, list[Path]]
                 EVALUATION: (EVALUATION, source.evaluation_split, "test"),
                 CALIBRATION: (CALIBRATION, source.calibration_split, "validation", "dev"),
             }
-            chosen = {}
+            chosen, used = {}, set()
             for role, keys in aliases.items():
-                key = next((k for k in keys if k in files), None)
+                # a key taken for evaluation is not also calibration (csqa: "validation")
+                key = next((k for k in keys if k in files and k not in used), None)
                 if key is not None:
+                    used.add(key)
                     value = files[key]
                     paths = value if isinstance(value, list) else [value]
                     chosen[role] = [Path(p) for p in paths]

@@ -220,6 +220,18 @@ def test_malformed_contractnli_release(change, words: list[str], tmp_path: Path)
         assert word in str(error.value), (word, str(error.value))
 
 
+@pytest.mark.parametrize("benchmark", ["csqa", "hellaswag"])
+def test_data_files_named_after_a_validation_evaluation_split(benchmark: str,
+                                                               data_dir: Path) -> None:
+    """data_files {"validation": f} for a benchmark evaluated on validation: the calibration
+    documents are the first shuffled ones of that file, not the same rows again."""
+    path = data_dir / benchmark / "validation.jsonl"
+    task = load_task(f"calidist_{benchmark}", {"data_files": {"validation": str(path)},
+                                               "calib_size": 3, "eval_size": 4})
+    sources = [d["calidist_source"] for d in task.eval_docs]
+    assert len(set(sources)) == 7 and all(s.startswith("validation.jsonl:") for s in sources)
+
+
 def test_csqa_reads_the_original_release(tmp_path: Path) -> None:
     """dev_rand_split.jsonl nests the stem and the choices under "question"."""
     rows = [{"id": f"q{i}", "answerKey": "BCDEA"[i % 5], "question": {
