@@ -37,7 +37,14 @@ class Outcome:
 
 def outcome_from_loglikelihoods(loglikelihoods: Sequence[float], where: str) -> Outcome:
     """Softmax over the option letters' log-likelihoods: prediction = argmax, confidence = max."""
-    values = np.asarray(loglikelihoods, dtype=float)
+    try:  # None (a null in an API response) becomes NaN here and is refused below
+        values = np.asarray(loglikelihoods, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: the model returned log-probabilities that are not numbers: "
+                         f"{list(loglikelihoods)!r:.200}; check the model backend") from None
+    if values.ndim != 1 or values.size < 2:
+        raise ValueError(f"{where}: expected one log-probability per option (at least 2), got "
+                         f"{values.tolist()!r:.200}")
     if not np.all(np.isfinite(values)):
         raise ValueError(
             f"{where}: the model returned non-finite log-probabilities {values.tolist()} "
