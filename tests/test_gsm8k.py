@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+import subprocess
+import sys
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -176,3 +180,35 @@ def test_gsm8k_local_data_and_gold_numbers() -> None:
     task = load_task("calidist_gsm8k", {"data_files": {"test": str(path)}, "eval_size": 50})
     assert len(task.eval_docs) == 250
     assert all(canonical_number(d["target"]) == d["target"] for d in task.eval_docs)
+
+
+def _cli(args: list[str], cwd: Path) -> None:
+    found = Path(sys.executable).parent / "calidist"
+    calidist = str(found) if found.exists() else shutil.which("calidist") or pytest.skip("calidist")
+    done = subprocess.run([calidist, "eval", *args], cwd=cwd, capture_output=True, text=True,
+                          env=dict(os.environ))
+    assert done.returncode == 0, f"{args}:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+
+
+def test_stage2_reads_a_cli_output_folder(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Stage 1 through the real CLI (docs/gsm8k.md's first command); stage 2, given that
+    --output_path folder, finds the samples file by lm-eval's own naming and reads every
+    document's answer (in-process: a second CLI start-up would add nothing but time)."""
+    data = write_all(tmp_path / "data", n_eval=3, n_calib=2)
+    metadata = {"data_dir": str(data), "calib_size": 2, "eval_size": 3}
+    _cli(["--tasks", "calidist_gsm8k", "--gen_kwargs", "max_gen_toks=8", "--model", "hf",
+          "--model_args", f"pretrained={tiny_model_dir},dtype=float32", "--device", "cpu",
+          "--log_samples", "--metadata", json.dumps(metadata), "--output_path", "stage1"],
+         cwd=tmp_path)
+    (first,) = (tmp_path / "stage1").rglob("samples_calidist_gsm8k_2*.jsonl")
+    answers = {json.loads(line)["doc"]["question"]: json.loads(line)["acc"]["prediction"]
+               for line in first.read_text(encoding="utf-8").splitlines()}
+    out = run_lm_eval(["calidist_gsm8k_assertion"], tiny_model_dir,
+                      {**metadata, "original_samples": str(tmp_path / "stage1")})
+    records = [s["acc"] for s in out["samples"]["calidist_gsm8k_assertion"]]
+    assert len(records) == len(answers) == 5
+    for sample in out["samples"]["calidist_gsm8k_assertion"]:
+        assert sample["acc"]["prediction"] == answers[sample["doc"]["question"]]
+    evaluation = [r for r in records if r["split"] == "evaluation"]
+    assert out["results"]["calidist_gsm8k_assertion"]["parse_fail_rate,none"] == pytest.approx(
+        sum(not r["parsed"] for r in evaluation) / 3)
