@@ -7,7 +7,9 @@ lm-eval's aggregation calls here. Numbers are fractions in [0, 1] (the paper pri
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,16 @@ def _common(calibration: list, evaluation: list) -> dict[str, float]:
         "n_evaluation": float(len(evaluation)),
         **_scores(_column(evaluation, "confidence"), _column(evaluation, "correct"), "_vanilla"),
     }
+
+
+@contextmanager
+def warnings_named(task: str) -> Iterator[None]:
+    """Prefix the calibrators' warnings with the task: a group run fits one set per task."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        warnings.warn_explicit(f"{task}: {w.message}", w.category, w.filename, w.lineno)
 
 
 def calibrator_path(template: str, context: Mapping[str, Any]) -> str:

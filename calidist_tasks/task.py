@@ -31,6 +31,7 @@ from calidist_tasks.aggregation import (
     metric_names,
     summarize_baselines,
     summarize_calidist,
+    warnings_named,
 )
 from calidist_tasks.dataset import EVALUATION, Source, build_documents
 from calidist_tasks.joining import PromptPlan, join_document, outcome_from_loglikelihoods
@@ -258,7 +259,8 @@ class CaliDistTask(ConfigurableTask):
         text = json.dumps(sorted(items, key=lambda r: r["index"]), sort_keys=True)
         fingerprint = hashlib.sha256(text.encode()).hexdigest()
         if last is None or last[0] != fingerprint:
-            last = (fingerprint, list(items), self.summarize(items))
+            with warnings_named(self.config.task):  # a group run fits one calibrator per task
+                last = (fingerprint, list(items), self.summarize(items))
         self._summary = (last[0], list(items), last[2])
         return self._summary[2][name]
 

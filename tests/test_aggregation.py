@@ -224,6 +224,15 @@ def test_task_aggregation_routes_every_metric_and_refits_on_new_records(ppdb_dat
         other, task.settings, task.calibrator_context())["ece"]
 
 
+def test_calibration_warnings_name_the_task(ppdb_data_dir):
+    # A group run fits one calibrator per task: a grid-edge or one-class warning must say which.
+    task = load_task("calidist_ppdb_assertion",
+                     {"data_dir": str(ppdb_data_dir), "calib_size": 10, "eval_size": 20})
+    records = make_records(all_correct_cal=True)
+    with pytest.warns(CalibrationWarning, match=r"^calidist_ppdb_assertion: .*all-correct"):
+        task.aggregation()["ece"](records)
+
+
 # ---------------------------------------------------------------- saved calibrators
 
 
