@@ -39,7 +39,9 @@ class FakeLM(LM):
         self.delay = float(delay)
         self.count_file = count_file
         self.bad_marker = bad_marker
-        self.bad_value = {"nan": float("nan"), "none": None, "inf": float("-inf")}[bad_value]
+        # lm-eval parses "nan", "none", "inf" in --model_args into float / None already
+        self.bad_value = {"nan": float("nan"), "none": None, "inf": float("-inf")}.get(
+            str(bad_value).lower(), bad_value)
 
     def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[Any]:
         answers = []
