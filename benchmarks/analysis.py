@@ -430,6 +430,11 @@ def cost_table(runs: Mapping[tuple, Run], model_dirs: Mapping[str, str]
                     rows.append((name.format(b=benchmark), cost_rows(run, tokens)))
             if not rows:
                 continue
+            assertion = runs.get((model, benchmark, "_assertion"))
+            if not rows[0][0].startswith("Vanilla") and assertion is not None:
+                # no original-prompt run: its prompts are the assertion run's first prompts
+                rows.insert(0, ("Vanilla (the assertion run's original prompts)",
+                                cost_rows(assertion, tokens, m=0)))
             base = rows[0][1] if rows[0][0].startswith("Vanilla") else None
             for name, row in rows:
                 costs[(model, benchmark, name)] = row

@@ -47,6 +47,13 @@ def _targets(state: State, n_boot: int) -> list[str]:
     return out
 
 
+def _bench_commands(state: State) -> list[str]:
+    """The benchmarks/run.py invocations that made the model runs, in the order they ran."""
+    runs = sorted(state.infos.values(), key=lambda info: info.get("finished", 0))
+    return list(dict.fromkeys(info["benchmark_command"] for info in runs
+                              if "benchmark_command" in info))
+
+
 def _cost_target(costs: dict) -> str:
     """Token ratio CaliDist As. m=1 / 15-sample consistency, per model and dataset that has both."""
     found = []
@@ -71,15 +78,17 @@ def render(state: State) -> str:
     command = "python benchmarks/run.py " + shlex.join(args.argv)
     parts: list[Any] = [
         "# Benchmarks: calibration quality and cost on real models\n",
-        f"Written by `benchmarks/run.py` on {now}. Rerun with:\n\n```\n{command}\n```\n",
+        f"Written by `benchmarks/run.py` on {now}. Rerun with:\n\n```\n"
+        + "".join(f"{c}\n" for c in _bench_commands(state) if c != command)
+        + f"{command}\n```\n",
         f"Machine: {state.machine}. The machine was shared with other jobs while this ran, and "
         "every model job ran under `nice -n 19`, so wall times are upper bounds for an idle "
         "machine; request and token counts are exact.\n",
         "Models: SmolLM2-135M-Instruct and Qwen2.5-Coder-0.5B-Instruct (SPEC section 7), "
-        "converted offline, `--model hf`, float32, CPU. **These are tiny models, not the paper's "
-        "8B models**: SmolLM2 is near chance on both datasets and its confidence carries almost "
-        "no information about correctness (AUROC near 50), so its numbers show that the pipeline "
-        "runs, not that the method works.\n",
+        "converted offline, `--model hf`, float32, CPU. **These are tiny models (135M and 0.5B), "
+        "not the paper's 8B models**: they are weak at both tasks (compare their accuracy with "
+        "the majority class, and their AUROC with 50), so their numbers show what the pipeline "
+        "and the calibrators do on such models, not what the paper's models would give.\n",
     ]
     reduced = (args.ppdb_calib, args.ppdb_eval) != (200, 1000) or args.quick
     if reduced:

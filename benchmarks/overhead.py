@@ -88,9 +88,9 @@ def _metrics(output: Path) -> dict:
 def check_multiprocess(out: Path, processes: int = 2) -> dict:
     """The same tasks on a tiny model in one process and in ``processes``: same metrics?
 
-    Two launchers are tried: ``torchrun --nproc_per_node N -m lm_eval`` (accelerate's
-    Accelerator inside lm-eval picks up the torch.distributed environment and uses gloo on a
-    CPU) and the issue's ``accelerate launch --cpu --num_processes N -m lm_eval``.
+    Two launchers: ``torchrun`` with ``cpu_data_parallel.py`` (lm-eval shards the documents over
+    gloo ranks and gathers them before our aggregation) and the issue's ``accelerate launch
+    --cpu --num_processes N -m lm_eval`` with plain ``hf`` (which on a CPU does not shard).
     """
     from calidist_tasks import task_folder
     from calidist_tasks.offline_models import build_tiny_model
@@ -102,18 +102,22 @@ def check_multiprocess(out: Path, processes: int = 2) -> dict:
     data = out / "data" / "ppdb"
     data.mkdir(parents=True, exist_ok=True)
     shutil.copy(SAMPLE, data / "test.tsv")
-    common = ["-m", "lm_eval", "--model", "hf", "--model_args",
+    common = ["-m", "lm_eval", "--model", "MODEL", "--model_args",
               f"pretrained={model},dtype=float32", "--tasks",
               "calidist_ppdb,calidist_ppdb_assertion", "--include_path", task_folder(),
               "--device", "cpu", "--batch_size", "8", "--metadata",
               json.dumps({"data_dir": str(out / "data"), "calib_size": 20, "eval_size": 40})]
+    hf = [a.replace("MODEL", "hf") for a in common]
+    common = [a.replace("MODEL", "hf-cpu-dp") for a in common]
     launchers = {
-        "one": [sys.executable, *common],
+        "one": [sys.executable, *hf],
+        # lm-eval's hf backend shards over processes only with > 1 GPU: hf-cpu-dp does on a CPU
         "torchrun": [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
-                     str(processes), *common],
+                     str(processes), str(Path(__file__).with_name("cpu_data_parallel.py")),
+                     *common[2:]],
         "accelerate": [sys.executable, "-m", "accelerate.commands.launch", "--cpu",
                        "--num_processes", str(processes), "--num_machines", "1",
-                       "--mixed_precision", "no", "--dynamo_backend", "no", *common],
+                       "--mixed_precision", "no", "--dynamo_backend", "no", *hf],
     }
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -128,7 +132,8 @@ def check_multiprocess(out: Path, processes: int = 2) -> dict:
         ranks = sum(f"on rank {r}..." in text for r in range(processes))
         metrics = _metrics(out / name) if list((out / name).rglob("results_*.json")) else None
         found[name] = {"ranks": ranks, "metrics": metrics,
-                       "command": "python " + " ".join(command[1:]).replace(str(out), "OUT")}
+                       "command": "python " + " ".join(command[1:]).replace(str(out), "OUT")
+                       .replace(str(ROOT) + "/", "")}
     single = found["one"]["metrics"]
     lines = [f"Tiny random model, `calidist_ppdb` and `calidist_ppdb_assertion`, 20 "
              f"calibration + 40 evaluation documents, one process vs {processes}:\n"]
@@ -142,8 +147,11 @@ def check_multiprocess(out: Path, processes: int = 2) -> dict:
                        if not np.isclose(v, entry["metrics"].get(task, {}).get(k, np.nan),
                                          rtol=1e-6, atol=1e-9)]
         compared = sum(len(v) for v in single.values())
+        sharding = ("documents sharded" if entry["ranks"] > 1
+                    else "every process evaluated every document")
         lines.append(
-            f"- `{entry['command']}`: {entry['ranks']} rank(s) built requests; "
+            f"- `{entry['command']}`: {entry['ranks']} distinct rank(s) built requests "
+            f"({sharding}); "
             + (f"all {compared} metrics equal to the single process (rtol 1e-6)."
                if not differences else f"{len(differences)} of {compared} metrics differ: "
                + ", ".join(differences[:8])))

@@ -92,7 +92,8 @@ def run_task(command: list[str], out: Path) -> dict:
                               env=env, check=False).returncode
     info = {"command": shlex.join(command), "returncode": code,
             "wall_s": time.perf_counter() - start,
-            "benchmark_command": shlex.join(["python", "benchmarks/run.py", *sys.argv[1:]])}
+            "benchmark_command": shlex.join(["python", "benchmarks/run.py", *sys.argv[1:]]),
+            "finished": time.time()}
     done.write_text(json.dumps(info, indent=1))
     print(f"[bench] {command[command.index('--tasks') + 1]}: rc={code} "
           f"{info['wall_s']:.0f}s -> {out}", flush=True)
