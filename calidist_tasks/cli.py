@@ -162,6 +162,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     run_demo.add_argument("--eval_size", type=int, default=100)
     run_demo.add_argument("--m", type=int, default=1, help="hints per label (paper: 2)")
     run_demo.add_argument("--output_path")
+    report = sub.add_parser("report", help="leaderboard, intervals, diagrams, cost and transfer "
+                            "from lm-eval output folders (no model is run)")
+    report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                        help="lm-eval --output_path folders (or results / samples files)")
+    report.add_argument("--out", default="calidist-report", help="folder to write the report to")
+    report.add_argument("--transfer", action="append", default=[],
+                        metavar="SOURCE_TASK:TARGET_TASK",
+                        help="refit CaliDist on SOURCE's calibration documents, score it on "
+                        "TARGET's evaluation documents (repeatable)")
+    report.add_argument("--bootstrap", type=int, default=1000,
+                        help="bootstrap resamples for intervals and paired tests (0: none)")
+    report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    report.add_argument("--no_figures", action="store_true", help="tables only (faster)")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["eval"]:
         lm_eval_main(with_include_path(argv[1:]))
@@ -186,6 +199,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(prepare())
     elif args.command == "demo":
         demo(args, extra)
+    elif args.command == "report":
+        from calidist_tasks.report import run_command
+
+        sys.exit(run_command(args))
 
 
 if __name__ == "__main__":

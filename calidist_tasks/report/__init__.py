@@ -1,0 +1,193 @@
+"""``calidist report``: tables, intervals, diagrams, cost and transfer from lm-eval output folders.
+
+``write_report(["runs/a", "runs/b"], "report")`` (or ``calidist report runs/a runs/b --out
+report``) reads every results file and ``--log_samples`` file under the folders and writes into
+the output folder:
+
+- ``report.md``: everything below in one page, then the problems found (files or runs left out,
+  by name) and the calibration warnings of the refits;
+- ``leaderboard.md`` / ``leaderboard.csv``: rows model x method, columns benchmark x (ECE,
+  Brier, AUROC) and their average, x100, best per column within a model marked;
+- ``intervals.csv``: 95% bootstrap intervals of each score and the paired bootstrap test of each
+  method against the same task's vanilla confidence;
+- ``cost.csv``: requests, distinct prompts and prompt tokens per document, per task;
+- ``transfer.csv`` (with ``transfers``): a CaliDist fit moved from one task to another;
+- ``figures/*.png`` and ``figures.json`` (the numbers each figure drew).
+
+No model is run: everything comes from the logged per-document records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from calidist_tasks.report.cost import cost_table
+from calidist_tasks.report.loading import TaskRun, load_runs, short_names
+from calidist_tasks.report.methods import Cell, column, leaderboard_cells
+from calidist_tasks.report.plots import (
+    figure_title,
+    instability_figure,
+    reliability_diagram,
+    slug,
+)
+from calidist_tasks.report.tables import FROM_RESULTS, Table, escape, intervals, leaderboard
+from calidist_tasks.report.transfer import parse_pair, transfer_table
+
+__all__ = ["Report", "run_command", "write_report"]
+
+
+@dataclass
+class Report:
+    """What ``write_report`` wrote and what it had to leave out."""
+
+    out: Path
+    runs: int = 0  # calidist tasks read (one per model and task)
+    files: list[Path] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    figures: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
+             folder: Path) -> list[dict[str, Any]]:
+    folder.mkdir(parents=True, exist_ok=True)
+    drawn = []
+    with_diagram = {id(c.run) for c in cells if c.confidence is not None
+                    and c.method.refit != "vanilla"}
+    for cell in cells:
+        if cell.confidence is None or (cell.method.refit == "vanilla"
+                                       and id(cell.run) in with_diagram):
+            continue  # vanilla is drawn beside every other method of its task
+        model, task, method = names[cell.model], cell.run.task, cell.method.label
+        parts = [method, f"ECE ×100 {100 * cell.values['ece']:.2f}"]
+        if cell.vanilla is not None:
+            vanilla_ece = cell.run.metrics.get("ece_vanilla")
+            if vanilla_ece is not None:
+                parts[-1] += f" (vanilla {100 * vanilla_ece:.2f})"
+        parts.append(f"n={cell.n} evaluation documents")
+        path = folder / f"reliability_{slug(model)}_{slug(task)}_{slug(method)}.png"
+        title = figure_title(model, task, parts)
+        data = reliability_diagram(path, title, method, cell.confidence, cell.correct,
+                                   *(cell.vanilla or (None, None)))
+        drawn.append({"file": str(path.relative_to(folder.parent)), "kind": "reliability",
+                      "model": model, "task": task, "method": method, "title": title, **data})
+    for run in runs:
+        evaluation = [r for r in run.records or [] if r.get("split") == "evaluation"]
+        if not evaluation or "mu" not in evaluation[0]:
+            continue
+        model = names[run.model]
+        path = folder / f"instability_{slug(model)}_{slug(run.task)}.png"
+        title = figure_title(model, run.task, ["accuracy vs prediction instability μ",
+                                               f"n={len(evaluation)} evaluation documents"])
+        data = instability_figure(path, title, column(evaluation, "mu"),
+                                  column(evaluation, "correct"))
+        drawn.append({"file": str(path.relative_to(folder.parent)), "kind": "instability",
+                      "model": model, "task": run.task, "title": title, **data})
+    return drawn
+
+
+def _models(runs: list[TaskRun], names: dict[str, str]) -> Table:
+    table = Table(["model", "name in the results file", "tasks", "results files"])
+    for model in sorted({r.model for r in runs}, key=lambda m: names[m]):
+        mine = [r for r in runs if r.model == model]
+        table.rows.append([names[model], model, ", ".join(r.task for r in mine),
+                           ", ".join(sorted({r.results_file.name for r in mine}))])
+    return table
+
+
+def _markdown(sections: list[tuple[str, str, Table | None]], report: Report) -> str:
+    lines = ["# calidist report", ""]
+    for title, intro, table in sections:
+        if table is None or not table.rows:
+            continue
+        lines += [f"## {title}", "", intro, "", table.markdown(), ""]
+    if report.figures:
+        lines += ["## Figures", ""]
+        lines += [f"- [{escape(f['file'])}]({f['file']})" for f in report.figures]
+        lines.append("")
+    lines += ["## Problems (left out of the affected cells)", ""]
+    lines += [f"- {escape(p)}" for p in report.problems] or ["None."]
+    if report.notes:
+        lines += ["", "## Calibration warnings of the refits", ""]
+        lines += [f"- {escape(n)}" for n in report.notes]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(
+    paths: Sequence[str | Path],
+    out: str | Path,
+    transfers: Sequence[str] = (),
+    n_resamples: int = 1000,
+    seed: int = 0,
+    figures: bool = True,
+) -> Report:
+    """Read lm-eval output under ``paths`` and write the report into ``out`` (see module doc)."""
+    pairs = [parse_pair(t) for t in transfers]
+    report = Report(Path(out))
+    report.out.mkdir(parents=True, exist_ok=True)
+    loaded = load_runs(paths)
+    report.problems, report.runs = loaded.problems, len(loaded.runs)
+    names = short_names(r.model for r in loaded.runs)
+    cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
+    board = leaderboard(cells, names)
+    wide, long = (intervals(cells, names, n_resamples, seed, report.notes) if n_resamples
+                  else (None, None))
+    moved = transfer_table(pairs, loaded.runs, names, report.problems) if pairs else None
+    costs = cost_table(loaded.runs, names)
+    if figures:
+        report.figures = _figures(cells, loaded.runs, names, report.out / "figures")
+
+    tables = {"leaderboard.csv": board.csv("best"), "leaderboard.md": board.markdown() + "\n",
+              "cost.csv": costs.csv()}
+    if long is not None:
+        tables["intervals.csv"] = long.csv()
+    if moved is not None:
+        tables["transfer.csv"] = moved.csv()
+    tables["figures.json"] = json.dumps(report.figures, indent=1)
+    sections = [
+        ("Models", "Short names used below.", _models(loaded.runs, names)),
+        ("Leaderboard", "Scores x100 on the evaluation documents; ↓ lower is better, ↑ higher "
+         "is better; **bold** = best of the column within the model. Average = mean over the "
+         f"benchmarks, for rows with every benchmark. {FROM_RESULTS} = numbers from the results "
+         "file only (no usable logged samples: no intervals or diagrams).", board),
+        ("95% bootstrap intervals and paired test against vanilla",
+         f"{n_resamples} resamples of the evaluation documents (seed {seed}). Δ = method − "
+         "vanilla on the same documents (negative is better for ECE and Brier, positive for "
+         "AUROC); p = two-sided paired bootstrap p-value; **bold** = p < 0.05 (and a difference "
+         "that shows at two decimals). – = no paired vanilla "
+         "(a vanilla row itself, or a method that changes the predictions).", wide),
+        ("Transfer of the CaliDist fit", "Fit (λ bounds, α, β) refitted on the source task's "
+         "calibration documents and applied to the target task's evaluation documents, beside "
+         "the target's vanilla confidence and its own (in-domain) fit; scores x100.", moved),
+        ("Cost per document", "Every request as sent (a loglikelihood prompt once per option "
+         "letter, a sampled prompt once per sample); × original prompt = prompt tokens relative "
+         "to one original prompt.", costs),
+    ]
+    tables["report.md"] = _markdown(sections, report)
+    for name, text in tables.items():
+        path = report.out / name
+        path.write_text(text, encoding="utf-8")
+        report.files.append(path)
+    report.files += [report.out / f["file"] for f in report.figures]
+    return report
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``calidist report``: write the report, list what was left out; exit status 0, or 1 when
+    no run could be read at all (2 for a malformed --transfer)."""
+    try:
+        report = write_report(args.run_dirs, args.out, args.transfer, args.bootstrap, args.seed,
+                              figures=not args.no_figures)
+    except ValueError as error:  # a malformed --transfer, before anything is read
+        print(f"calidist report: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {report.out / 'report.md'} ({len(report.files)} files)")
+    for problem in report.problems:
+        print(f"left out: {problem}", file=sys.stderr)
+    return 0 if report.runs else 1

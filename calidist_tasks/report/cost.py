@@ -1,0 +1,74 @@
+"""Cost per document of each task: model requests, distinct prompts and prompt tokens.
+
+Prompts come from the samples files (lm-eval logs every request's prompt). Tokens are counted
+with the model's own tokenizer when the model is a local folder holding one (no special
+tokens added); otherwise, and for API models, as characters / 4, and the table says which.
+A loglikelihood task sends each prompt once per option letter, a sampling task once per sample
+(``repeats``): "requests" and "prompt tokens" count every request as sent, "distinct prompts"
+counts the different texts (the forward passes a prefix cache would need).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from calidist_tasks.report.loading import TaskRun
+from calidist_tasks.report.methods import METHODS, split_task
+from calidist_tasks.report.tables import Table
+
+log = logging.getLogger(__name__)
+CHARS_PER_TOKEN = 4
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
+def token_counter(model: str) -> tuple[Callable[[str], float], str]:
+    """(count tokens of a text, how they are counted) for ``model``."""
+    folder = Path(model)
+    if folder.is_dir() and any((folder / name).exists() for name in TOKENIZER_FILES):
+        try:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            return (lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
+                    "model tokenizer")
+        except Exception as error:  # noqa: BLE001 - any loading failure falls back to the estimate
+            log.warning("cannot load the tokenizer of %s (%s); counting characters / %d",
+                        model, error, CHARS_PER_TOKEN)
+    return lambda text: len(text) / CHARS_PER_TOKEN, f"characters / {CHARS_PER_TOKEN}"
+
+
+def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
+    """One row per model and task: requests, distinct prompts and prompt tokens per document."""
+    table = Table(["model", "task", "methods", "documents", "requests / doc",
+                   "distinct prompts / doc", "prompt tokens / doc", "× original prompt",
+                   "tokens counted as"], digits=1,
+                  keys=["model", "task", "methods", "documents", "requests_per_doc",
+                        "distinct_prompts_per_doc", "prompt_tokens_per_doc",
+                        "relative_to_original_prompt", "token_count"])
+    counters: dict[str, tuple[Callable[[str], float], str]] = {}
+    for run in sorted(runs, key=lambda r: (names[r.model], r.task)):
+        variant = split_task(run.task)[1]
+        methods = ", ".join(m.label for m in METHODS if variant in m.variants)
+        if run.prompts is None:  # no usable samples: the results file's request count only
+            table.rows.append([names[run.model], run.task, methods, None,
+                               run.metrics.get("requests_per_doc"), None, None, None,
+                               "no samples logged"])
+            continue
+        if run.model not in counters:
+            count, how = token_counter(run.model)
+            counters[run.model] = (lru_cache(maxsize=None)(count), how)  # prompts repeat a lot
+        tokens, how = counters[run.model]
+        docs = run.prompts
+        requests = np.mean([sum(times for _, times in doc) for doc in docs])
+        distinct = np.mean([len({prompt for prompt, _ in doc}) for doc in docs])
+        total = np.mean([sum(tokens(p) * times for p, times in doc) for doc in docs])
+        original = np.mean([tokens(doc[0][0]) for doc in docs if doc])
+        table.rows.append([names[run.model], run.task, methods, str(len(docs)),
+                           float(requests), float(distinct), float(total),
+                           float(total / original) if original else None, how])
+    return table

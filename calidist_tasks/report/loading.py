@@ -1,0 +1,261 @@
+"""Read lm-eval output folders: results JSON files and ``--log_samples`` files, joined per task.
+
+lm-eval writes ``results_<date>.json`` (``<stem>_<date>.json`` when ``--output_path`` ends in
+``.json``) and one ``samples_<task>_<date>.jsonl`` per task with the same ``<date>``, in one folder
+per model. A samples file joins the results file of its folder with the same date; nothing here
+raises on a bad file: every file that cannot be used is named in ``Loaded.problems`` and only the
+cells that need it are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"  # lm-eval's date_id
+RESULTS_NAME = re.compile(rf"^(?P<stem>.+)_(?P<stamp>{STAMP})\.json$")
+SAMPLES_NAME = re.compile(rf"^samples_(?P<task>.+)_(?P<stamp>{STAMP})\.jsonl$")
+TASK_PREFIX = "calidist_"
+MODEL_KEYS = ("pretrained", "model", "path", "engine")  # model_args naming the model
+
+
+@dataclass
+class TaskRun:
+    """One task of one model in one results file, with its logged documents when usable."""
+
+    task: str
+    model: str
+    stamp: str
+    results_file: Path
+    metrics: dict[str, float]  # metric name -> value as lm-eval saved it (a fraction)
+    config: dict[str, Any]  # the task's entry in the results file's "configs"
+    expected_docs: int | None = None  # lm-eval's n-samples "effective"
+    filter_name: str = "none"  # the lm-eval filter whose numbers and samples are reported
+    samples_file: Path | None = None
+    records: list[dict[str, Any]] | None = None  # per-document records; None when not usable
+    prompts: list[list[tuple[str, int]]] | None = None  # per document: (prompt, times sent)
+
+    @property
+    def name(self) -> str:
+        return f"{self.task} [{self.model}]"
+
+
+@dataclass
+class Loaded:
+    runs: list[TaskRun] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def model_name(results: Mapping[str, Any]) -> str:
+    """The model a results file measured: ``pretrained=`` / ``model=`` of its model_args."""
+    config = results.get("config") or {}
+    args = config.get("model_args")
+    if isinstance(args, str):  # "pretrained=X,dtype=float32" when given as a string
+        args = dict(part.split("=", 1) for part in args.split(",") if "=" in part)
+    if isinstance(args, Mapping):
+        for key in MODEL_KEYS:
+            if args.get(key):
+                return str(args[key])
+    return str(results.get("model_name") or config.get("model") or "unknown model")
+
+
+def short_names(models: Iterable[str]) -> dict[str, str]:
+    """Display names: the shortest trailing path parts that tell the models apart."""
+    models = sorted(set(models))
+    parts = {m: [p for p in m.replace("\\", "/").split("/") if p] or [m] for m in models}
+    names = {}
+    for model in models:
+        for depth in range(1, len(parts[model]) + 1):
+            name = "/".join(parts[model][-depth:])
+            clash = [o for o in models if o != model and "/".join(parts[o][-depth:]) == name]
+            if not clash:
+                break
+        names[model] = name
+    return names
+
+
+def _metrics(values: Mapping[str, Any]) -> tuple[dict[str, float], str | None, list[str]]:
+    """Numbers of one task's results entry, for one filter ("none" if present)."""
+    by_filter: dict[str, dict[str, float]] = defaultdict(dict)
+    for key, value in values.items():
+        name, _, filter_name = key.partition(",")
+        if filter_name and isinstance(value, (int, float)) and not isinstance(value, bool):
+            by_filter[filter_name][name] = float(value)
+    if not by_filter:
+        return {}, None, []
+    chosen = "none" if "none" in by_filter else sorted(by_filter)[0]
+    return by_filter[chosen], chosen, sorted(set(by_filter) - {chosen})
+
+
+def _find(paths: Sequence[str | Path], problems: list[str]) -> tuple[list[Path], list[Path]]:
+    results, samples = set(), set()
+    for given in paths:
+        path = Path(given)
+        if not path.exists():
+            problems.append(f"{path}: no such file or folder")
+            continue
+        for file in [path] if path.is_file() else sorted(path.rglob("*.json*")):
+            if SAMPLES_NAME.match(file.name):
+                samples.add(file.resolve())
+            elif RESULTS_NAME.match(file.name):
+                results.add(file.resolve())
+    return sorted(results), sorted(samples)
+
+
+def _read_results(path: Path, problems: list[str]) -> list[TaskRun]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        problems.append(f"{path}: unreadable results file ({error}); left out")
+        return []
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+        return []  # some other JSON file that happens to carry a date in its name
+    model = model_name(data)
+    groups = set(data.get("group_subtasks") or {})
+    stamp = RESULTS_NAME.match(path.name)["stamp"]
+    runs = []
+    for task, values in data["results"].items():
+        if task in groups or not task.startswith(TASK_PREFIX) or not isinstance(values, dict):
+            continue  # groups repeat their tasks' numbers; other harness tasks are not ours
+        metrics, chosen, others = _metrics(values)
+        if others:
+            problems.append(f"{path}: {task} has filters {[chosen, *others]}; "
+                            f"only filter {chosen!r} is reported")
+        effective = ((data.get("n-samples") or {}).get(task) or {}).get("effective")
+        runs.append(TaskRun(task, model, stamp, path, metrics,
+                            (data.get("configs") or {}).get(task) or {},
+                            effective if isinstance(effective, int) else None, chosen or "none"))
+    return runs
+
+
+def _attach(sample_file: Path, runs: list[TaskRun], problems: list[str]) -> None:
+    """Join one samples file to the run it belongs to, by folder, task and date."""
+    match = SAMPLES_NAME.match(sample_file.name)
+    task, stamp = match["task"], match["stamp"]
+    # samples sit beside their results file, or in the parent of an --output_path ending .json
+    here = [r for r in runs if r.task == task and sample_file.parent == r.results_file.parent]
+    exact = [r for r in here if r.stamp == stamp]
+    if exact:
+        exact[0].samples_file = sample_file
+        return
+    models = sorted({r.model for r in here})
+    if not here:
+        problems.append(f"{sample_file}: no results file in its folder lists {task}; left out")
+    elif len(models) > 1:
+        problems.append(
+            f"{sample_file}: no results file with its date {stamp}, and its folder holds "
+            f"{task} results of several models ({', '.join(models)}): cannot tell which model "
+            "it belongs to; left out"
+        )
+    else:
+        newest = max(here, key=lambda r: r.stamp)
+        if newest.samples_file is None:
+            newest.samples_file = sample_file
+            problems.append(f"{sample_file}: no results file with its date {stamp}; joined to "
+                            f"{newest.results_file.name} (same folder, task and model)")
+        else:
+            problems.append(f"{sample_file}: no results file with its date {stamp}; left out")
+
+
+def _prompts(line: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """(prompt, times sent) per request of one logged document; repeats count each sample."""
+    arguments = line.get("arguments") or {}
+    values = list(arguments.values()) if isinstance(arguments, dict) else list(arguments)
+    resps = line.get("resps") or []
+    prompts = []
+    for i, argument in enumerate(values):
+        prompt = argument.get("arg_0") if isinstance(argument, dict) else argument[0]
+        times = len(resps[i]) if i < len(resps) and isinstance(resps[i], list) else 1
+        prompts.append((str(prompt), max(times, 1)))
+    return prompts
+
+
+def _record(line: Mapping[str, Any], metric_names: Iterable[str]) -> dict[str, Any] | None:
+    # process_results returns the same record under every metric name
+    for name in [*(line.get("metrics") or []), *metric_names]:
+        value = line.get(name)
+        if isinstance(value, dict) and "split" in value and "index" in value:
+            return value
+    return None
+
+
+def _read_samples(run: TaskRun, problems: list[str]) -> None:
+    """Fill run.records and run.prompts from its samples file, or name why they are unusable."""
+    path = run.samples_file
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        problems.append(f"{path}: unreadable ({error}); {run.name} has no per-document data")
+        return
+    records, prompts, doc_ids, bad = [], [], [], []
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            line = json.loads(text)
+        except json.JSONDecodeError:
+            bad.append(f"line {number} is cut short (an interrupted run?)" if number == len(lines)
+                       else f"line {number} is not valid JSON")
+            continue
+        if line.get("filter", run.filter_name) != run.filter_name:
+            continue
+        record = _record(line, run.metrics)
+        if record is None:
+            bad.append(f"line {number} holds no calidist record")
+            continue
+        records.append(record)
+        prompts.append(_prompts(line))
+        doc_ids.append(line.get("doc_id", record["index"]))
+    expected = run.expected_docs
+    if expected is None and "n_evaluation" in run.metrics:
+        expected = int(run.metrics.get("n_calibration", 0) + run.metrics["n_evaluation"])
+    missing = []
+    if expected is not None:
+        missing = sorted(set(range(expected)) - set(doc_ids))
+    if len(set(doc_ids)) != len(doc_ids):
+        bad.append("some documents are logged twice")
+    if missing:
+        shown = ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else "")
+        bad.append(f"{len(missing)} of {expected} documents are missing (doc_id {shown})")
+    if bad:
+        problems.append(f"{path}: {'; '.join(bad)}: {run.name} left out of intervals, tests, "
+                        "diagrams, costs and transfer (its results-file numbers are kept)")
+        return
+    order = sorted(range(len(records)), key=lambda i: records[i]["index"])
+    run.records = [records[i] for i in order]
+    run.prompts = [prompts[i] for i in order]
+
+
+def load_runs(paths: Sequence[str | Path]) -> Loaded:
+    """Every calidist task in the results files under ``paths``, with its logged documents."""
+    loaded = Loaded()
+    results_files, samples_files = _find(paths, loaded.problems)
+    runs = [run for path in results_files for run in _read_results(path, loaded.problems)]
+    for sample_file in samples_files:
+        _attach(sample_file, runs, loaded.problems)
+    newest: dict[tuple[str, str], TaskRun] = {}
+    for run in sorted(runs, key=lambda r: r.stamp):
+        key = (run.model, run.task)
+        if key in newest:
+            old = newest[key]
+            loaded.problems.append(f"{old.results_file}: {old.name} is superseded by the newer "
+                                   f"run in {run.results_file}; the older one is left out")
+        newest[key] = run
+    for run in newest.values():
+        if run.samples_file is None:
+            loaded.problems.append(
+                f"{run.results_file}: {run.name} has no samples file (run without "
+                "--log_samples?): results-file numbers only, no intervals, diagrams or transfer"
+            )
+        else:
+            _read_samples(run, loaded.problems)
+    loaded.runs = sorted(newest.values(), key=lambda r: (r.model, r.task))
+    if not results_files:
+        loaded.problems.append("no lm-eval results files found under "
+                               + ", ".join(str(p) for p in paths))
+    return loaded

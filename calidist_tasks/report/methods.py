@@ -1,0 +1,201 @@
+"""Leaderboard rows: which task reports which method, and its per-document confidences.
+
+The mapping is data: a task ``calidist_<benchmark>_<variant>`` fills the rows of ``METHODS`` that
+list its variant, with the numbers ``ece<suffix>``, ``brier<suffix>``, ``auroc<suffix>`` of its
+results file. A new method is one more line here. Where the logged records allow it, the
+method's confidence on every evaluation document is rebuilt (``refit``) the way the task's own
+aggregation built it; the rebuilt scores must equal the results file's, otherwise the mismatch
+is reported and the results-file numbers are used without per-document data.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from calidist_metrics import CalibrationWarning
+from calidist_tasks.aggregation import (
+    SCORES,
+    baseline_confidences,
+    calidist_calibrator,
+    split_records,
+)
+from calidist_tasks.report.loading import TASK_PREFIX, TaskRun
+from calidist_tasks.settings import RunSettings
+
+TOLERANCE = 1e-6  # rebuilt vs saved score; both come from the same float64 records
+
+
+@dataclass(frozen=True)
+class Method:
+    """One leaderboard row."""
+
+    label: str
+    variants: tuple[str, ...]  # task-name suffixes that report it, preferred first ("" = original)
+    suffix: str  # its metrics in the results file: ece<suffix>, brier<suffix>, auroc<suffix>
+    # How to rebuild its per-document confidence from the records: "vanilla" (the original
+    # prompt's), "calidist" (refit), "baseline:<name>" (logit baselines, refit),
+    # "sampled:<kind>" (record["confidences"][kind]); None: results-file numbers only.
+    refit: str | None
+
+
+LOGIT = ("", "assertion", "probe", "corruption")
+VERBALIZED = ("verbalized", "assertion_verbalized", "probe_verbalized", "corruption_verbalized")
+METHODS: tuple[Method, ...] = (
+    Method("Vanilla", LOGIT, "_vanilla", "vanilla"),
+    Method("Temperature scaling", ("",), "_ts", "baseline:ts"),
+    Method("Platt", ("",), "_platt", "baseline:platt"),
+    Method("Isotonic", ("",), "_isotonic", "baseline:isotonic"),
+    Method("Vector scaling", ("",), "_vector", "baseline:vector"),
+    Method("Verbalized", VERBALIZED, "_vanilla", "vanilla"),
+    Method("Verbalized + Platt", ("verbalized",), "_platt", None),
+    Method("Verbalized + isotonic", ("verbalized",), "_isotonic", None),
+    Method("Consistency", ("consistency",), "_consistency", "sampled:consistency"),
+    Method("Entropy", ("consistency",), "_entropy", "sampled:entropy"),
+    Method("FSD", ("consistency",), "_fsd", "sampled:fsd"),
+    Method("SPUQ", ("spuq",), "_spuq", "sampled:spuq"),
+    Method("CaliDist (As.)", ("assertion",), "", "calidist"),
+    Method("CaliDist (Pr.)", ("probe",), "", "calidist"),
+    Method("CaliDist (Sa.)", ("corruption",), "", "calidist"),
+    Method("CaliDist verbalized (As.)", ("assertion_verbalized",), "", "calidist"),
+    Method("CaliDist verbalized (Pr.)", ("probe_verbalized",), "", "calidist"),
+    Method("CaliDist verbalized (Sa.)", ("corruption_verbalized",), "", "calidist"),
+)
+VARIANTS = sorted({v for m in METHODS for v in m.variants if v}, key=len, reverse=True)
+# Tasks whose record "confidence" is a vanilla row: their other rows are paired with it.
+PAIRED_VARIANTS = {v for m in METHODS if m.refit == "vanilla" for v in m.variants}
+
+
+@dataclass
+class Cell:
+    """One method's scores for one model and benchmark."""
+
+    model: str
+    benchmark: str
+    method: Method
+    run: TaskRun
+    values: dict[str, float]  # SCORES name -> fraction
+    confidence: np.ndarray | None = None  # per evaluation document; None: results file only
+    correct: np.ndarray | None = None
+    # the same task's vanilla (confidence, correct) on the same documents, to compare with
+    vanilla: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def n(self) -> int | None:
+        return None if self.correct is None else int(self.correct.size)
+
+    @property
+    def paired(self) -> bool:
+        """Whether the paired test against vanilla applies (same documents, same predictions)."""
+        return self.vanilla is not None and np.array_equal(self.vanilla[1], self.correct)
+
+
+def split_task(task: str) -> tuple[str, str]:
+    """(benchmark, variant) of a task name: ``calidist_ppdb_assertion`` -> ("ppdb", "assertion")."""
+    rest = task.removeprefix(TASK_PREFIX)
+    for variant in VARIANTS:
+        if rest.endswith("_" + variant):
+            return rest[: -len(variant) - 1], variant
+    return rest, ""
+
+
+def column(records: list[Mapping[str, Any]], key: str) -> np.ndarray:
+    return np.asarray([r[key] for r in records], dtype=float)
+
+
+def settings_of(run: TaskRun) -> RunSettings:
+    """The run's settings, from the metadata lm-eval saved in the task's config."""
+    return RunSettings.from_metadata(run.config.get("metadata"))
+
+
+def calidist_context(run: TaskRun, settings: RunSettings) -> dict[str, Any]:
+    choices = run.config.get("doc_to_choice")
+    labels = list(choices) if isinstance(choices, list) else f"per-document {choices}"
+    return {"task": run.task, "labels": labels, "model": settings.model}
+
+
+def refit(run: TaskRun, kinds: set[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per evaluation document (confidence, correct) for each refit kind the run's rows need."""
+    calibration, evaluation = split_records(run.records)
+    correct = column(evaluation, "correct")
+    found = {"vanilla": (column(evaluation, "confidence"), correct)}
+    if "calidist" in kinds:
+        settings = settings_of(run)
+        calibrator = calidist_calibrator(calibration, settings, calidist_context(run, settings))
+        calibrated = calibrator.predict(column(evaluation, "lambda_raw"),
+                                        column(evaluation, "confidence"))
+        found["calidist"] = (calibrated, correct)
+    if any(kind.startswith("baseline:") for kind in kinds):
+        baselines, _ = baseline_confidences(calibration, evaluation)
+        found.update({f"baseline:{name}": pair for name, pair in baselines.items()})
+    for kind in kinds:
+        if kind.startswith("sampled:"):
+            name = kind.partition(":")[2]
+            found[kind] = (np.asarray([r["confidences"][name] for r in evaluation], float),
+                           correct)
+    return found
+
+
+def _mismatch(values: dict[str, float], saved: dict[str, float]) -> list[str]:
+    return [f"{name} {values[name]:.6f} from the samples, {saved[name]:.6f} in the results file"
+            for name in saved if abs(values[name] - saved[name]) > TOLERANCE]
+
+
+def task_cells(run: TaskRun, problems: list[str], notes: list[str]) -> list[Cell]:
+    """The leaderboard cells one task fills, rebuilt from its records where possible."""
+    benchmark, variant = split_task(run.task)
+    methods = [m for m in METHODS if variant in m.variants]
+    if not variant and "_" in benchmark:
+        problems.append(f"{run.name}: no leaderboard row for this task's variant (known: "
+                        f"{', '.join(VARIANTS)}); add a line to METHODS in "
+                        "calidist_tasks/report/methods.py")
+        return []
+    per_doc: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if run.records is not None:
+        kinds = {m.refit for m in methods if m.refit}
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", CalibrationWarning)
+                per_doc = refit(run, kinds)
+            notes.extend(dict.fromkeys(f"{run.name}: {w.message}" for w in caught
+                                       if issubclass(w.category, CalibrationWarning)))
+        except (KeyError, TypeError, ValueError, OSError) as error:
+            problems.append(f"{run.name}: cannot rebuild its confidences from the samples "
+                            f"({type(error).__name__}: {error}); results-file numbers only")
+    cells = []
+    for method in methods:
+        saved = {s: run.metrics[f"{s}{method.suffix}"] for s in SCORES
+                 if f"{s}{method.suffix}" in run.metrics}
+        cell = Cell(run.model, benchmark, method, run, saved)
+        if method.refit in per_doc:
+            confidence, correct = per_doc[method.refit]
+            values = {s: float(fn(confidence, correct)) for s, fn in SCORES.items()}
+            wrong = _mismatch(values, saved)
+            if wrong:
+                problems.append(f"{run.name}: {method.label}: the samples do not reproduce the "
+                                f"results file ({'; '.join(wrong)}); results-file numbers only")
+            else:
+                cell.values, cell.confidence, cell.correct = values, confidence, correct
+                if method.refit != "vanilla" and variant in PAIRED_VARIANTS:
+                    cell.vanilla = per_doc["vanilla"]
+        if cell.values:
+            cells.append(cell)
+    return cells
+
+
+def leaderboard_cells(runs: list[TaskRun], problems: list[str],
+                      notes: list[str]) -> list[Cell]:
+    """One cell per model, benchmark and method: from the method's preferred task variant."""
+    chosen: dict[tuple[str, str, str], Cell] = {}
+    for run in runs:
+        for cell in task_cells(run, problems, notes):
+            key = (cell.model, cell.benchmark, cell.method.label)
+            rank = cell.method.variants.index(split_task(cell.run.task)[1])
+            old = chosen.get(key)
+            if old is None or rank < old.method.variants.index(split_task(old.run.task)[1]):
+                chosen[key] = cell
+    return list(chosen.values())

@@ -1,0 +1,80 @@
+"""Out-of-domain transfer of a CaliDist fit, from logged samples alone (no model is run).
+
+The paper tunes alpha and beta on one task and applies them to another (its OOD experiment).
+Here the whole fit (lambda bounds, alpha, beta) is refitted on the SOURCE task's calibration
+documents and applied to the TARGET task's evaluation documents, per model, beside the target's
+vanilla confidence and the target's own (in-domain) fit. The fit reads only lambda_raw and
+the confidence, so source and target may have different label spaces.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+
+from calidist_metrics import CalibrationWarning, CaliDistCalibrator
+from calidist_tasks.aggregation import SCORES, calidist_calibrator, split_records
+from calidist_tasks.report.loading import TaskRun
+from calidist_tasks.report.methods import calidist_context, column, settings_of
+from calidist_tasks.report.tables import LEADERBOARD_SCORES, Table
+
+CONFIDENCES = ("vanilla", "in-domain", "transferred")
+
+
+def parse_pair(text: str) -> tuple[str, str]:
+    """``SOURCE_TASK:TARGET_TASK`` -> (source, target)."""
+    source, sep, target = text.partition(":")
+    if not sep or not source or not target or ":" in target:
+        raise ValueError(f"--transfer {text!r}: expected SOURCE_TASK:TARGET_TASK, e.g. "
+                         "calidist_mnli_assertion:calidist_mscinli_assertion")
+    return source.strip(), target.strip()
+
+
+def refit_calidist(run: TaskRun) -> CaliDistCalibrator:
+    """A fresh CaliDist fit on the run's calibration documents, with the run's lambda_scale."""
+    settings = replace(settings_of(run), calibrator=None)  # refit even if the run loaded a fit
+    calibration, _ = split_records(run.records)
+    return calidist_calibrator(calibration, settings, calidist_context(run, settings))
+
+
+def transfer_table(pairs: list[tuple[str, str]], runs: list[TaskRun], names: dict[str, str],
+                   problems: list[str]) -> Table:
+    """Per pair and model: target scores with vanilla, in-domain and transferred fits (x100)."""
+    scores = [s for s, _, _ in LEADERBOARD_SCORES]
+    table = Table(
+        ["model", "source", "target", "n", "α source", "β source", "α target", "β target"]
+        + [f"{title} {c}" for _, title, _ in LEADERBOARD_SCORES for c in CONFIDENCES],
+        keys=["model", "source", "target", "n", "alpha_source", "beta_source", "alpha_target",
+              "beta_target"] + [f"{s}_{c.replace('-', '_')}" for s in scores for c in CONFIDENCES],
+        digits=2,
+    )
+    by_key = {(r.model, r.task): r for r in runs}
+    for source, target in pairs:
+        models = sorted({r.model for r in runs if r.task in (source, target)},
+                        key=lambda m: names[m])
+        if not models:
+            problems.append(f"transfer {source} -> {target}: neither task is in the runs")
+        for model in models:
+            pair = [by_key.get((model, source)), by_key.get((model, target))]
+            where = f"transfer {source} -> {target} [{model}]"
+            if None in pair or any(r.records is None for r in pair):
+                missing = [t for t, r in zip((source, target), pair, strict=True)
+                           if r is None or r.records is None]
+                problems.append(f"{where}: no usable logged samples of {', '.join(missing)}")
+                continue
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", CalibrationWarning)  # the leaderboard notes
+                    fits = [refit_calidist(r) for r in pair]
+                _, evaluation = split_records(pair[1].records)
+                lam, conf = column(evaluation, "lambda_raw"), column(evaluation, "confidence")
+                correct = column(evaluation, "correct")
+                confidences = [conf, fits[1].predict(lam, conf), fits[0].predict(lam, conf)]
+            except (KeyError, TypeError, ValueError) as error:
+                problems.append(f"{where}: cannot refit ({type(error).__name__}: {error})")
+                continue
+            table.rows.append(
+                [names[model], source, target, str(correct.size), fits[0].alpha_, fits[0].beta_,
+                 fits[1].alpha_, fits[1].beta_]
+                + [100 * SCORES[s](c, correct) for s in scores for c in confidences])
+    return table

@@ -1,0 +1,444 @@
+"""``calidist report`` against hand-built lm-eval output folders (values computed by hand).
+
+The fixture writes what lm-eval writes for a run with ``--log_samples``: a results file per model
+and one samples file per task with the same date, records built by hand (6 calibration + 6
+evaluation documents, two labels), and results-file numbers from the tasks' own aggregation.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calidist_metrics import (
+    CalibrationWarning,
+    CaliDistCalibrator,
+    bootstrap_interval,
+    expected_calibration_error,
+)
+from calidist_tasks.aggregation import SCORES, summarize_baselines, summarize_calidist
+from calidist_tasks.cli import main
+from calidist_tasks.report import write_report
+from calidist_tasks.report.loading import model_name, short_names
+from calidist_tasks.report.methods import METHODS, Cell, split_task
+from calidist_tasks.report.tables import escape, leaderboard
+from calidist_tasks.settings import RunSettings
+
+STAMP_A, STAMP_B, STAMP_OTHER = ("2026-01-01T10-00-00.000001", "2026-01-02T10-00-00.000001",
+                                 "2026-01-03T10-00-00.000001")
+PROMPT = "x" * 40  # 10 tokens at characters / 4
+HINTED = ("x" * 40 + "y" * 40, "x" * 40 + "z" * 40)  # 20 tokens each
+CALIBRATION = {"conf": [0.6, 0.6, 0.7, 0.8, 0.9, 0.9], "correct": [0, 1, 0, 1, 1, 1],
+               "mu": [0.0, 0.4, 0.6, 0.1, 0.0, 0.2]}
+# Evaluation documents per (model, benchmark); mu is shared.
+EVALUATION = {
+    ("org/model-a", "toy"): ([0.95, 0.95, 0.85, 0.85, 0.65, 0.65], [1, 1, 1, 0, 0, 1]),
+    ("org/model-a", "pair"): ([0.9, 0.7, 0.7, 0.55, 0.55, 0.95], [1, 0, 1, 1, 0, 1]),
+    ("org/model-b", "toy"): ([0.75] * 6, [1, 1, 1, 0, 0, 1]),
+}
+EVAL_MU = [0.0, 0.1, 0.3, 0.5, 0.9, 0.0]
+RESAMPLES = 60
+
+
+def _record(index: int, split: str, conf: float, correct: int, mu: float,
+            distracted: bool) -> dict:
+    record = {"label": 0 if correct else 1, "prediction": 0, "confidence": conf,
+              "correct": correct, "parsed": True,
+              "letter_logprobs": [math.log(conf), math.log(1 - conf)], "index": index,
+              "split": split, "requests": 6 if distracted else 2}
+    if distracted:
+        delta = 0.02 + 0.03 * (index % 4)
+        record.update(hints=[[1, 0, int(mu > 0), 0.5]], mu=mu, delta=delta,
+                      lambda_raw=(1 - mu) / (delta + 1e-10), flipped=int(mu > 0))
+    return record
+
+
+def _records(model: str, benchmark: str, distracted: bool) -> list[dict]:
+    conf, correct = EVALUATION[(model, benchmark)]
+    cal = [_record(i, "calibration", c, y, m, distracted) for i, (c, y, m) in
+           enumerate(zip(CALIBRATION["conf"], CALIBRATION["correct"], CALIBRATION["mu"],
+                         strict=True))]
+    ev = [_record(6 + i, "evaluation", c, y, m, distracted)
+          for i, (c, y, m) in enumerate(zip(conf, correct, EVAL_MU, strict=True))]
+    return cal + ev
+
+
+def write_run(folder: Path, model: str, benchmarks: list[str], stamp: str,
+              args_as_string: bool = False) -> Path:
+    """lm-eval's files for one model: calidist_<b> and calidist_<b>_assertion per benchmark."""
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = RunSettings(calib_size=6, eval_size=6)
+    results, configs = {}, {}
+    for benchmark in benchmarks:
+        for distracted in (False, True):
+            task = f"calidist_{benchmark}" + ("_assertion" if distracted else "")
+            records = _records(model, benchmark, distracted)
+            context = {"task": task, "labels": ["yes", "no"], "model": model}
+            with warnings.catch_warnings():  # grid-edge fits on 6 documents are expected
+                warnings.simplefilter("ignore", CalibrationWarning)
+                summary = (summarize_calidist if distracted else summarize_baselines)(
+                    records, settings, context)
+            results[task] = {"alias": task, **{f"{k},none": v for k, v in summary.items()},
+                             **{f"{k}_stderr,none": "N/A" for k in summary}}
+            configs[task] = {"task": task, "doc_to_choice": ["yes", "no"],
+                             "metadata": {"calib_size": 6, "eval_size": 6, "pretrained": model}}
+            prompts = [(PROMPT, "a"), (PROMPT, "b")]
+            if distracted:
+                prompts += [(h, letter) for h in HINTED for letter in "ab"]
+            with open(folder / f"samples_{task}_{stamp}.jsonl", "w", encoding="utf-8") as f:
+                for record in records:
+                    line = {"doc_id": record["index"], "doc": {"text": "…"},
+                            "target": str(record["label"]),
+                            "arguments": {f"gen_args_{i}": {"arg_0": p, "arg_1": c}
+                                          for i, (p, c) in enumerate(prompts)},
+                            "resps": [[["-0.5", "False"]] for _ in prompts], "filter": "none",
+                            "metrics": ["acc", "ece"], "acc": record, "ece": record}
+                    f.write(json.dumps(line) + "\n")
+    model_args = f"pretrained={model},dtype=float32" if args_as_string else {"pretrained": model}
+    data = {"results": results, "group_subtasks": {}, "configs": configs,
+            "n-samples": {t: {"original": 12, "effective": 12} for t in results},
+            "config": {"model": "hf", "model_args": model_args}, "model_name": model}
+    path = folder / f"results_{stamp}.json"
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return path
+
+
+def write_runs(root: Path) -> Path:
+    write_run(root / "org__model-a", "org/model-a", ["toy", "pair"], STAMP_A)
+    write_run(root / "org__model-b", "org/model-b", ["toy"], STAMP_B, args_as_string=True)
+    return root
+
+
+def report(root: Path, out: Path, transfers=(), figures: bool = False):
+    result = write_report([root], out, transfers, n_resamples=RESAMPLES, figures=figures)
+    return result, {p.name: p for p in result.files}
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    return write_runs(tmp_path / "runs")
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory):
+    """The whole report of the intact fixture, built once for the tests that only read it."""
+    root = write_runs(tmp_path_factory.mktemp("runs"))
+    out = tmp_path_factory.mktemp("out")
+    result, files = report(root, out, ["calidist_toy_assertion:calidist_pair_assertion"],
+                           figures=True)
+    return result, files, out
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def row(rows: list[dict], **match) -> dict:
+    found = [r for r in rows if all(r[k] == v for k, v in match.items())]
+    assert len(found) == 1, (match, found)
+    return found[0]
+
+
+# --------------------------------------------------------------------------- leaderboard
+def test_leaderboard_values_by_hand(full) -> None:
+    result, files, _ = full
+    # the only problem of the intact fixture: model-b has no run of the transfer's target
+    assert result.problems == [
+        "transfer calidist_toy_assertion -> calidist_pair_assertion [org/model-b]: no usable "
+        "logged samples of calidist_pair_assertion"]
+    board = read_csv(files["leaderboard.csv"])
+    vanilla = row(board, model="model-a", method="Vanilla")
+    # toy: bins 0.9 (2 right), 0.8 (1 of 2), 0.6 (1 of 2): (0.05 + 0.35 + 0.15) / 3
+    assert float(vanilla["toy_ece"]) == pytest.approx(18.3333, abs=1e-4)
+    assert float(vanilla["toy_brier"]) == pytest.approx(100 * 1.295 / 6, abs=1e-4)
+    assert float(vanilla["toy_auroc"]) == pytest.approx(75.0)
+    # pair: (0.075 + 0.2 + 0.05) / 3, Brier 1.0975 / 6, AUROC 6 / 8
+    assert float(vanilla["pair_ece"]) == pytest.approx(10.8333, abs=1e-4)
+    assert float(vanilla["pair_brier"]) == pytest.approx(100 * 1.0975 / 6, abs=1e-4)
+    assert float(vanilla["average_ece"]) == pytest.approx((18.3333 + 10.8333) / 2, abs=1e-4)
+    assert float(vanilla["average_auroc"]) == pytest.approx(75.0)
+    # Isotonic on calibration (0.6: 1/2, 0.7: 0, 0.8: 1, 0.9: 1) -> PAV y = 1/3, 1/3, 1, 1;
+    # evaluation confidences become 1, 1, 1, 1, 1/3, 1/3
+    isotonic = row(board, model="model-a", method="Isotonic")
+    assert float(isotonic["toy_ece"]) == pytest.approx(100 * (4 * 0.25 + 2 / 6) / 6, abs=1e-4)
+    assert float(isotonic["toy_brier"]) == pytest.approx(100 * (14 / 9) / 6, abs=1e-4)
+    assert float(isotonic["toy_auroc"]) == pytest.approx(62.5)
+    # model-b has no "pair" run: its rows get no average
+    b_vanilla = row(board, model="model-b", method="Vanilla")
+    assert float(b_vanilla["toy_ece"]) == pytest.approx(100 * abs(4 / 6 - 0.75), abs=1e-4)
+    assert float(b_vanilla["toy_auroc"]) == pytest.approx(50.0)
+    assert b_vanilla["pair_ece"] == b_vanilla["average_ece"] == ""
+    # every method of the fixture is a row, for each model, in METHODS order
+    methods = [r["method"] for r in board if r["model"] == "model-a"]
+    assert methods == ["Vanilla", "Temperature scaling", "Platt", "Isotonic", "Vector scaling",
+                       "CaliDist (As.)"]
+    # best marks: the lowest ECE of model-a's toy column is marked, and only there
+    column = [(float(r["toy_ece"]), r) for r in board if r["model"] == "model-a"]
+    lowest = min(v for v, _ in column)
+    for value, r in column:
+        assert ("toy_ece" in r["best"].split(";")) == (round(value, 2) == round(lowest, 2))
+    markdown = files["leaderboard.md"].read_text()
+    # benchmarks outside the paper's list come in alphabetical order
+    assert "| model-a | Vanilla | 10.83 | 18.29 | 75.00 | 18.33 | 21.58 | 75.00 | 14.58 |" \
+        in markdown
+
+
+def test_best_marks_ties_and_results_only_cells() -> None:
+    def cell(model: str, benchmark: str, label: str, ece: float, auroc: float,
+             per_doc: bool = True) -> Cell:
+        method = next(m for m in METHODS if m.label == label)
+        made = Cell(model, benchmark, method, None, {"ece": ece, "brier": 0.2, "auroc": auroc})
+        if per_doc:
+            made.confidence = made.correct = np.zeros(1)
+        return made
+
+    cells = [cell("m", "toy", "Vanilla", 0.30, 0.60), cell("m", "toy", "Platt", 0.10, 0.60),
+             cell("m", "toy", "CaliDist (As.)", 0.100001, 0.70, per_doc=False),
+             cell("n", "toy", "Vanilla", 0.05, 0.50)]
+    table = leaderboard(cells, {"m": "m", "n": "n"})
+    labels = [r[1] for r in table.rows]
+    assert labels == ["Vanilla", "Platt", "CaliDist (As.) †", "Vanilla"]
+    assert table.columns[2:] == ["Toy ECE↓", "Toy Brier↓", "Toy AUROC↑"]  # one benchmark
+    # ECE: Platt and CaliDist tie at 10.00 (marked both); Brier: all tie; AUROC: highest
+    assert {(i, j) for i, j in table.marks if j == 2} == {(1, 2), (2, 2), (3, 2)}
+    assert {(i, j) for i, j in table.marks if j == 4} == {(2, 4), (3, 4)}
+    assert "| m | CaliDist (As.) † | **10.00** | **20.00** | **70.00** |" in table.markdown()
+
+
+def test_intervals_and_paired_test(full) -> None:
+    _, files, _ = full
+    rows = read_csv(files["intervals.csv"])
+    conf, correct = map(np.asarray, EVALUATION[("org/model-a", "toy")])
+    vanilla = row(rows, model="model-a", task="calidist_toy", method="Vanilla", score="ece")
+    value, low, high = bootstrap_interval(SCORES["ece"], conf, correct, RESAMPLES, seed=0)
+    assert [float(vanilla[k]) for k in ("value", "ci_low", "ci_high")] == pytest.approx(
+        [100 * value, 100 * low, 100 * high], abs=1e-4)
+    assert vanilla["diff_vs_vanilla"] == vanilla["p_value"] == ""  # vanilla is not paired
+    calidist = row(rows, model="model-a", task="calidist_toy_assertion",
+                   method="CaliDist (As.)", score="brier")
+    vanilla_brier = row(rows, model="model-a", method="Vanilla", benchmark="toy", score="brier")
+    assert float(calidist["diff_vs_vanilla"]) == pytest.approx(
+        float(calidist["value"]) - float(vanilla_brier["value"]), abs=1e-3)
+    assert 0.0 <= float(calidist["p_value"]) <= 1.0
+    assert float(calidist["diff_low"]) <= float(calidist["diff_high"])
+    assert int(calidist["n"]) == 6
+
+
+def test_figures_data_pinned(full) -> None:
+    result, _, out = full
+    figures = {(f["model"], f["task"], f.get("method")): f for f in result.figures}
+    iso = figures[("model-a", "calidist_toy", "Isotonic")]
+    assert iso["series"]["Vanilla"]["counts"] == [0, 0, 0, 0, 0, 0, 2, 0, 2, 2]
+    assert iso["series"]["Vanilla"]["accuracy"] == [0, 0, 0, 0, 0, 0, 0.5, 0, 0.5, 1.0]
+    assert iso["series"]["Isotonic"]["counts"] == [0, 0, 0, 2, 0, 0, 0, 0, 0, 4]
+    assert iso["series"]["Isotonic"]["accuracy"][3] == 0.5
+    assert iso["series"]["Isotonic"]["accuracy"][9] == 0.75
+    assert iso["series"]["Isotonic"]["ece"] == pytest.approx((4 * 0.25 + 2 / 6) / 6, abs=1e-6)
+    for words in ("model-a", "calidist_toy", "Isotonic", "ECE ×100 22.22", "vanilla 18.33"):
+        assert words in iso["title"]
+    mu = figures[("model-a", "calidist_toy_assertion", None)]
+    assert mu["kind"] == "instability"
+    assert mu["counts"] == [3, 1, 1, 0, 1]  # mu 0, 0.1, 0 | 0.3 | 0.5 | - | 0.9
+    assert mu["accuracy"] == [1.0, 1.0, 0.0, 0.0, 0.0]
+    # a reliability diagram for every method with per-document data but vanilla itself
+    kinds = {(f["model"], f.get("method")) for f in result.figures if f["kind"] == "reliability"}
+    assert ("model-a", "Vanilla") not in kinds and ("model-b", "CaliDist (As.)") in kinds
+    png = out / iso["file"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.image
+
+    assert matplotlib.image.imread(png).shape[:2] == (770, 770)  # 7 x 7 in at 110 dpi
+
+
+def test_cost_table(full) -> None:
+    _, files, _ = full
+    rows = read_csv(files["cost.csv"])
+    original = row(rows, model="model-a", task="calidist_toy")
+    assert [float(original[k]) for k in ("requests_per_doc", "distinct_prompts_per_doc",
+                                         "prompt_tokens_per_doc",
+                                         "relative_to_original_prompt")] == [2, 1, 20, 2]
+    assert original["token_count"] == "characters / 4"  # org/model-a is no local folder
+    assert original["methods"].startswith("Vanilla, Temperature scaling")
+    hinted = row(rows, model="model-a", task="calidist_toy_assertion")
+    # 2 x 10 (original prompt, two letters) + 2 hints x 2 letters x 20 tokens
+    assert [float(hinted[k]) for k in ("requests_per_doc", "distinct_prompts_per_doc",
+                                       "prompt_tokens_per_doc",
+                                       "relative_to_original_prompt")] == [6, 3, 100, 10]
+
+
+def test_transfer_table(full) -> None:
+    result, files, _ = full
+    rows = read_csv(files["transfer.csv"])
+    assert len(rows) == 1  # model-b has no pair run
+    moved = rows[0]
+    assert (moved["model"], moved["source"], moved["target"]) == (
+        "model-a", "calidist_toy_assertion", "calidist_pair_assertion")
+    assert float(moved["ece_vanilla"]) == pytest.approx(10.8333, abs=1e-4)
+    source = _records("org/model-a", "toy", True)[:6]
+    target = _records("org/model-a", "pair", True)[6:]
+    fit = CaliDistCalibrator().fit([r["lambda_raw"] for r in source],
+                                   [r["confidence"] for r in source],
+                                   [r["correct"] for r in source])
+    calibrated = fit.predict([r["lambda_raw"] for r in target], [r["confidence"] for r in target])
+    expected = expected_calibration_error(calibrated, [r["correct"] for r in target])
+    assert float(moved["ece_transferred"]) == pytest.approx(100 * expected, abs=1e-4)
+    assert float(moved["alpha_source"]) == pytest.approx(fit.alpha_, abs=1e-4)
+    assert any("transfer calidist_toy_assertion -> calidist_pair_assertion [org/model-b]" in p
+               and "calidist_pair_assertion" in p for p in result.problems)
+
+
+# --------------------------------------------------------------------------- robustness
+def _truncate(root: Path) -> str:
+    path = root / "org__model-a" / f"samples_calidist_toy_assertion_{STAMP_A}.jsonl"
+    text = path.read_text()
+    path.write_text(text[: len(text) - 200])  # the last line cut mid-record
+    return path.name
+
+
+def _drop_document(root: Path) -> str:
+    path = root / "org__model-a" / f"samples_calidist_toy_{STAMP_A}.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:3] + lines[4:]))
+    return path.name
+
+
+def _no_samples(root: Path) -> str:
+    (root / "org__model-a" / f"samples_calidist_toy_{STAMP_A}.jsonl").unlink()
+    return "calidist_toy [org/model-a] has no samples file"
+
+
+def _mixed_folder(root: Path) -> str:
+    shutil.copy(root / "org__model-b" / f"results_{STAMP_B}.json", root / "org__model-a")
+    orphan = root / "org__model-a" / f"samples_calidist_toy_{STAMP_OTHER}.jsonl"
+    shutil.copy(root / "org__model-b" / f"samples_calidist_toy_{STAMP_B}.jsonl", orphan)
+    return orphan.name
+
+
+def _mismatch(root: Path) -> str:
+    path = root / "org__model-a" / f"results_{STAMP_A}.json"
+    data = json.loads(path.read_text())
+    data["results"]["calidist_toy_assertion"]["ece,none"] += 0.01
+    path.write_text(json.dumps(data))
+    return "do not reproduce"
+
+
+def _garbage_results(root: Path) -> str:
+    (root / "org__model-a" / f"results_{STAMP_OTHER}.json").write_text("{not json")
+    return "unreadable results file"
+
+
+@pytest.mark.parametrize(("damage", "affected"), [
+    (_truncate, ("calidist_toy_assertion", "CaliDist (As.)")),
+    (_drop_document, ("calidist_toy", "Isotonic")),
+    (_no_samples, ("calidist_toy", "Platt")),
+    (_mismatch, ("calidist_toy_assertion", "CaliDist (As.)")),
+    (_mixed_folder, None),
+    (_garbage_results, None),
+])
+def test_bad_inputs_are_named_and_the_rest_is_written(runs: Path, tmp_path: Path, damage,
+                                                      affected) -> None:
+    needle = damage(runs)
+    result, files = report(runs, tmp_path / "out")
+    assert any(needle in p for p in result.problems), result.problems
+    assert "Problems" in files["report.md"].read_text() and needle.split()[0] in \
+        files["report.md"].read_text().replace("\\", "")
+    board = read_csv(files["leaderboard.csv"])
+    intervals = read_csv(files["intervals.csv"])
+    # untouched runs keep their per-document cells
+    assert any(r["model"] == "model-b" and r["method"] == "CaliDist (As.)" for r in intervals)
+    assert any(r["task"] == "calidist_pair_assertion" for r in intervals)
+    if affected:
+        task, method = affected
+        assert not any(r["model"] == "model-a" and r["task"] == task and r["method"] == method
+                       for r in intervals)
+        marked = row(board, model="model-a", method=f"{method} †")
+        assert marked["toy_ece"] != ""  # the results file's number is kept
+    if damage is _drop_document:
+        assert any("1 of 12 documents are missing (doc_id 3)" in p for p in result.problems)
+    if damage is _mixed_folder:
+        assert any("several models (org/model-a, org/model-b)" in p for p in result.problems)
+        # the copied results file joins nothing new: model-b stays one run
+        assert any("superseded" in p for p in result.problems)
+
+
+def test_unknown_variant_is_reported_not_guessed(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    path = write_run(root / "m", "org/model-a", ["toy"], STAMP_A)
+    data = json.loads(path.read_text())
+    data["results"]["calidist_toy_newthing"] = data["results"]["calidist_toy"]
+    path.write_text(json.dumps(data))
+    result, _ = report(root, tmp_path / "out")
+    assert any("calidist_toy_newthing [org/model-a]: no leaderboard row" in p
+               for p in result.problems)
+
+
+# --------------------------------------------------------------------------- small parts
+def test_task_names_models_and_escaping() -> None:
+    assert split_task("calidist_ppdb") == ("ppdb", "")
+    assert split_task("calidist_ppdb_assertion") == ("ppdb", "assertion")
+    assert split_task("calidist_mnli_probe_verbalized") == ("mnli", "probe_verbalized")
+    assert split_task("calidist_csqa_consistency") == ("csqa", "consistency")
+    assert model_name({"config": {"model_args": "pretrained=/a/b,dtype=float32"}}) == "/a/b"
+    assert model_name({"config": {"model_args": {"model": "gpt-4o-mini", "base_url": "u"}}}) \
+        == "gpt-4o-mini"
+    assert model_name({"model_name": "x"}) == "x"
+    assert short_names(["/r/a/model", "/r/b/model", "/r/model2"]) == {
+        "/r/a/model": "a/model", "/r/b/model": "b/model", "/r/model2": "model2"}
+    assert escape("a|b\n<script>_x_") == "a\\|b \\<script\\>\\_x\\_"
+
+
+def test_cli_exit_status(runs: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "cli"
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(runs), "--out", str(out), "--bootstrap", "20", "--no_figures",
+              "--transfer", "calidist_toy_assertion:calidist_pair_assertion"])
+    assert done.value.code == 0
+    assert {"report.md", "leaderboard.md", "leaderboard.csv", "intervals.csv", "cost.csv",
+            "transfer.csv", "figures.json"} <= {p.name for p in out.iterdir()}
+    assert "wrote" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(runs), "--out", str(out), "--transfer", "no-colon"])
+    assert done.value.code == 2
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(tmp_path / "empty"), "--out", str(out / "e"), "--bootstrap", "0"])
+    assert done.value.code == 1
+    assert "no lm-eval results files found" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- real lm-eval files
+@pytest.mark.filterwarnings("ignore::calidist_metrics.CalibrationWarning")
+def test_report_reads_real_lm_eval_output(tiny_model_dir: Path, ppdb_data_dir: Path,
+                                          tmp_path: Path) -> None:
+    """Files written by lm-eval's own EvaluationTracker; the refits reproduce its numbers."""
+    from conftest import run_lm_eval
+    from lm_eval.loggers import EvaluationTracker
+
+    tracker = EvaluationTracker(output_path=str(tmp_path / "lm"))
+    results = run_lm_eval(["calidist_ppdb", "calidist_ppdb_assertion"], tiny_model_dir,
+                          {"data_dir": str(ppdb_data_dir), "calib_size": 8, "eval_size": 10},
+                          evaluation_tracker=tracker)
+    samples = results.pop("samples")
+    tracker.save_results_aggregated(results=results, samples=samples)
+    for task in results["configs"]:
+        tracker.save_results_samples(task_name=task, samples=samples[task])
+    result, files = report(tmp_path / "lm", tmp_path / "out")
+    assert result.problems == []
+    board = read_csv(files["leaderboard.csv"])
+    assert [r["method"] for r in board] == ["Vanilla", "Temperature scaling", "Platt",
+                                            "Isotonic", "Vector scaling", "CaliDist (As.)"]
+    calidist = row(board, method="CaliDist (As.)")
+    assert float(calidist["ppdb_ece"]) == pytest.approx(
+        100 * results["results"]["calidist_ppdb_assertion"]["ece,none"], abs=1e-4)
+    cost = row(read_csv(files["cost.csv"]), task="calidist_ppdb_assertion")
+    assert cost["token_count"] == "model tokenizer"
+    assert float(cost["requests_per_doc"]) == pytest.approx(
+        results["results"]["calidist_ppdb_assertion"]["requests_per_doc,none"])
