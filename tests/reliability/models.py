@@ -6,7 +6,8 @@ subprocesses they start; importing registers them with lm-eval).
   so that a test can kill a run part-way, and can answer NaN or None for chosen prompts.
 - ``calidist-hf-cpu-dp``: lm-eval's ``hf`` model with data parallelism on CPU. lm-eval shards
   documents over ``accelerate launch`` processes only when it sees more than one GPU; this subclass
-  takes rank and world size from accelerate so that the real multi-process path (sharding,
+  takes rank and world size from accelerate (under ``torchrun``) so that the real
+  multi-process path (sharding,
   padding, gathering of the per-document items) runs on CPU too.
 """
 
@@ -69,7 +70,13 @@ class FakeLM(LM):
 
 @register_model("calidist-hf-cpu-dp")
 class CpuDataParallelHFLM(HFLM):
-    """``hf`` with documents sharded over ``accelerate launch --cpu`` processes."""
+    """``hf`` with documents sharded over ``torchrun`` CPU processes."""
+
+    requests_seen = 0  # by this process: the test checks that each rank did a share
+
+    def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[Any]:
+        CpuDataParallelHFLM.requests_seen += len(requests)
+        return super().loglikelihood(requests, disable_tqdm)
 
     def __init__(self, **kwargs: Any) -> None:
         # Without GPUs accelerate reports one process under torchrun unless told to use the CPU.

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import reliability.models  # noqa: F401  (registers the test backends)
@@ -43,6 +45,9 @@ def main(spec: dict[str, Any]) -> None:
         task_manager=manager, batch_size=spec.get("batch_size", 1), device="cpu",
         log_samples=True, bootstrap_iters=0, use_cache=spec.get("use_cache"),
     )
+    if "RANK" in os.environ:  # what this process evaluated, to show the documents were sharded
+        seen = reliability.models.CpuDataParallelHFLM.requests_seen
+        Path(f"{spec['out']}.rank{os.environ['RANK']}").write_text(str(seen), encoding="utf-8")
     if results is not None:  # None on ranks other than 0
         with open(spec["out"], "w", encoding="utf-8") as handle:
             json.dump(summarize(results), handle, indent=1, sort_keys=True)
