@@ -24,6 +24,7 @@ from conftest import write_mnli
 from calidist_tasks import cli
 from calidist_tasks.aggregation import metric_names, summarize_baselines, summarize_calidist
 from calidist_tasks.settings import RunSettings
+from calidist_tasks.summary import calibration_table, latest_results
 
 SIZES = {"calib_size": 6, "eval_size": 10}
 STYLES = ("", "_assertion", "_probe", "_corruption")
@@ -131,6 +132,20 @@ def test_samples_carry_the_per_document_record(first_run):
         refit = summarize(records, RunSettings(**SIZES), {"task": task})
         for name, value in refit.items():
             assert results[task][f"{name},none"] == pytest.approx(value), (task, name)
+
+
+def test_calibration_table_of_the_run(first_run):
+    results = latest_results(first_run)
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in calibration_table(results).splitlines()[2:]]
+    baselines = ["vanilla", "temperature scaling", "Platt", "isotonic", "vector scaling"]
+    for task in TASKS:
+        methods = [row[1] for row in rows if row[0] == task]
+        assert methods == (["vanilla", "CaliDist (calibrated)"] if style_of(task) else baselines)
+    values = results["results"]["calidist_ppdb_probe"]
+    (row,) = [r for r in rows if r[:2] == ["calidist_ppdb_probe", "CaliDist (calibrated)"]]
+    names = ("acc", "ece", "ece_adaptive", "brier", "auroc")
+    assert row[2:] == [f"{100 * values[f'{n},none']:.2f}" for n in names]
 
 
 def lm_eval_tree(root: Path) -> list[str]:
