@@ -63,6 +63,12 @@ def load_task(name: str, metadata: dict):
     return manager.load([name])["tasks"][name]
 
 
+def doc_requests(task, doc: dict, num_fewshot: int = 0) -> list:
+    """The requests lm-eval builds for one document, from the prompt lm-eval renders."""
+    ctx = task.fewshot_context(doc, num_fewshot, gen_prefix=task.doc_to_prefix(doc))
+    return task.construct_requests(doc, ctx, metadata=(task.config.task, 0, 1))
+
+
 def write_mnli(folder: Path, n_matched: int = 40, n_mismatched: int = 20) -> Path:
     """MNLI in the hub schema: validation_matched / validation_mismatched .jsonl in ``folder``."""
     import json

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import load_task, write_mnli
+from conftest import doc_requests, load_task, write_mnli
 
 SAMPLE = Path(__file__).parents[1] / "calidist_tasks/sample_data/twitter_url_corpus/test.tsv"
 
@@ -91,11 +91,7 @@ def test_split_seed_changes_the_split_and_seed_does_not(ppdb_data_dir, mnli_data
 
 
 def requests(task):
-    out = []
-    for doc in task.eval_docs:
-        ctx = task.fewshot_context(doc, 0, gen_prefix=task.doc_to_prefix(doc))
-        out.append([r.arguments for r in task.construct_requests(doc, ctx, metadata=("t", 0, 1))])
-    return out
+    return [[r.arguments for r in doc_requests(task, doc)] for doc in task.eval_docs]
 
 
 def test_seed_changes_assertion_templates_and_nothing_else(ppdb_data_dir):

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import load_task
+from conftest import doc_requests, load_task
 
 from calidist_tasks import distractors
 from calidist_tasks.distractors import (
@@ -95,8 +95,7 @@ def test_corruption_shapes():
 
 
 def prompts(task, doc):
-    ctx = task.fewshot_context(doc, 0, gen_prefix=task.doc_to_prefix(doc))
-    requests = task.construct_requests(doc, ctx, metadata=("t", 0, 1))
+    requests = doc_requests(task, doc)
     return [r.arguments[0] for r in requests[:: len(task.doc_to_choice(doc))]]
 
 

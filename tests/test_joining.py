@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import load_task
+from conftest import doc_requests, load_task
 
 from calidist_tasks import distractors
 from calidist_tasks.joining import PromptPlan, join_document, outcome_from_loglikelihoods
@@ -98,8 +98,7 @@ def test_requests_per_document_is_one_plus_c_times_m_prompts_of_c_letters(mnli_d
     for name, metadata, prompts in cases:
         task = mnli(mnli_data_dir, name, **metadata)
         doc = task.eval_docs[0]
-        ctx = task.fewshot_context(doc, 0, gen_prefix=task.doc_to_prefix(doc))
-        requests = task.construct_requests(doc, ctx, metadata=(name, 0, 1))
+        requests = doc_requests(task, doc)
         assert len(requests) == prompts * c, name
         assert len({r.arguments[0] for r in requests}) == prompts, name
         assert [r.arguments[1] for r in requests] == ["a", "b", "c"] * prompts
