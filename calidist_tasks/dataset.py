@@ -286,7 +286,13 @@ def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any
         for role, paths in files.items():
             for path in paths:
                 reader = source.read_file or read_rows
-                rows = list(reader(path))
+                try:
+                    rows = list(reader(path))
+                except (KeyError, TypeError, AttributeError, IndexError) as error:
+                    # an adapter's reader met a structure it did not expect (a list for an
+                    # object...): still a data error, named by file
+                    raise ValueError(f"{path}: not in the {source.benchmark} format "
+                                     f"({type(error).__name__}: {error})") from None
                 if not rows:
                     raise ValueError(f"{path}: no rows (an empty file?)")
                 raw.setdefault(role, []).extend(rows)
