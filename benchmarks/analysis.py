@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -394,7 +395,41 @@ def cost_rows(run: Run, tokens: Callable[[str], int], m: int | None = None) -> d
             "seconds": run.eval_seconds * share / len(run.requests), "estimated": m is not None}
 
 
-def cost_table(runs: Mapping[tuple, Run], model_dirs: Mapping[str, str]
+def consistency_prompt_cost(benchmark: str, metadata: Mapping[str, Any],
+                            tokens: Callable[[str], int]) -> dict[str, Any]:
+    """15-sample consistency's requests and prompt tokens per document, from its own requests.
+
+    Built by lm-eval from ``calidist_<benchmark>_consistency`` with the given ``--metadata``
+    (no model runs): a lower bound of its cost, since its generated tokens only add to it.
+    """
+    from lm_eval.tasks import TaskManager
+
+    from calidist_tasks import task_folder
+
+    name = f"calidist_{benchmark}_consistency"
+    manager = TaskManager(include_path=task_folder(), include_defaults=False,
+                          metadata=dict(metadata))
+    task = manager.load([name])["tasks"][name]
+    task.build_all_requests(rank=0, world_size=1)
+    per_doc: dict[int, list] = {}
+    for instance in task.instances:
+        per_doc.setdefault(instance.doc_id, []).append(instance)
+    docs = list(per_doc.values())
+    return {"requests": np.mean([len(d) for d in docs]),
+            "passes": np.mean([sum(i.repeats for i in d) for d in docs]),
+            "prompt_tokens": np.mean([sum(tokens(i.args[0]) * i.repeats for i in d)
+                                      for d in docs]),
+            "generated_tokens": math.nan, "seconds": math.nan, "estimated": True}
+
+
+def run_metadata(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The --metadata of a run's lm-eval command (run.json)."""
+    words = shlex.split(info["command"])
+    return json.loads(words[words.index("--metadata") + 1])
+
+
+def cost_table(runs: Mapping[tuple, Run], model_dirs: Mapping[str, str],
+               infos: Mapping[tuple, Mapping[str, Any]] | None = None
                ) -> tuple[str, dict[tuple[str, str, str], dict]]:
     """The cost table, and its rows keyed by (model, benchmark, row name)."""
     from transformers import AutoTokenizer
@@ -435,17 +470,29 @@ def cost_table(runs: Mapping[tuple, Run], model_dirs: Mapping[str, str]
                 # no original-prompt run: its prompts are the assertion run's first prompts
                 rows.insert(0, ("Vanilla (the assertion run's original prompts)",
                                 cost_rows(assertion, tokens, m=0)))
+            if assertion is not None and (model, benchmark, "_consistency") not in runs \
+                    and infos and (model, benchmark, "_assertion") in infos:
+                # not run: its prompt tokens from its own requests on the same documents
+                metadata = run_metadata(infos[(model, benchmark, "_assertion")])
+                metadata.pop("m", None)
+                rows.append(("consistency, 15 samples (NOT run: prompt tokens of its requests "
+                             "on the same documents, a lower bound)",
+                             consistency_prompt_cost(benchmark, metadata, tokens)))
             base = rows[0][1] if rows[0][0].startswith("Vanilla") else None
             for name, row in rows:
                 costs[(model, benchmark, name)] = row
-                tokens = row["prompt_tokens"] + row["generated_tokens"]
-                ratio = (f"{tokens / (base['prompt_tokens'] + base['generated_tokens']):.2f}x"
+                total = row["prompt_tokens"] + np.nan_to_num(row["generated_tokens"])
+                ratio = (f"{total / (base['prompt_tokens'] + base['generated_tokens']):.2f}x"
                          if base else "-")
-                wall = f"{row['seconds'] / base['seconds']:.2f}x" if base else "-"
-                seconds = f"{row['seconds']:.2f}" + (" (est.)" if row["estimated"] else "")
+                wall = (f"{row['seconds'] / base['seconds']:.2f}x"
+                        if base and math.isfinite(row["seconds"]) else "-")
+                seconds = ("-" if not math.isfinite(row["seconds"]) else
+                           f"{row['seconds']:.2f}" + (" (est.)" if row["estimated"] else ""))
+                generated = ("not run" if not math.isfinite(row["generated_tokens"])
+                             else f"{row['generated_tokens']:.0f}")
                 lines.append(f"| {model} | {BENCH_NAMES[benchmark]} | {name} | "
                              f"{row['requests']:.1f} | {row['passes']:.1f} | "
-                             f"{row['prompt_tokens']:.0f} | {row['generated_tokens']:.0f} | "
+                             f"{row['prompt_tokens']:.0f} | {generated} | "
                              f"{seconds} | {ratio} | {wall} |")
     return "\n".join(lines), costs
 
