@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 SEPARATOR = "\n\n"  # between exemplars, and between the last exemplar and the question
+ANSWER_PREFIX = "The answer is ("  # an exemplar's answer where the task has no gen_prefix
 
 
 def _content_key(doc: dict[str, Any]) -> str:
@@ -69,7 +70,8 @@ def render_exemplar(task: CaliDistTask, exemplar: dict[str, Any], plan: PromptPl
     """One solved exemplar: its prompt as ``plan`` shows it (PromptPlan() = no hint), then its
     gold answer after the task's answer prefix ("The answer is (c)")."""
     shown = exemplar if plan.hint_label is None else task.distracted_doc(exemplar, plan)
-    prefix = task.doc_to_prefix(shown) or ""
+    # generation variants have no answer prefix; their reply format starts the same way
+    prefix = task.doc_to_prefix(shown) or ANSWER_PREFIX
     label = exemplar[task.config.doc_to_target]
     return f"{task.doc_to_text(shown)}{prefix}{distractors.LETTERS[label]})"
 
