@@ -24,7 +24,7 @@ import pyarrow
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from calidist_tasks import distractors, fewshot
+from calidist_tasks import context_length, distractors, fewshot
 from calidist_tasks.aggregation import (
     applied_calibrator,
     higher_is_better,
@@ -187,6 +187,8 @@ class CaliDistTask(ConfigurableTask):
                 "calibrate); raise --limit or lower --metadata calib_size"
             )
         super().build_all_requests(limit=limit, **kwargs)
+        context_length.warn_long_prompts(self.config.task, self.instances,
+                                         self.config.metadata or {})
 
     def construct_requests(self, doc: dict[str, Any], ctx: str, **kwargs: Any) -> list[Instance]:
         kwargs.pop("apply_chat_template", None)
