@@ -7,7 +7,8 @@
   (Lyu et al., 2025); 0 for the second when there is none.
 
 An unreadable sample (the verbalized parser found no answer) is a vote for "no answer": it
-counts in N and is one more category for the entropy and FSD, but it is never the prediction.
+counts in N and is one more category for the entropy and FSD, but it is never the prediction
+(so FSD is floored at 0: "no answer" may outvote the readable prediction).
 The prediction is the most frequent readable answer, ties going to the one sampled first. A
 question with no readable sample at all is answered wrong (-1) with every confidence 1/c, the
 same rule as a single unreadable verbalized answer.
@@ -47,8 +48,10 @@ def vote(answers: Sequence[int | None], n_choices: int) -> dict[str, Any]:
         "prediction": int(prediction),
         "parsed": True,
         "consistency": counts[prediction] / n,
-        "entropy": 1.0 - entropy / math.log(len(counts)) if len(counts) > 1 else 1.0,
-        "fsd": (counts[prediction] - max(others, default=0)) / n,
+        # clipped: uniform shares give 1 - H/log k a round-off below 0
+        "entropy": max(0.0, 1.0 - entropy / math.log(len(counts))) if len(counts) > 1 else 1.0,
+        # 0 when another category ("no answer" included) has as many votes as the prediction
+        "fsd": max(0, counts[prediction] - max(others, default=0)) / n,
     }
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 SCORES = ("ece", "ece_adaptive", "brier", "auroc")
 BASELINES = {"ts": "temperature scaling", "platt": "Platt", "isotonic": "isotonic",
-             "vector": "vector scaling"}
+             "vector": "vector scaling", "consistency": "self-consistency",
+             "entropy": "entropy consistency", "fsd": "FSD consistency", "spuq": "SPUQ"}
 
 
 def _metric(values: Mapping[str, Any], name: str) -> float | None:

@@ -38,7 +38,8 @@ from calidist_tasks.task import CHOICES, HINT  # what a request's document shows
 # question as in Appendix F; the reply format line makes real models' answers readable.
 CONFIDENCE_INSTRUCTION = "Mention your confidence level in your answer (0-100)%."
 ANSWER_FORMAT = 'Reply in the form "The answer is (letter)."'
-CONFIDENCE_FORMAT = 'Reply in the form "The answer is (letter). Confidence: N%".'
+CONFIDENCE_FORMAT = ('Reply in the form "The answer is (letter). Confidence: N%", where N is your '
+                     "confidence from 0 to 100.")
 
 
 _SPACE = re.compile(r"[^\S\n]+")  # keeps line breaks: "Answer: B" ends at its line
@@ -49,13 +50,14 @@ _EXPLICIT = re.compile(
     + r"\s*(?:option\s+|choice\s+)?"
     r"(?:\(([a-z])\)|([a-z])\)|([a-z])(?=\s*(?:[.,;:!?\n]|$)))"
 )
-# "(b)", " b)", "option b", a reply that starts with "b." or "b)".
+# (marker, whether a letter that is not an option still counts as naming one): "(b)", a reply
+# that starts with "b." or is just "b" name a letter; " b)" and "option b" only an option's.
 _MARKERS = (
-    re.compile(r"\(([a-z])\)"),
-    re.compile(r"(?:^|\s)([a-z])\)"),
-    re.compile(r"\boption\s+([a-z])\b"),
-    re.compile(r"^\s*([a-z])[.:](?:\s|$)"),
-    re.compile(r"^\s*([a-z])\s*$"),
+    (re.compile(r"(?<![a-z])\(([a-z])\)"), True),
+    (re.compile(r"^\s*([a-z])[.:](?:\s|$)"), True),
+    (re.compile(r"^\s*([a-z])\s*$"), True),
+    (re.compile(r"(?:^|\s)([a-z])\)"), False),
+    (re.compile(r"\boption\s+([a-z])\b"), False),
 )
 _NEGATED = re.compile(r"\bnot\s*(?:option\s*)?$")  # "not (b)" does not name (b)
 _NUMBER = r"(\d{1,3}(?:\.\d+)?)\s*(%|percent\b)?"
@@ -108,11 +110,11 @@ def parse_answer(text: str, choices: Sequence[str]) -> int | None:
         index = LETTERS.find(letter) if letter else -1
         return index if 0 <= index < len(choices) else None
     valid = LETTERS[: len(choices)]
-    marked = [m.group(1) for p in _MARKERS for m in p.finditer(lowered)
-              if m.group(1) in valid and not _NEGATED.search(lowered[: m.start()])]
+    marked = [m.group(1) for pattern, strict in _MARKERS for m in pattern.finditer(lowered)
+              if (strict or m.group(1) in valid) and not _NEGATED.search(lowered[: m.start()])]
     if marked:
-        letter = _unique(marked)
-        return None if letter is None else LETTERS.index(letter)
+        letter = _unique(marked)  # "c. <option b's text>" with two options: unreadable
+        return LETTERS.index(letter) if letter is not None and letter in valid else None
     return _option_by_text(lowered, choices)
 
 

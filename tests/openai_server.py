@@ -12,7 +12,7 @@ Generation honours ``max_tokens`` / ``max_completion_tokens``, ``temperature``, 
 ``top_k``, ``seed`` (same seed, same sample) and ``stop``. It listens on loopback only, refuses
 bodies over 1 MiB and generations over 512 tokens, serves at most ``max_requests`` requests and
 stops by itself after ``idle_timeout`` seconds without a request. For the error-handling tests
-it can fail or stall requests whose body contains a marker (``Faults``), and a test may replace
+it can fail or stall some requests (``Faults``), and a test may replace
 the model's chat replies with a function of the request body (``chat_reply``).
 
     python tests/openai_server.py MODEL_DIR [--port 0] [--idle-timeout 600]
@@ -40,13 +40,23 @@ MAX_TOKENS = 512
 
 @dataclass
 class Faults:
-    """Requests to fail or stall, chosen by a substring of the request body."""
+    """Misbehaviour for the error tests: the first ``bodies`` distinct request bodies to arrive
+    get HTTP 500 (or, with ``stall_seconds``, a reply that late) ``times`` times each before they
+    are served normally (``times=None``: every time)."""
 
-    fail_marker: str | None = None  # bodies containing it get HTTP 500 ...
-    fail_times: int | None = None  # ... this many times per distinct body (None: always)
-    stall_marker: str | None = None  # bodies containing it are answered after stall_seconds
+    bodies: int = 0
+    times: int | None = None
     stall_seconds: float = 0.0
-    seen: Counter = field(default_factory=Counter)
+    hits: Counter = field(default_factory=Counter)  # body -> times it misbehaved
+
+    def strike(self, body: str) -> bool:
+        """Whether this arrival of ``body`` misbehaves (call under a lock)."""
+        if body not in self.hits and len(self.hits) < self.bodies:
+            self.hits[body] = 0
+        if body not in self.hits or (self.times is not None and self.hits[body] >= self.times):
+            return False
+        self.hits[body] += 1
+        return True
 
 
 class ModelServer:
@@ -118,16 +128,12 @@ class ModelServer:
             return 200, {"object": "list", "data": [{"id": self.name, "object": "model"}]}
         if path not in ("/v1/completions", "/v1/chat/completions") or body is None:
             return 404, _error(f"no such endpoint: {path}")
-        raw = json.dumps(body, sort_keys=True)
-        faults = self.faults
-        if faults.fail_marker and faults.fail_marker in raw:
-            with self._count_lock:
-                faults.seen[raw] += 1
-                failing = faults.fail_times is None or faults.seen[raw] <= faults.fail_times
-            if failing:
-                return 500, _error("injected failure")
-        if faults.stall_marker and faults.stall_marker in raw:
-            time.sleep(faults.stall_seconds)
+        with self._count_lock:
+            strike = self.faults.strike(json.dumps(body, sort_keys=True))
+        if strike and not self.faults.stall_seconds:
+            return 500, _error("injected failure")
+        if strike:
+            time.sleep(self.faults.stall_seconds)
         try:
             if path == "/v1/completions":
                 return 200, self.completions(body)
