@@ -47,7 +47,7 @@ HINT_NUMBERS = 4  # distinct numbers near ŷ that hints assert (the "other label
 _NUMBER = r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 NUMBER = re.compile(_NUMBER)
 # "The answer is $1,234.", "Answer: 18", "#### 18": the number a stated answer gives.
-STATED = re.compile(r"(?:\banswer\s*(?:is|:|=)?|####)\s*:?\s*\$?\s*(" + _NUMBER + ")", re.I)
+STATED = re.compile(r"(?:\banswer\s*(?:is|:|=)|####)\s*:?\s*\$?\s*(" + _NUMBER + ")", re.I)
 ANSWER_FIELD = "original_answer"  # stage 2: ŷ from stage 1 ("" when it had no number)
 
 
@@ -66,11 +66,16 @@ def canonical_number(text: str) -> str | None:
 
 
 def parse_number(text: str) -> str | None:
-    """The final answer of a worked solution: the last stated answer, else the last number."""
+    """The final answer of a worked solution: the first stated answer ("The answer is N", as
+    the prompt asks; what follows it is the model running on, often repeating itself until the
+    token limit cuts a number short), else the last number in the text (lm-eval's gsm8k-cot
+    strict and flexible matches, in that order)."""
     text = str(text or "")
     stated = STATED.findall(text)
-    found = stated or NUMBER.findall(text)
-    return canonical_number(found[-1]) if found else None
+    if stated:
+        return canonical_number(stated[0])
+    numbers = NUMBER.findall(text)
+    return canonical_number(numbers[-1]) if numbers else None
 
 
 def same_number(a: str | None, b: str | None) -> bool:

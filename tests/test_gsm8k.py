@@ -33,8 +33,11 @@ from calidist_tasks.open_ended import (
 
 @pytest.mark.parametrize("text, number", [
     ("She makes 9 * 2 = $18 every day.\nThe answer is 18.", "18"),
+    ("The answer is: $2,000 in all", "2000"),
     ("The answer is $1,234.50", "1234.5"),
     ("Answer: 7 apples, then 8 more", "7"),  # a stated answer wins over later numbers
+    ("The answer is 10.\n\nThe answer is 10.\n\nThe answer is 1", "10"),  # cut off when repeating
+    ("To answer 3 questions she needs 5 hours", "5"),  # "answer 3" states no answer
     ("16 - 3 - 4 = <<16-3-4=9>>9 eggs\n#### 9", "9"),
     ("It drops to -3 degrees", "-3"),
     ("pages 5-6 of 10", "10"),  # a range is not a negative number
