@@ -17,12 +17,19 @@ FULL_SIZES = "PPDB 200 calibration + 1000 evaluation, AQuA dev (254) + test (254
 
 
 def _sizes(state: State) -> str:
+    """One row per model run; the last column checks this analysis against lm-eval's own ECE."""
     lines = ["| model | task | calibration docs | evaluation docs | lm-eval seconds | "
-             "process seconds |", "|---|---|---:|---:|---:|---:|"]
-    for (model, _, _), run in sorted(state.runs.items()):
+             "process seconds | ECE: lm-eval's / recomputed here |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for (model, _, suffix), run in sorted(state.runs.items()):
         cal, ev = split_records(run.records)
+        check = "-"
+        logged = run.results["results"][run.task].get("ece,none")
+        if suffix in analysis.STYLE and isinstance(logged, float):
+            ours = ECE(analysis.calidist_scores(cal, ev)[0], analysis.column(ev, "correct"))
+            check = f"{100 * logged:.4f} / {100 * ours:.4f}"
         lines.append(f"| {model} | {run.task} | {len(cal)} | {len(ev)} | "
-                     f"{run.eval_seconds:.0f} | {run.wall_s:.0f} |")
+                     f"{run.eval_seconds:.0f} | {run.wall_s:.0f} | {check} |")
     return "\n".join(lines)
 
 
@@ -123,6 +130,17 @@ def render(state: State) -> str:
             "`python benchmarks/run.py`, runs the full sizes. Small evaluation sets give wide "
             "bootstrap intervals: read the intervals, not the points.\n")
     parts += ["## Runs and sizes\n", _sizes(state) + "\n"]
+    suffixes = ("", "_assertion", "_probe", "_corruption", "_verbalized",
+                "_assertion_verbalized", "_probe_verbalized", "_corruption_verbalized",
+                "_consistency")
+    absent = [f"{model}: calidist_{benchmark}{suffix}" for model in state.models
+              for benchmark in BENCH_NAMES for suffix in suffixes
+              if (model, benchmark, suffix) not in state.runs]
+    if absent:
+        parts.append("**Not measured in this run** (the tables below have no row for them; the "
+                     "default command runs them): " + ", ".join(absent) + ". Where only the "
+                     "assertion task ran, Vanilla and the logit baselines come from its "
+                     "original prompts, which are the original task's prompts.\n")
     if state.missing:
         parts.append("Tasks this run wanted that do not exist in the tree yet (not run): "
                      + ", ".join(f"`{t}`" for t in sorted(state.missing)) + ".\n")
