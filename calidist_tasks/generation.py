@@ -23,7 +23,7 @@ from typing import Any
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from calidist_tasks import consistency, spuq, verbalized
+from calidist_tasks import consistency, fewshot, spuq, verbalized
 from calidist_tasks.aggregation import (
     SAMPLING_KINDS,
     generation_metric_names,
@@ -32,7 +32,7 @@ from calidist_tasks.aggregation import (
 from calidist_tasks.dataset import EVALUATION
 from calidist_tasks.distractors import document_key
 from calidist_tasks.joining import Outcome, PromptPlan, join_document
-from calidist_tasks.task import CHOICES, FEWSHOT, CaliDistTask
+from calidist_tasks.task import CHOICES, FEWSHOT, HINT, CaliDistTask
 
 CONFIDENCES = ("verbalized", *SAMPLING_KINDS)
 DUMMY = "_calidist_dummy"  # a SPUQ dummy token for the prompt: [text, "before" | "after"]
@@ -93,15 +93,14 @@ class GenerationTask(CaliDistTask):
         kwargs.pop("chat_template", None)
         task, doc_id, repeats = kwargs.pop("metadata")
         choices = list(self.doc_to_choice(doc))
-        plain = {**doc, CHOICES: choices}
+        plain = self._request_doc(doc, choices)
         base = dict(self.config.generation_kwargs or {})
         if self.confidence == "verbalized":
             requests = [(ctx, base, 1, plain)]
             for plan in self.prompt_plans(doc)[1:]:
                 variant = self.distracted_doc(doc, plan)
-                # the parser matches the options' own texts, not a corrupted copy of them
                 requests.append((self.variant_prompt(variant), base, 1,
-                                 {**variant, CHOICES: choices}))
+                                 self._request_doc(variant, choices)))
         elif self.confidence == "consistency":
             sampled = consistency.decoding(base, self.settings.sampling, self.settings.api)
             requests = [(ctx, kw, n, plain) for kw, n in consistency.sample_requests(
@@ -118,6 +117,16 @@ class GenerationTask(CaliDistTask):
                      metadata=(task, doc_id, n), **kwargs)
             for i, (prompt, gen_kwargs, n, request_doc) in enumerate(requests)
         ]
+
+    def _request_doc(self, variant: dict[str, Any], choices: list[str]) -> dict[str, Any]:
+        """What the parser needs to know of a prompt: the options' own texts (not a corrupted
+        copy), the hint, and the few-shot exemplars shown (echoes of them are not answers)."""
+        request = {**variant, CHOICES: choices}
+        shots = self.config.num_fewshot or 0
+        if shots:  # the same block fewshot_context put in front of this prompt
+            hinted = HINT in variant or CHOICES in variant
+            request[FEWSHOT] = fewshot.exemplar_block(self, variant, shots, hinted)
+        return request
 
     def content_key(self, doc: dict[str, Any]) -> str:
         return document_key(doc, [f for f in doc if not f.startswith("calidist_")])

@@ -32,7 +32,7 @@ from lm_eval.api.registry import register_filter
 
 from calidist_tasks.distractors import HINT_NOTE, LETTERS
 from calidist_tasks.joining import Outcome
-from calidist_tasks.task import CHOICES, HINT  # what a request's document shows the model
+from calidist_tasks.task import CHOICES, FEWSHOT, HINT  # what a request's document shows
 
 # Paper, Appendix D ("...Mention your confidence level in your answer (0-100)%"), placed after the
 # question as in Appendix F; the reply format line makes real models' answers readable.
@@ -86,8 +86,9 @@ def _normalize(text: str) -> str:
 
 
 def strip_echoes(text: str, echoes: Iterable[str]) -> str:
-    """``text`` without any occurrence of ``echoes`` (case and spacing ignored)."""
-    for echo in echoes:
+    """``text`` without any occurrence of ``echoes`` (case and spacing ignored), longest first:
+    a whole echoed exemplar goes before the hint inside it could break it up."""
+    for echo in sorted(echoes, key=len, reverse=True):
         words = echo.split()
         if words:
             pattern = r"\s+".join(re.escape(w) for w in words)
@@ -164,10 +165,15 @@ def _word_percent(words: str) -> float:
 
 
 def parse_response(
-    text: str, choices: Sequence[str], hint: str | None = None
+    text: str, choices: Sequence[str], hint: str | None = None, exemplars: str | None = None
 ) -> dict[str, Any]:
-    """``{"answer": index | None, "confidence": fraction | None}`` read from one reply."""
+    """``{"answer": index | None, "confidence": fraction | None}`` read from one reply.
+
+    ``hint`` and ``exemplars`` (the few-shot block, exemplars separated by blank lines) are what
+    the prompt showed; echoes of them are not the model's answer."""
     echoes = [CONFIDENCE_INSTRUCTION, ANSWER_FORMAT, CONFIDENCE_FORMAT, "(0-100)%", HINT_NOTE]
+    if exemplars:
+        echoes += [e for e in exemplars.split("\n\n") if e.strip()]
     if hint:  # the whole hint, and its claim alone ("I think the answer should be (b)")
         lines = [line.removeprefix("Hint:") for line in hint.splitlines()]
         echoes = lines + [line[: line.index(")") + 1] for line in lines if ")" in line] + echoes
@@ -191,8 +197,9 @@ def outcome_from_parse(
 class VerbalizedFilter(Filter):
     """lm-eval filter: each generation -> ``{"answer", "confidence"}`` (see ``parse_response``).
 
-    The request's document carries the options it showed (``_calidist_choices``) and its hint
-    (``_calidist_hint``), which the task puts there when it builds the request.
+    The request's document carries the options it showed (``_calidist_choices``), its hint
+    (``_calidist_hint``) and its few-shot exemplars (``_calidist_fewshot``), which the task puts
+    there when it builds the request.
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -200,6 +207,6 @@ class VerbalizedFilter(Filter):
 
     def apply(self, resps: Iterable[Sequence[str]], docs: Sequence[Mapping[str, Any]]) -> list:
         return [
-            [parse_response(r, doc[CHOICES], doc.get(HINT)) for r in responses]
+            [parse_response(r, doc[CHOICES], doc.get(HINT), doc.get(FEWSHOT)) for r in responses]
             for responses, doc in zip(resps, docs, strict=True)
         ]

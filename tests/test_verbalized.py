@@ -85,6 +85,16 @@ def test_an_echoed_hint_is_not_the_models_answer():
     assert parse_response(reply, PPDB)["answer"] is None
 
 
+def test_an_echoed_few_shot_exemplar_is_not_the_models_answer():
+    exemplar = ("Consider ...\na. yes\nb. no\nHint: I think the answer should be (b) no.\n"
+                "The answer is (a)")
+    block = f"{exemplar}\n\nConsider more ...\na. yes\nb. no\nThe answer is (b)\n\n"
+    reply = f"{exemplar}\nThe answer is (b). Confidence: 40%"
+    assert parse_response(reply, ["yes", "no"], exemplars=block) == {"answer": 1,
+                                                                      "confidence": 0.4}
+    assert parse_response(exemplar, ["yes", "no"], exemplars=block)["answer"] is None
+
+
 def test_outcome_rule_for_unreadable_replies():
     assert outcome_from_parse({"answer": 2, "confidence": 0.9}, 5) == (
         outcome_from_parse({"answer": 2, "confidence": 0.9}, 3))

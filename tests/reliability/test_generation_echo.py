@@ -78,9 +78,6 @@ def test_unreadable_and_null_replies_follow_the_documented_rule() -> None:
         assert (outcome.prediction, outcome.confidence, outcome.parsed) == (-1, 1 / 3, False)
 
 
-@pytest.mark.xfail(strict=True, reason="open finding (docs/reliability.md): with --num_fewshot the "
-                   "request document does not carry the exemplars, so the parser cannot strip an "
-                   "echoed exemplar and reads its answer")
 def test_echoed_few_shot_exemplars_are_never_read_as_the_answer(data_dir: Path) -> None:
     for instance in requests("calidist_ppdb_assertion_verbalized", data_dir, num_fewshot=1):
         alone, before, after = readings(instance.arguments[0], instance.doc)
