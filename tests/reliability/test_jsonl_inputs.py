@@ -94,13 +94,6 @@ BAD_FILES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_FILES))
-def test_bad_files_name_the_file(case: str, tmp_path: Path) -> None:
-    content, words = BAD_FILES[case]
-    path = write(tmp_path / "data.jsonl", content)
-    refused("calidist_mnli", {"data_files": str(path), "calib_size": 1}, *words)
-
-
 def test_bad_calibration_file_is_named_too(tmp_path: Path) -> None:
     good = write(tmp_path / "matched.jsonl", "\n".join(mnli_lines(4)))
     bad = write(tmp_path / "mismatched.jsonl", bad_second_row(row(label=7)))
@@ -121,10 +114,14 @@ BAD_JSON = {  # a .json file: one array (or {"data": [...]}) of row objects
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_JSON))
-def test_bad_json_arrays_name_the_place(case: str, tmp_path: Path) -> None:
-    content, words = BAD_JSON[case]
-    path = write(tmp_path / "data.json", content)
+BAD_FILE_CASES = {**{f"jsonl: {k}": ("data.jsonl", *v) for k, v in BAD_FILES.items()},
+                  **{f"json: {k}": ("data.json", *v) for k, v in BAD_JSON.items()}}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILE_CASES))
+def test_bad_files_name_the_place(case: str, tmp_path: Path) -> None:
+    name, content, words = BAD_FILE_CASES[case]
+    path = write(tmp_path / name, content)
     refused("calidist_mnli", {"data_files": str(path), "calib_size": 1}, *words)
 
 
