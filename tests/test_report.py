@@ -71,11 +71,12 @@ def _records(model: str, benchmark: str, distracted: bool) -> list[dict]:
 
 
 def write_run(folder: Path, model: str, benchmarks: list[str], stamp: str,
-              args_as_string: bool = False) -> Path:
-    """lm-eval's files for one model: calidist_<b> and calidist_<b>_assertion per benchmark."""
+              args_as_string: bool = False, extra: dict | None = None) -> Path:
+    """lm-eval's files for one model: calidist_<b> and calidist_<b>_assertion per benchmark,
+    plus ``extra`` tasks given as {task: (records, results-file numbers)}."""
     folder.mkdir(parents=True, exist_ok=True)
     settings = RunSettings(calib_size=6, eval_size=6)
-    results, configs = {}, {}
+    tasks = {}
     for benchmark in benchmarks:
         for distracted in (False, True):
             task = f"calidist_{benchmark}" + ("_assertion" if distracted else "")
@@ -85,25 +86,29 @@ def write_run(folder: Path, model: str, benchmarks: list[str], stamp: str,
                 warnings.simplefilter("ignore", CalibrationWarning)
                 summary = (summarize_calidist if distracted else summarize_baselines)(
                     records, settings, context)
-            results[task] = {"alias": task, **{f"{k},none": v for k, v in summary.items()},
-                             **{f"{k}_stderr,none": "N/A" for k in summary}}
-            configs[task] = {"task": task, "doc_to_choice": ["yes", "no"],
-                             "metadata": {"calib_size": 6, "eval_size": 6, "pretrained": model}}
-            prompts = [(PROMPT, "a"), (PROMPT, "b")]
-            if distracted:
-                prompts += [(h, letter) for h in HINTED for letter in "ab"]
-            with open(folder / f"samples_{task}_{stamp}.jsonl", "w", encoding="utf-8") as f:
-                for record in records:
-                    line = {"doc_id": record["index"], "doc": {"text": "…"},
-                            "target": str(record["label"]),
-                            "arguments": {f"gen_args_{i}": {"arg_0": p, "arg_1": c}
-                                          for i, (p, c) in enumerate(prompts)},
-                            "resps": [[["-0.5", "False"]] for _ in prompts], "filter": "none",
-                            "metrics": ["acc", "ece"], "acc": record, "ece": record}
-                    f.write(json.dumps(line) + "\n")
+            tasks[task] = (records, summary)
+    tasks.update(extra or {})
+    results, configs = {}, {}
+    for task, (records, summary) in tasks.items():
+        results[task] = {"alias": task, **{f"{k},none": v for k, v in summary.items()},
+                         **{f"{k}_stderr,none": "N/A" for k in summary}}
+        configs[task] = {"task": task, "doc_to_choice": ["yes", "no"],
+                         "metadata": {"calib_size": 6, "eval_size": 6, "pretrained": model}}
+        prompts = [(PROMPT, "a"), (PROMPT, "b")]
+        if task.endswith("_assertion"):
+            prompts += [(h, letter) for h in HINTED for letter in "ab"]
+        with open(folder / f"samples_{task}_{stamp}.jsonl", "w", encoding="utf-8") as f:
+            for record in records:
+                line = {"doc_id": record["index"], "doc": {"text": "…"},
+                        "target": str(record["label"]),
+                        "arguments": {f"gen_args_{i}": {"arg_0": p, "arg_1": c}
+                                      for i, (p, c) in enumerate(prompts)},
+                        "resps": [[["-0.5", "False"]] for _ in prompts], "filter": "none",
+                        "metrics": ["acc", "ece"], "acc": record, "ece": record}
+                f.write(json.dumps(line) + "\n")
     model_args = f"pretrained={model},dtype=float32" if args_as_string else {"pretrained": model}
     data = {"results": results, "group_subtasks": {}, "configs": configs,
-            "n-samples": {t: {"original": 12, "effective": 12} for t in results},
+            "n-samples": {t: {"original": 12, "effective": len(r)} for t, (r, _) in tasks.items()},
             "config": {"model": "hf", "model_args": model_args}, "model_name": model}
     path = folder / f"results_{stamp}.json"
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
@@ -274,6 +279,7 @@ def test_cost_table(full) -> None:
                                        "relative_to_original_prompt")] == [6, 3, 100, 10]
 
 
+@pytest.mark.filterwarnings("ignore::calidist_metrics.CalibrationWarning")
 def test_transfer_table(full) -> None:
     result, files, _ = full
     rows = read_csv(files["transfer.csv"])
@@ -378,6 +384,35 @@ def test_unknown_variant_is_reported_not_guessed(tmp_path: Path) -> None:
     result, _ = report(root, tmp_path / "out")
     assert any("calidist_toy_newthing [org/model-a]: no leaderboard row" in p
                for p in result.problems)
+
+
+def test_sampled_methods_are_rebuilt_from_their_records(tmp_path: Path) -> None:
+    """A consistency task (records carry "confidences"; evaluation documents only) fills three
+    rows; a row the records cannot rebuild falls back to the results file."""
+    confidence = {"consistency": [1.0, 1.0, 0.8, 0.8, 0.6, 0.6], "entropy": [1.0] * 6,
+                  "fsd": [1.0, 1.0, 0.6, 0.6, 0.2, 0.2]}
+    correct = [1, 1, 1, 0, 0, 1]
+    records = [{"index": 6 + i, "split": "evaluation", "label": 0, "prediction": 0,
+                "correct": y, "confidence": confidence["consistency"][i],
+                "confidences": {k: v[i] for k, v in confidence.items()}}
+               for i, y in enumerate(correct)]
+    numbers = {f"{s}_{k}": float(SCORES[s](np.array(v), np.array(correct)))
+               for k, v in confidence.items() for s in SCORES}
+    numbers["ece_spuq"] = 0.25  # a task whose records the report cannot rebuild
+    root = tmp_path / "runs"
+    write_run(root / "m", "org/model-a", [], STAMP_A, extra={
+        "calidist_toy_consistency": (records, numbers),
+        "calidist_toy_spuq": ([{**r, "confidences": {}} for r in records], {"ece_spuq": 0.25})})
+    result, files = report(root, tmp_path / "out")
+    board = {r["method"]: r for r in read_csv(files["leaderboard.csv"])}
+    # bins 1.0 (2 of 2 right), 0.8 (1 of 2), 0.6 (1 of 2): (0 + 0.3 + 0.1) / 3
+    assert float(board["Consistency"]["toy_ece"]) == pytest.approx(100 * 0.4 / 3, abs=1e-4)
+    assert float(board["Entropy"]["toy_ece"]) == pytest.approx(100 * 2 / 6, abs=1e-4)
+    assert set(board) == {"Consistency", "Entropy", "FSD", "SPUQ †"}
+    assert float(board["SPUQ †"]["toy_ece"]) == 25.0
+    assert any("calidist_toy_spuq [org/model-a]: cannot rebuild" in p for p in result.problems)
+    cost = row(read_csv(files["cost.csv"]), task="calidist_toy_consistency")
+    assert cost["documents"] == "6"
 
 
 # --------------------------------------------------------------------------- small parts

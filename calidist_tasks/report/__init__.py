@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from calidist_tasks.aggregation import SCORES
+from calidist_tasks.dataset import EVALUATION
 from calidist_tasks.report.cost import cost_table
 from calidist_tasks.report.loading import TaskRun, load_runs, short_names
 from calidist_tasks.report.methods import Cell, column, leaderboard_cells
@@ -67,9 +69,7 @@ def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
         model, task, method = names[cell.model], cell.run.task, cell.method.label
         parts = [method, f"ECE ×100 {100 * cell.values['ece']:.2f}"]
         if cell.vanilla is not None:
-            vanilla_ece = cell.run.metrics.get("ece_vanilla")
-            if vanilla_ece is not None:
-                parts[-1] += f" (vanilla {100 * vanilla_ece:.2f})"
+            parts[-1] += f" (vanilla {100 * SCORES['ece'](*cell.vanilla):.2f})"
         parts.append(f"n={cell.n} evaluation documents")
         path = folder / f"reliability_{slug(model)}_{slug(task)}_{slug(method)}.png"
         title = figure_title(model, task, parts)
@@ -78,7 +78,7 @@ def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
         drawn.append({"file": str(path.relative_to(folder.parent)), "kind": "reliability",
                       "model": model, "task": task, "method": method, "title": title, **data})
     for run in runs:
-        evaluation = [r for r in run.records or [] if r.get("split") == "evaluation"]
+        evaluation = [r for r in run.records or [] if r.get("split") == EVALUATION]
         if not evaluation or "mu" not in evaluation[0]:
             continue
         model = names[run.model]

@@ -137,7 +137,7 @@ def _attach(sample_file: Path, runs: list[TaskRun], problems: list[str]) -> None
     """Join one samples file to the run it belongs to, by folder, task and date."""
     match = SAMPLES_NAME.match(sample_file.name)
     task, stamp = match["task"], match["stamp"]
-    # samples sit beside their results file, or in the parent of an --output_path ending .json
+    # lm-eval writes a run's samples files into the folder of its results file
     here = [r for r in runs if r.task == task and sample_file.parent == r.results_file.parent]
     exact = [r for r in here if r.stamp == stamp]
     if exact:
@@ -214,14 +214,15 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
     expected = run.expected_docs
     if expected is None and "n_evaluation" in run.metrics:
         expected = int(run.metrics.get("n_calibration", 0) + run.metrics["n_evaluation"])
-    missing = []
-    if expected is not None:
-        missing = sorted(set(range(expected)) - set(doc_ids))
-    if len(set(doc_ids)) != len(doc_ids):
+    found = set(doc_ids)
+    if len(found) != len(doc_ids):
         bad.append("some documents are logged twice")
-    if missing:
-        shown = ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else "")
-        bad.append(f"{len(missing)} of {expected} documents are missing (doc_id {shown})")
+    if expected is not None and len(found) < expected:
+        # a task may log a subset (e.g. evaluation documents only): name the gaps inside it
+        gaps = sorted(set(range(min(found, default=0), max(found, default=-1) + 1)) - found)
+        shown = ", ".join(map(str, gaps[:5])) + (" ..." if len(gaps) > 5 else "")
+        bad.append(f"{expected - len(found)} of {expected} documents are missing"
+                   + (f" (doc_id {shown})" if gaps else ""))
     if bad:
         problems.append(f"{path}: {'; '.join(bad)}: {run.name} left out of intervals, tests, "
                         "diagrams, costs and transfer (its results-file numbers are kept)")

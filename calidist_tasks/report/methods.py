@@ -154,15 +154,20 @@ def task_cells(run: TaskRun, problems: list[str], notes: list[str]) -> list[Cell
                         f"{', '.join(VARIANTS)}); add a line to METHODS in "
                         "calidist_tasks/report/methods.py")
         return []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CalibrationWarning)
+        cells = _cells(run, benchmark, variant, methods, problems)
+    notes.extend(dict.fromkeys(f"{run.name}: {w.message}" for w in caught
+                               if issubclass(w.category, CalibrationWarning)))
+    return cells
+
+
+def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
+           problems: list[str]) -> list[Cell]:
     per_doc: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if run.records is not None:
-        kinds = {m.refit for m in methods if m.refit}
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", CalibrationWarning)
-                per_doc = refit(run, kinds)
-            notes.extend(dict.fromkeys(f"{run.name}: {w.message}" for w in caught
-                                       if issubclass(w.category, CalibrationWarning)))
+            per_doc = refit(run, {m.refit for m in methods if m.refit})
         except (KeyError, TypeError, ValueError, OSError) as error:
             problems.append(f"{run.name}: cannot rebuild its confidences from the samples "
                             f"({type(error).__name__}: {error}); results-file numbers only")

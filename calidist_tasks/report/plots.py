@@ -75,9 +75,12 @@ def reliability_diagram(
         left = np.asarray(bins["edges"][:-1]) + k * bar
         counts = np.asarray(bins["counts"])
         shown = counts > 0
-        top.bar(left[shown], np.asarray(bins["accuracy"])[shown], width=bar, align="edge",
-                color=color, alpha=0.85, edgecolor="black", lw=0.5,
-                label=f"{label} (ECE {100 * ece:.2f})")
+        accuracy = np.asarray(bins["accuracy"])[shown]
+        top.bar(left[shown], accuracy, width=bar, align="edge", color=color, alpha=0.85,
+                edgecolor="black", lw=0.5, label=f"{label} (ECE {100 * ece:.2f})")
+        # a dot on every non-empty bin, so that a bin with accuracy 0 is still seen
+        top.scatter(left[shown] + bar / 2, accuracy, color=color, edgecolor="black", s=18,
+                    zorder=3, clip_on=False)
         drawn = bottom.bar(left, counts, width=bar, align="edge", color=color, alpha=0.85,
                            edgecolor="black", lw=0.5)
         bottom.bar_label(drawn, labels=[str(c) if c else "" for c in counts], fontsize=7,
