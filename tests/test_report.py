@@ -26,7 +26,12 @@ from calidist_metrics import (
 from calidist_tasks.aggregation import SCORES, summarize_baselines, summarize_calidist
 from calidist_tasks.cli import main
 from calidist_tasks.report import write_report
-from calidist_tasks.report.loading import model_name, short_names
+from calidist_tasks.report.loading import (
+    RESULTS_NAME,
+    SAMPLES_NAME,
+    model_name,
+    short_names,
+)
 from calidist_tasks.report.methods import METHODS, Cell, split_task
 from calidist_tasks.report.tables import escape, leaderboard
 from calidist_tasks.settings import RunSettings
@@ -428,6 +433,10 @@ def test_task_names_models_and_escaping() -> None:
     assert short_names(["/r/a/model", "/r/b/model", "/r/model2"]) == {
         "/r/a/model": "a/model", "/r/b/model": "b/model", "/r/model2": "model2"}
     assert escape("a|b\n<script>_x_") == "a\\|b \\<script\\>\\_x\\_"
+    # --output_path ending in .json names the results file <stem>_<date>.json; isoformat drops
+    # the microseconds when they are 0
+    assert RESULTS_NAME.match("myrun_2026-01-01T10-00-00.json")["stamp"] == "2026-01-01T10-00-00"
+    assert SAMPLES_NAME.match(f"samples_calidist_a_b_{STAMP_A}.jsonl")["task"] == "calidist_a_b"
 
 
 def test_cli_exit_status(runs: Path, tmp_path: Path, capsys) -> None:
