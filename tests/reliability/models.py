@@ -6,9 +6,8 @@ subprocesses they start; importing registers them with lm-eval).
   so that a test can kill a run part-way, and can answer NaN or None for chosen prompts.
 - ``calidist-hf-cpu-dp``: lm-eval's ``hf`` model with data parallelism on CPU. lm-eval shards
   documents over ``accelerate launch`` processes only when it sees more than one GPU; this subclass
-  takes rank and world size from accelerate (under ``torchrun``) so that the real
-  multi-process path (sharding,
-  padding, gathering of the per-document items) runs on CPU too.
+  takes rank and world size from accelerate (under ``torchrun``) so that the real multi-process
+  path (sharding, padding, gathering of the per-document items) runs on CPU too.
 """
 
 from __future__ import annotations
