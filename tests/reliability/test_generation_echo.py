@@ -78,8 +78,14 @@ def test_unreadable_and_null_replies_follow_the_documented_rule() -> None:
         assert (outcome.prediction, outcome.confidence, outcome.parsed) == (-1, 1 / 3, False)
 
 
-def test_echoed_few_shot_exemplars_are_never_read_as_the_answer(data_dir: Path) -> None:
-    for instance in requests("calidist_ppdb_assertion_verbalized", data_dir, num_fewshot=1):
+@pytest.mark.parametrize("name", [v for v in VARIANTS if v.endswith("_assertion_verbalized")])
+def test_echoed_few_shot_exemplars_are_never_read_as_the_answer(name: str, data_dir: Path) -> None:
+    """With --num_fewshot 1 the prompt holds one solved exemplar per label, each with its own
+    hint and "The answer is (x)": echoing them must not give their answers."""
+    instances = requests(name, data_dir, num_fewshot=1)
+    assert any(instance.arguments[0].count("The answer is (") > 1 for instance in instances)
+    for instance in instances:
         alone, before, after = readings(instance.arguments[0], instance.doc)
-        assert alone == {"answer": None, "confidence": None}
-        assert before == after == {"answer": 1, "confidence": 0.63}
+        assert alone == {"answer": None, "confidence": None}, (name, instance.arguments[0])
+        last = len(instance.doc[CHOICES]) - 1
+        assert before == after == {"answer": last, "confidence": 0.63}, name
