@@ -144,9 +144,12 @@ def render(state: State) -> str:
     if state.missing:
         parts.append("Tasks this run wanted that do not exist in the tree yet (not run): "
                      + ", ".join(f"`{t}`" for t in sorted(state.missing)) + ".\n")
-    failed = [f"{k[0]}/{k[1]}{k[2]}" for k, info in state.infos.items() if info["returncode"]]
+    failed = [f"{k[0]} calidist_{k[1]}{k[2]} (return code {info['returncode']} after "
+              f"{info['wall_s']:.0f} s)" for k, info in state.infos.items() if info["returncode"]]
     if failed:
-        parts.append("Runs that failed (see their lm_eval.log): " + ", ".join(failed) + ".\n")
+        parts.append("Runs that failed or were stopped (return code != 0; a run stopped for "
+                     "time ends with -15, SIGTERM; see its lm_eval.log): "
+                     + ", ".join(failed) + ".\n")
     if state.runs:
         parts += [
             "## Calibration (held-out evaluation documents)\n",

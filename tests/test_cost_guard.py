@@ -23,7 +23,8 @@ def prompts_per_doc(benchmark: str, variant: str) -> int:
     """1 original + c hinted prompts per distractor (c * m for assertion), SPEC section 2."""
     c = LABELS[benchmark]
     style = variant.removesuffix("verbalized").rstrip("_")
-    return 1 + {"": 0, "assertion": c * M_ASSERTION, "probe": c, "corruption": c}[style]
+    return 1 + {"": 0, "assertion": c * M_ASSERTION, "probe": c, "corruption": c,
+                "consistency": 0}[style]
 
 
 # (benchmark, variant) -> letters scored per prompt (log-likelihood) or None (one generation)
@@ -32,16 +33,20 @@ TASKS = {
     ("ppdb", "verbalized"): None, ("ppdb", "assertion_verbalized"): None,
     ("ppdb", "probe_verbalized"): None, ("ppdb", "corruption_verbalized"): None,
     ("aqua", ""): 5, ("aqua", "assertion"): 5, ("aqua", "probe"): 5, ("aqua", "corruption"): 5,
-    ("aqua", "verbalized"): None,
+    ("aqua", "verbalized"): None, ("ppdb", "consistency"): None,
 }
+SAMPLES = {"consistency": 15}  # generations per request (lm-eval repeats); 1 otherwise
+# consistency is fitted on nothing, so it sends its requests for the evaluation documents only
+DOCUMENTS = {"consistency": 3}
 # Sum over the 5 documents of the tiny tokenizer's tokens in each document's distinct prompts.
 PROMPT_TOKENS = {
     "calidist_ppdb": 1385, "calidist_ppdb_assertion": 10094, "calidist_ppdb_probe": 5870,
-    "calidist_ppdb_corruption": 4420, "calidist_ppdb_verbalized": 1680,
-    "calidist_ppdb_assertion_verbalized": 11569, "calidist_ppdb_probe_verbalized": 6755,
-    "calidist_ppdb_corruption_verbalized": 5305, "calidist_aqua": 1173,
+    "calidist_ppdb_corruption": 4420, "calidist_ppdb_verbalized": 1805,
+    "calidist_ppdb_assertion_verbalized": 12194, "calidist_ppdb_probe_verbalized": 7130,
+    "calidist_ppdb_corruption_verbalized": 5680, "calidist_aqua": 1173,
     "calidist_aqua_assertion": 19889, "calidist_aqua_probe": 10859,
-    "calidist_aqua_corruption": 7563, "calidist_aqua_verbalized": 1468,
+    "calidist_aqua_corruption": 7563, "calidist_aqua_verbalized": 1593,
+    "calidist_ppdb_consistency": 853,
 }
 
 
@@ -66,14 +71,16 @@ def test_requests_per_document_are_exact(evaluation, benchmark, variant):
     samples = out["samples"][task]
     letters = TASKS[(benchmark, variant)]
     prompts = prompts_per_doc(benchmark, variant)
-    assert len(samples) == N_DOCS
+    assert len(samples) == DOCUMENTS.get(variant, N_DOCS)
     for sample in samples:
         texts = [argument[0] for argument in sample["arguments"]]
         assert len(set(texts)) == prompts, f"{task}: distinct prompts per document"
         assert len(texts) == prompts * (letters or 1), f"{task}: requests per document"
-        # one answer per request: no hidden repeats or extra samples
-        assert sum(len(r) for r in sample["resps"]) == len(texts)
-    assert out["results"][task]["requests_per_doc,none"] == prompts * (letters or 1)
+        # one answer per request (15 for consistency): no hidden repeats or extra samples
+        assert sum(len(r) for r in sample["resps"]) == len(texts) * SAMPLES.get(variant, 1)
+    # the task's own requests_per_doc counts every sample a request asks for
+    assert out["results"][task]["requests_per_doc,none"] == (
+        prompts * (letters or 1) * SAMPLES.get(variant, 1))
 
 
 def test_prompt_tokens_per_document_are_exact(evaluation):
