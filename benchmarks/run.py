@@ -124,7 +124,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="evaluation documents of the verbalized tasks")
     parser.add_argument("--consistency-calib", type=int, default=50)
     parser.add_argument("--consistency-eval", type=int, default=100)
-    parser.add_argument("--max-gen-toks", type=int, default=48)
+    parser.add_argument("--max-gen-toks", type=int, default=32,
+                        help="generation cap (the consistency YAML samples 32 tokens)")
     parser.add_argument("--ppdb-m", type=int, default=3,
                         help="assertion distractors per label on PPDB (the analysis subsamples "
                              "m = 1..this from the logged prompts)")
