@@ -92,12 +92,16 @@ def _cost_target(costs: dict) -> str:
             measured = math.isfinite(other["generated_tokens"])
             ratio = ((row["prompt_tokens"] + row["generated_tokens"])
                      / (other["prompt_tokens"] + np.nan_to_num(other["generated_tokens"])))
+            if measured:
+                verdict = "met" if ratio <= 1 / 3 else "NOT met"
+            else:
+                verdict = "met" if ratio <= 1 / 3 else "undetermined (only an upper bound)"
             found.append(
                 f"{model} / {BENCH_NAMES[benchmark]}: {ratio:.2f}x of consistency's "
                 + ("prompt + generated tokens" if measured else
                    "prompt tokens alone (consistency did not run, so its generated tokens, "
                    "which only add to its cost, are not counted: the true ratio is lower)")
-                + f" -> {'met' if ratio <= 1 / 3 else 'NOT met'}")
+                + f" -> {verdict}")
     if found:
         return "; ".join(found)
     return ("not measured: neither a consistency run nor an assertion run to compare "
