@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from calidist_metrics import confidence_instability, prediction_instability, reliability_score
 
 
@@ -37,23 +35,27 @@ class Outcome:
 
 def outcome_from_loglikelihoods(loglikelihoods: Sequence[float], where: str) -> Outcome:
     """Softmax over the option letters' log-likelihoods: prediction = argmax, confidence = max."""
+    # Plain Python, not numpy: this runs for every prompt of every document, and for a handful
+    # of letters numpy's per-call overhead dominated our per-document cost.
     try:  # None (a null in an API response) becomes NaN here and is refused below
-        values = np.asarray(loglikelihoods, dtype=float)
+        values = [math.nan if v is None else float(v) for v in loglikelihoods]
     except (TypeError, ValueError):
         raise ValueError(f"{where}: the model returned log-probabilities that are not numbers: "
                          f"{list(loglikelihoods)!r:.200}; check the model backend") from None
-    if values.ndim != 1 or values.size < 2:
+    if len(values) < 2:
         raise ValueError(f"{where}: expected one log-probability per option (at least 2), got "
-                         f"{values.tolist()!r:.200}")
-    if not np.all(np.isfinite(values)):
+                         f"{values!r:.200}")
+    if not all(math.isfinite(v) for v in values):
         raise ValueError(
-            f"{where}: the model returned non-finite log-probabilities {values.tolist()} "
+            f"{where}: the model returned non-finite log-probabilities {values} "
             "(NaN or inf); check the model backend"
         )
-    probs = np.exp(values - values.max())
-    probs /= probs.sum()
-    best = int(np.argmax(probs))
-    return Outcome(best, float(probs[best]), tuple(float(v) for v in values))
+    top = max(values)
+    weights = [math.exp(v - top) for v in values]
+    best = weights.index(max(weights))
+    total = sum(weights)
+    probs = [w / total for w in weights]
+    return Outcome(best, probs[best], tuple(values))
 
 
 def join_document(

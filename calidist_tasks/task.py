@@ -79,6 +79,7 @@ class CaliDistTask(ConfigurableTask):
                              f"templates per label), got m={self.m}")
         self._context_kwargs: dict[str, Any] = {}
         self._fewshot_pool: list[dict[str, Any]] | None = None
+        self._plans: dict[int, list[PromptPlan]] = {}
         self._summary: tuple[str, list, dict[str, float]] | None = None
         super().__init__(config=config, **kwargs)
         names = self.reported_metrics()
@@ -150,6 +151,15 @@ class CaliDistTask(ConfigurableTask):
 
     def prompt_plans(self, doc: dict[str, Any]) -> list[PromptPlan]:
         """The original prompt, then ``m`` hinted prompts per label (deterministic per document)."""
+        index = doc.get("calidist_index")
+        if index is not None and index in self._plans:  # built once in construct_requests
+            return self._plans[index]
+        plans = self._build_prompt_plans(doc)
+        if index is not None:
+            self._plans[index] = plans
+        return plans
+
+    def _build_prompt_plans(self, doc: dict[str, Any]) -> list[PromptPlan]:
         plans = [PromptPlan()]
         if self.distractor == "none":
             return plans
