@@ -122,25 +122,39 @@ def samples_file(path: str | Path, task: str) -> Path:
     raise FileNotFoundError(f"original_samples: {path} does not exist")
 
 
-def read_original_answers(path: Path) -> dict[str, str]:
-    """Question text -> ŷ ("" when the answer had no number) from stage 1's samples file."""
-    answers: dict[str, str] = {}
+def read_original_records(
+    path: Path, fields: tuple[str, ...] = ("prediction",), task: str = "calidist_gsm8k"
+) -> dict[str, dict[str, Any]]:
+    """Question text -> stage 1's record (``fields`` of it) from stage 1's samples file."""
+    records: dict[str, dict[str, Any]] = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
         if not line.strip():
             continue
         try:
             sample = json.loads(line)
             record, question = sample["acc"], sample["doc"]["question"]
-            answer = record["prediction"]
+            kept = {field: record[field] for field in fields}
         except (json.JSONDecodeError, KeyError, TypeError) as error:
             raise ValueError(
-                f"{path.name}:{number}: not a sample of the first stage (calidist_gsm8k run with "
+                f"{path.name}:{number}: not a sample of the first stage ({task} run with "
                 f"--log_samples): {type(error).__name__} {error}"
             ) from None
-        answers.setdefault(question.strip(), answer or "")
-    if not answers:
+        records.setdefault(question.strip(), kept)
+    if not records:
         raise ValueError(f"{path}: no samples")
-    return answers
+    return records
+
+
+def read_original_answers(path: Path) -> dict[str, str]:
+    """Question text -> ŷ ("" when the answer had no number) from stage 1's samples file."""
+    return {q: r["prediction"] or "" for q, r in read_original_records(path).items()}
+
+
+def unreadable_record(target: str, where: dict[str, Any]) -> dict[str, Any]:
+    """Stage 2's record of a document whose stage-1 answer had no number: wrong, confidence 0,
+    maximally unreliable (μ = δ = 1, so λ_raw = 0)."""
+    return {"label": target, "prediction": None, "confidence": 0.0, "correct": 0, "parsed": False,
+            "hints": [], "mu": 1.0, "delta": 1.0, "lambda_raw": 0.0, "flipped": 0, **where}
 
 
 def softmax(values: list[float]) -> np.ndarray:
@@ -151,6 +165,8 @@ def softmax(values: list[float]) -> np.ndarray:
 
 class OpenEndedTask(CaliDistTask):
     """Stage 1 (``distractor: none``, generate_until) or stage 2 (``assertion``) of GSM8K."""
+
+    ORIGINAL_FIELDS: tuple[str, ...] = ("prediction",)  # what stage 2 reads of stage 1's record
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         config = dict(config or {})
@@ -184,7 +200,7 @@ class OpenEndedTask(CaliDistTask):
                 "--output_path folder or samples_*.jsonl file; see docs/gsm8k.md)"
             )
         path = samples_file(self.original_samples, self.original_task)
-        answers = read_original_answers(path)
+        answers = read_original_records(path, self.ORIGINAL_FIELDS, self.original_task)
         missing = [d["calidist_source"] for d in docs if d["question"].strip() not in answers]
         if missing:
             raise ValueError(
@@ -192,7 +208,11 @@ class OpenEndedTask(CaliDistTask):
                 f"{', '.join(missing[:3])}); run {self.original_task} on the same data, "
                 "calib_size, eval_size and split_seed"
             )
-        return [{**d, ANSWER_FIELD: answers[d["question"].strip()]} for d in docs]
+        return [{**d, **self.original_fields(answers[d["question"].strip()])} for d in docs]
+
+    def original_fields(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The document fields stage 2 adds from stage 1's record."""
+        return {ANSWER_FIELD: record["prediction"] or ""}
 
     # ------------------------------------------------------------------ prompts
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
@@ -262,10 +282,7 @@ class OpenEndedTask(CaliDistTask):
             return dict.fromkeys(self._metric_fn_list, record)
         candidates = self.candidates(doc)
         if not candidates:
-            record = {"label": target, "prediction": None, "confidence": 0.0, "correct": 0,
-                      "parsed": False, "hints": [], "mu": 1.0, "delta": 1.0, "lambda_raw": 0.0,
-                      "flipped": 0, **where}
-            return dict.fromkeys(self._metric_fn_list, record)
+            return dict.fromkeys(self._metric_fn_list, unreadable_record(target, where))
         plans, n = self.prompt_plans(doc), len(candidates)
         if len(results) != len(plans) * n:
             raise ValueError(f"{self.config.task} document {doc['calidist_index']}: expected "

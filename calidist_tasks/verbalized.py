@@ -143,8 +143,11 @@ def _to_fraction(number: str, unit: str | None) -> float | None:
     return value if 0.0 <= value <= 1.0 else None
 
 
-def parse_confidence(text: str) -> float | None:
-    """The stated confidence as a fraction in [0, 1], or None (absent, conflicting, invalid)."""
+def parse_confidence(text: str, lone_percent: bool = True) -> float | None:
+    """The stated confidence as a fraction in [0, 1], or None (absent, conflicting, invalid).
+
+    ``lone_percent=False`` reads only confidences tied to a word ("confidence", "confident",
+    "sure", "certain"): in a worked maths answer a lone percentage is part of the solution."""
     lowered = _normalize(text)
     overall, plain = [], []
     for m in _CONFIDENCE_AFTER.finditer(lowered):
@@ -153,6 +156,8 @@ def parse_confidence(text: str) -> float | None:
     for candidates in (overall, plain):
         if candidates:
             return _unique(candidates)
+    if not lone_percent:
+        return None
     loose = [_to_fraction(m.group(1), m.group(2)) for m in _PERCENT.finditer(lowered)]
     loose += [_word_percent(m.group(1)) for m in _WORDS_PERCENT.finditer(lowered)]
     return _unique(loose) if loose else None
@@ -164,27 +169,44 @@ def _word_percent(words: str) -> float:
     return sum(_WORD_NUMBERS[w] for w in re.split(r"[-\s]", words)) / 100
 
 
-def parse_response(
-    text: str, choices: Sequence[str], hint: str | None = None, exemplars: str | None = None
-) -> dict[str, Any]:
-    """``{"answer": index | None, "confidence": fraction | None}`` read from one reply.
+def strip_confidence(text: str) -> str:
+    """``text`` (normalized) without its confidence statements ("Confidence: 80%", "90% sure"),
+    so that a number read from the rest is not the stated confidence."""
+    return _CONFIDENCE_BEFORE.sub(" ", _CONFIDENCE_AFTER.sub(" ", _normalize(text)))
 
-    ``hint`` and ``exemplars`` (the few-shot block, exemplars separated by blank lines) are what
-    the prompt showed; echoes of them are not the model's answer."""
-    echoes = [CONFIDENCE_INSTRUCTION, ANSWER_FORMAT, CONFIDENCE_FORMAT, "(0-100)%", HINT_NOTE]
+
+def own_text(
+    text: str, hint: str | None = None, exemplars: str | None = None, formats: Sequence[str] = ()
+) -> str:
+    """The reply without what the prompt put in the model's mouth: ``hint`` and ``exemplars``
+    (the few-shot block, exemplars separated by blank lines), our instructions and ``formats``
+    (the prompt's own reply-format lines)."""
+    echoes = [CONFIDENCE_INSTRUCTION, ANSWER_FORMAT, CONFIDENCE_FORMAT, *formats, "(0-100)%",
+              HINT_NOTE]
     if exemplars:
         echoes += [e for e in exemplars.split("\n\n") if e.strip()]
     if hint:  # the whole hint, and its claim alone ("I think the answer should be (b)")
         lines = [line.removeprefix("Hint:") for line in hint.splitlines()]
         echoes = lines + [line[: line.index(")") + 1] for line in lines if ")" in line] + echoes
-    own = strip_echoes(str(text or ""), echoes)
+    return strip_echoes(str(text or ""), echoes)
+
+
+def parse_response(
+    text: str, choices: Sequence[str], hint: str | None = None, exemplars: str | None = None
+) -> dict[str, Any]:
+    """``{"answer": index | None, "confidence": fraction | None}`` read from one reply.
+
+    ``hint`` and ``exemplars`` are what the prompt showed; echoes of them are not the model's
+    answer (``own_text``)."""
+    own = own_text(text, hint, exemplars)
     return {"answer": parse_answer(own, choices), "confidence": parse_confidence(own)}
 
 
 def outcome_from_parse(
-    parsed: Mapping[str, Any], n_choices: int, need_confidence: bool = True
+    parsed: Mapping[str, Any], n_choices: float, need_confidence: bool = True
 ) -> Outcome:
-    """The documented rule: unreadable answer = wrong (-1) at 1/c; unreadable confidence = 1/c."""
+    """The documented rule: unreadable answer = wrong (-1) at 1/c; unreadable confidence = 1/c.
+    An open answer has no finite option set: ``n_choices=math.inf`` gives confidence 0."""
     answer, confidence = parsed.get("answer"), parsed.get("confidence")
     if answer is None:
         return Outcome(-1, 1.0 / n_choices, parsed=False)

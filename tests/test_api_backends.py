@@ -169,8 +169,11 @@ def every_family_data(tmp_path_factory: pytest.TempPathFactory, ppdb_data_dir: P
 
 
 def families() -> list[str]:
-    return sorted(p.parent.name for p in Path(task_folder()).glob("*/_template_yaml")
-                  if (p.parent / f"calidist_{p.parent.name}_assertion_verbalized.yaml").exists())
+    # GSM8K's stage 2 needs stage 1's samples (tag calidist_stage2): test_gsm8k_verbalized.py
+    found = [p.parent / f"calidist_{p.parent.name}_assertion_verbalized.yaml"
+             for p in Path(task_folder()).glob("*/_template_yaml")]
+    return sorted(p.parent.name for p in found
+                  if p.exists() and "calidist_stage2" not in p.read_text(encoding="utf-8"))
 
 
 def test_chat_api_runs_every_family(clean, tiny_model_dir, every_family_data):

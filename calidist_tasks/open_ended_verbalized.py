@@ -1,0 +1,150 @@
+"""GSM8K's verbalized (black-box) variants: the two stages of ``open_ended`` answered by
+generation with a stated 0-100% confidence, so they run on any backend that generates (chat APIs
+included); see docs/gsm8k.md.
+
+1. ``calidist_gsm8k_verbalized``: one greedy worked answer per document that ends with the final
+   number and a stated confidence (the paper's "Mention your confidence level in your answer
+   (0-100)%"). ŷ is read by ``open_ended.parse_number``, the confidence by
+   ``verbalized.parse_confidence``. Reports what every family's ``*_verbalized`` task reports.
+2. ``calidist_gsm8k_assertion_verbalized``: reads stage 1's samples (ŷ and its stated
+   confidence), builds ``calidist_gsm8k_assertion``'s hints (numbers near ŷ) and asks again, one
+   greedy generation per hinted prompt; a hinted reply agrees when its number equals ŷ. The
+   outcomes are joined by ``joining.join_document`` and calibrated as every CaliDist task.
+
+Unreadable replies follow ``verbalized.outcome_from_parse`` with c = ∞, since an open answer has
+no finite option set: no number = wrong at confidence 0; a number without a readable confidence =
+that number at confidence 0 (as ``calidist_gsm8k_assertion`` gives an unreadable answer
+confidence 0). Both count in ``parse_fail_rate``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from copy import deepcopy
+from typing import Any
+
+from lm_eval.api.filter import Filter
+from lm_eval.api.instance import Instance
+from lm_eval.api.registry import register_filter
+
+from calidist_tasks import verbalized
+from calidist_tasks.aggregation import generation_metric_names, summarize_generations
+from calidist_tasks.joining import Outcome, PromptPlan, join_document
+from calidist_tasks.open_ended import (
+    ANSWER_FIELD,
+    OpenEndedTask,
+    parse_number,
+    same_number,
+    unreadable_record,
+)
+from calidist_tasks.task import HINT
+
+OPEN = math.inf  # the c of the unreadable rule for an open answer: confidence 1/c = 0
+# The reply format, after the question (and hint) as in the classification families.
+NUMBER_FORMAT = ('End with the final number and your confidence in the form "The answer is N. '
+                 'Confidence: C%", where C is from 0 to 100.')
+CONFIDENCE_FIELD = "original_confidence"  # stage 2: stage 1's stated confidence (rule applied)
+PARSED_FIELD = "original_parsed"  # stage 2: whether stage 1's answer and confidence were read
+
+
+def parse_number_response(text: str, hint: str | None = None) -> dict[str, Any]:
+    """``{"answer": number | None, "confidence": fraction | None}`` read from one worked reply.
+
+    Echoes of the prompt (the hint, its note, our instructions) are removed first. The number is
+    read from the rest without its confidence statements ("Confidence: 80%" is not the answer);
+    only a confidence tied to a word counts (a worked answer's percentages are not confidences).
+    """
+    own = verbalized.own_text(text, hint, formats=[NUMBER_FORMAT])
+    return {"answer": parse_number(verbalized.strip_confidence(own)),
+            "confidence": verbalized.parse_confidence(own, lone_percent=False)}
+
+
+def number_outcome(reading: Mapping[str, Any], candidates: Sequence[str]) -> Outcome:
+    """A reading -> Outcome: prediction = the index of the candidate its number equals
+    (numerically), len(candidates) for any other number; unreadable by the documented rule."""
+    number = reading["answer"]
+    index = None if number is None else next(
+        (i for i, c in enumerate(candidates) if same_number(number, c)), len(candidates))
+    return verbalized.outcome_from_parse({"answer": index, "confidence": reading["confidence"]},
+                                         OPEN)
+
+
+@register_filter("calidist_verbalized_number")
+class NumberFilter(Filter):
+    """lm-eval filter: each worked reply -> ``{"answer", "confidence"}``; the request's document
+    carries the hint its prompt showed (``_calidist_hint``)."""
+
+    def apply(self, resps: Iterable[Sequence[str]], docs: Sequence[Mapping[str, Any]]) -> list:
+        return [[parse_number_response(r, doc.get(HINT)) for r in responses]
+                for responses, doc in zip(resps, docs, strict=True)]
+
+
+class VerbalizedOpenEndedTask(OpenEndedTask):
+    """Stage 1 (``distractor: none``) or stage 2 (``assertion``) of GSM8K, verbalized."""
+
+    ORIGINAL_FIELDS = ("prediction", "confidence", "parsed")
+
+    def original_fields(self, record: dict[str, Any]) -> dict[str, Any]:
+        return {**super().original_fields(record), CONFIDENCE_FIELD: float(record["confidence"]),
+                PARSED_FIELD: bool(record["parsed"])}
+
+    def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
+        """The question (with the paper's request, in the YAML), any hint, then the format."""
+        return f"{super().doc_to_text(doc, doc_to_text)}{NUMBER_FORMAT}\n"
+
+    def construct_requests(self, doc: dict[str, Any], ctx: Any, **kwargs: Any) -> list[Instance]:
+        """Stage 1: the original prompt. Stage 2: every hinted prompt (ŷ and its confidence are
+        stage 1's), each request's document carrying its hint for the parser."""
+        kwargs.pop("apply_chat_template", None)
+        kwargs.pop("chat_template", None)
+        base = dict(self.config.generation_kwargs or {})
+        if not self.stage2:
+            requests = [(ctx, base, doc)]
+        elif not doc[ANSWER_FIELD]:  # no number to distract from: one token, so the doc is logged
+            requests = [(ctx, {**base, "max_gen_toks": 1}, doc)]
+        else:
+            variants = [self.distracted_doc(doc, plan) for plan in self.prompt_plans(doc)[1:]]
+            requests = [(self.variant_prompt(v), base, v) for v in variants]
+        return [Instance(request_type="generate_until", doc=request_doc,
+                         arguments=(prompt, deepcopy(gen_kwargs)), idx=i, **kwargs)
+                for i, (prompt, gen_kwargs, request_doc) in enumerate(requests)]
+
+    def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        readings = [r for per_request in results for r in per_request]
+        if not all(isinstance(r, dict) and "answer" in r for r in readings):
+            raise ValueError(f"{self.config.task}: expected parsed replies; the task's "
+                             "filter_list must use the calidist_verbalized_number filter")
+        target = doc[self.config.doc_to_target]
+        where = {"index": doc["calidist_index"], "split": doc["calidist_split"],
+                 "requests": len(readings)}
+        if not self.stage2:  # the gold number is the one candidate: prediction 0 = correct
+            outcome = number_outcome(readings[0], [target])
+            record = join_document([PromptPlan()], [outcome], 0)
+            record.update(label=target, prediction=readings[0]["answer"], generations=1,
+                          parse_failures=int(not outcome.parsed), **where)
+            return dict.fromkeys(self._metric_fn_list, record)
+        candidates = self.candidates(doc)
+        if not candidates:
+            record = {**unreadable_record(target, where), "generations": 1, "parse_failures": 1}
+            return dict.fromkeys(self._metric_fn_list, record)
+        plans = self.prompt_plans(doc)
+        if len(readings) != len(plans) - 1:
+            raise ValueError(f"{self.config.task} document {doc['calidist_index']}: expected "
+                             f"{len(plans) - 1} replies, got {len(readings)}")
+        original = Outcome(0, doc[CONFIDENCE_FIELD], parsed=doc[PARSED_FIELD])
+        outcomes = [original, *(number_outcome(r, candidates) for r in readings)]
+        correct = same_number(candidates[0], target)
+        record = join_document(plans, outcomes, 0 if correct else -1, self.settings.delta_mode)
+        # generations: stage 1's original reply and the hinted ones, all read for this record
+        record.update(label=target, prediction=candidates[0], candidates=candidates,
+                      answers=[r["answer"] for r in readings], generations=len(outcomes),
+                      parse_failures=sum(not o.parsed for o in outcomes), **where)
+        return dict.fromkeys(self._metric_fn_list, record)
+
+    def reported_metrics(self) -> list[str]:
+        return generation_metric_names("verbalized", self.stage2)
+
+    def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
+        return summarize_generations(items, self.settings, self.calibrator_context(),
+                                     "verbalized", self.stage2)
