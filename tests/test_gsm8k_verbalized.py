@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -190,3 +191,40 @@ def test_stage2_verbalized_needs_its_own_first_stage(tmp_path: Path) -> None:
                                          r"\(calidist_gsm8k_verbalized"):
         load_task("calidist_gsm8k_assertion_verbalized",
                   {**metadata, "original_samples": str(logit)})
+
+
+def _chat_reply(body: dict) -> str:
+    """A scripted chat model: the right sum at 80% on the original prompt, kept at 70% under a
+    hint (the prompt's own format and hint are in the message)."""
+    content = body["messages"][-1]["content"]
+    a, b = re.search(r"Tom has (\d+) \w+ and buys (\d+) more", content).groups()
+    confidence = 70 if "\nHint: " in content else 80
+    return f"{a} + {b} = {int(a) + int(b)}.\nThe answer is {int(a) + int(b)}. " \
+           f"Confidence: {confidence}%"
+
+
+def test_both_stages_through_a_chat_api(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """local-chat-completions --apply_chat_template (tests/openai_server.py, scripted replies)."""
+    from openai_server import ModelServer
+
+    metadata = _metadata(write_all(tmp_path / "data", n_eval=4, n_calib=3))
+    server = ModelServer(tiny_model_dir, idle_timeout=300, chat_reply=_chat_reply)
+    server.start()
+    try:
+        chat = dict(model="local-chat-completions", batch_size=1, apply_chat_template=True,
+                    model_args=f"model=tiny,base_url={server.base_url}/chat/completions")
+        first = run_lm_eval(["calidist_gsm8k_verbalized"], tiny_model_dir, metadata, **chat)
+        _save_samples(tmp_path / "stage1", "calidist_gsm8k_verbalized",
+                      first["samples"]["calidist_gsm8k_verbalized"])
+        second = run_lm_eval(["calidist_gsm8k_assertion_verbalized"], tiny_model_dir,
+                             {**metadata, "original_samples": str(tmp_path / "stage1")}, **chat)
+    finally:
+        server.stop()
+    results = first["results"]["calidist_gsm8k_verbalized"]
+    assert (results["acc,none"], results["parse_fail_rate,none"]) == (1.0, 0.0)
+    assert results["ece_vanilla,none"] == pytest.approx(0.2)  # 80% stated, all right
+    results = second["results"]["calidist_gsm8k_assertion_verbalized"]
+    assert (results["acc,none"], results["parse_fail_rate,none"]) == (1.0, 0.0)
+    assert (results["mu_mean,none"], results["flip_rate,none"]) == (0.0, 0.0)
+    assert results["delta_mean,none"] == pytest.approx(0.1)  # |0.8 - 0.7|
+    assert results["requests_per_doc,none"] == HINT_NUMBERS  # m = 1
