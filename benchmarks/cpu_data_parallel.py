@@ -32,6 +32,12 @@ class CPUDataParallelHFLM(HFLM):
 
 
 if __name__ == "__main__":
+    import torch.distributed as dist
     from lm_eval.__main__ import cli_evaluate
 
     cli_evaluate()
+    # Other ranks finish long before rank 0 has aggregated; leaving with gloo still open can
+    # abort them (SIGABRT in its teardown), so wait for everyone and close the group first.
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()

@@ -51,6 +51,17 @@ def main(spec: dict[str, Any]) -> None:
     if results is not None:  # None on ranks other than 0
         with open(spec["out"], "w", encoding="utf-8") as handle:
             json.dump(summarize(results), handle, indent=1, sort_keys=True)
+    leave_process_group()
+
+
+def leave_process_group() -> None:
+    """Wait for every rank, then close gloo. Rank 1 is done long before rank 0 has aggregated;
+    exiting with the group still open can abort it (SIGABRT in gloo's teardown, seen in CI)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -58,7 +58,10 @@ def launch(spec: dict, hash_seed: int, processes: int) -> subprocess.Popen:
 
 def finish(process: subprocess.Popen, out: str) -> dict:
     log, _ = process.communicate(timeout=400)
-    assert process.returncode == 0, log[-3000:]
+    # the first lines that say why a rank died, then the end of the log
+    why = [line for line in log.splitlines()
+           if any(word in line for word in ("terminate", "Error", "error:", "abort", "Abort"))]
+    assert process.returncode == 0, "\n".join(why[:20]) + "\n...\n" + log[-3000:]
     return json.loads(Path(out).read_text(encoding="utf-8"))
 
 
