@@ -1,7 +1,7 @@
 """Benchmarks: calibration quality and cost of every calidist method on real models, offline.
 
     python benchmarks/run.py            # the issue's sizes (PPDB 200 + 1000, AQuA dev + test)
-    python benchmarks/run.py --quick    # a smoke run that finishes in about ten minutes
+    python benchmarks/run.py --quick    # a smoke run (about ten minutes): runs/bench-quick/
     python benchmarks/run.py --help     # sizes, models and steps are flags
 
 Every task runs once per model through ``calidist eval`` (lm-eval's own CLI with our include
@@ -146,6 +146,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.ppdb_m, args.aqua_m, args.overhead_docs = 1, 1, 20_000
         if args.out == ROOT / "runs" / "bench":
             args.out = ROOT / "runs" / "bench-quick"
+        if args.markdown == ROOT / "BENCHMARKS.md":  # a smoke run never replaces the report
+            args.markdown = args.out / "BENCHMARKS.md"
     args.argv = sys.argv[1:] if argv is None else argv
     return args
 

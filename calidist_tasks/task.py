@@ -34,7 +34,7 @@ from calidist_tasks.aggregation import (
     warnings_named,
 )
 from calidist_tasks.dataset import EVALUATION, Source, build_documents
-from calidist_tasks.joining import PromptPlan, join_document, outcome_from_loglikelihoods
+from calidist_tasks.joining import PromptPlan, join_document, outcomes_from_loglikelihoods
 from calidist_tasks.settings import RunSettings
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class CaliDistTask(ConfigurableTask):
         self._context_kwargs: dict[str, Any] = {}
         self._fewshot_pool: list[dict[str, Any]] | None = None
         self._plans: dict[int, list[PromptPlan]] = {}
-        self._summary: tuple[str, list, dict[str, float]] | None = None
+        self._summary: tuple[list, dict[str, float]] | None = None  # records, metrics
         super().__init__(config=config, **kwargs)
         names = self.reported_metrics()
         self._metric_fn_list = dict.fromkeys(names)
@@ -236,12 +236,7 @@ class CaliDistTask(ConfigurableTask):
             raise ValueError(f"{self.config.task} document {doc['calidist_index']}: expected "
                              f"{len(plans) * n_choices} answers, got {len(results)}")
         where = f"{self.config.task} document {doc['calidist_index']} ({doc['calidist_source']})"
-        outcomes = [
-            outcome_from_loglikelihoods(
-                [ll for ll, _ in results[i * n_choices:(i + 1) * n_choices]], f"{where} prompt {i}"
-            )
-            for i in range(len(plans))
-        ]
+        outcomes = outcomes_from_loglikelihoods([ll for ll, _ in results], n_choices, where)
         record = join_document(plans, outcomes, doc[self.config.doc_to_target],
                                self.settings.delta_mode)
         record.update(index=doc["calidist_index"], split=doc["calidist_split"],
@@ -262,19 +257,19 @@ class CaliDistTask(ConfigurableTask):
     def _aggregate(self, name: str, items: list[dict[str, Any]]) -> float:
         # lm-eval calls one aggregation per metric with the same records: fit once, reuse. In one
         # process every metric gets the very same record objects (process_results returns one
-        # record under every name), so an identity check avoids hashing them again per metric
-        # (that hashing was most of our aggregation time); gathered records are hashed.
+        # record under every name; pickling keeps that sharing when ranks gather them), so an
+        # identity check recognises them. Records equal but not identical (copies) are hashed
+        # then, never on the first call: hashing 100k records cost more than fitting on them.
         last = self._summary
-        if last is not None and len(last[1]) == len(items) and all(
-                a is b for a, b in zip(last[1], items, strict=True)):
-            return last[2][name]
-        text = json.dumps(sorted(items, key=lambda r: r["index"]), sort_keys=True)
-        fingerprint = hashlib.sha256(text.encode()).hexdigest()
-        if last is None or last[0] != fingerprint:
-            with warnings_named(self.config.task):  # a group run fits one calibrator per task
-                last = (fingerprint, list(items), self.summarize(items))
-        self._summary = (last[0], list(items), last[2])
-        return self._summary[2][name]
+        if last is not None and len(last[0]) == len(items) and all(
+                a is b for a, b in zip(last[0], items, strict=True)):
+            return last[1][name]
+        if last is not None and _fingerprint(items) == _fingerprint(last[0]):
+            self._summary = (list(items), last[1])
+            return last[1][name]
+        with warnings_named(self.config.task):  # a group run fits one calibrator per task
+            self._summary = (list(items), self.summarize(items))
+        return self._summary[1][name]
 
     def reported_metrics(self) -> list[str]:
         """The metric names this task reports (SPEC §4); subclasses with other records extend it."""
@@ -284,3 +279,8 @@ class CaliDistTask(ConfigurableTask):
         """Every reported metric from the per-document records (fit on calibration, score eval)."""
         summarize = summarize_calidist if self.distractor != "none" else summarize_baselines
         return summarize(items, self.settings, self.calibrator_context())
+
+
+def _fingerprint(records: list[dict[str, Any]]) -> str:
+    text = json.dumps(sorted(records, key=lambda r: r["index"]), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()

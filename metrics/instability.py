@@ -5,9 +5,16 @@ prompts give predictions y_j with confidences p'_j. Each function also accepts a
 distracted values as an (n, k) array and the original values as an (n,) array (the original's
 shape must equal the distracted shape without its last axis); the result is then an array of
 n values. Documents with different k need one call each.
+
+One document's call with plain Python values (integer labels, a list of float confidences) takes
+a pure-Python path: lm-eval calls these once per document, and for a handful of values numpy's
+per-call overhead was most of the per-document cost. Inputs that path does not accept go
+through numpy, which gives the same numbers or the error messages.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -55,6 +62,18 @@ def _scalar_or_array(value: np.ndarray) -> float | np.ndarray:
     return float(value) if np.ndim(value) == 0 else value
 
 
+def _plain_probabilities(values) -> bool:
+    """A non-empty list or tuple of Python floats in [0, 1] (NaN fails the range test)."""
+    return (type(values) in (list, tuple) and len(values) > 0
+            and all(type(v) is float and 0.0 <= v <= 1.0 for v in values))
+
+
+def _plain_labels(original, predictions) -> bool:
+    """An integer label and a list or tuple of integer labels (booleans excluded)."""
+    return (type(original) is int and type(predictions) in (list, tuple)
+            and all(type(v) is int for v in predictions))
+
+
 def prediction_instability(
     original_prediction: int | ArrayLike,
     distracted_predictions: ArrayLike,
@@ -67,6 +86,12 @@ def prediction_instability(
     indices (the contract), numbers (open-ended answers) or strings all work. Raises ValueError
     when k == 0.
     """
+    if (_plain_labels(original_prediction, distracted_predictions)
+            and _plain_probabilities(distracted_confidences)
+            and len(distracted_predictions) == len(distracted_confidences)):
+        flipped = [c for y, c in zip(distracted_predictions, distracted_confidences, strict=True)
+                   if y != original_prediction]
+        return sum(flipped) / len(distracted_confidences)
     predictions = _check_distracted(
         distracted_predictions, "distracted_predictions", probability=False
     )
@@ -97,6 +122,12 @@ def confidence_instability(
     """
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+    if (type(original_confidence) is float and 0.0 <= original_confidence <= 1.0
+            and _plain_probabilities(distracted_confidences)):
+        if mode == "mean":
+            mean = sum(distracted_confidences) / len(distracted_confidences)
+            return abs(original_confidence - mean)
+        return max(0.0, original_confidence - min(distracted_confidences))
     confidences = _check_distracted(
         distracted_confidences, "distracted_confidences", probability=True
     )
@@ -118,6 +149,10 @@ def reliability_score(
 
     With the default epsilon a fully stable document (mu = delta = 0) scores 1e10.
     """
+    if (type(prediction_instability) is float and 0.0 <= prediction_instability <= 1.0
+            and type(confidence_instability) is float and 0.0 <= confidence_instability < math.inf
+            and type(epsilon) is float and 0.0 < epsilon < math.inf):
+        return (1.0 - prediction_instability) / (confidence_instability + epsilon)
     mu = as_float_array(prediction_instability, "prediction_instability", ndim=None)
     delta = as_float_array(confidence_instability, "confidence_instability", ndim=None)
     if np.any(mu < 0.0) or np.any(mu > 1.0):

@@ -287,3 +287,21 @@ def test_calibrator_path_with_task_placeholder_picks_each_tasks_file(saved_fit, 
     load_task("calidist_ppdb_assertion", metadata)  # its own file: accepted
     with pytest.raises(FileNotFoundError, match="calidist_ppdb_probe.json"):
         load_task("calidist_ppdb_probe", metadata)
+
+
+def test_task_aggregation_fits_once_for_identical_or_copied_records(ppdb_data_dir, monkeypatch):
+    # lm-eval calls one aggregation per metric: the same records (or, gathered from ranks,
+    # equal copies) must be fitted once; new records are fitted again.
+    task = load_task("calidist_ppdb_assertion",
+                     {"data_dir": str(ppdb_data_dir), "calib_size": 10, "eval_size": 20})
+    fits = []
+    real = task.summarize
+    monkeypatch.setattr(task, "summarize", lambda items: fits.append(1) or real(items))
+    records = make_records()
+    aggregation = task.aggregation()
+    first = aggregation["ece"](records)
+    assert aggregation["brier"](list(records)) is not None and len(fits) == 1
+    copies = json.loads(json.dumps(records[::-1]))  # what another rank's gather looks like
+    assert aggregation["ece"](copies) == first and len(fits) == 1
+    aggregation["ece"](make_records(seed=5))
+    assert len(fits) == 2

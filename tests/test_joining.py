@@ -13,7 +13,12 @@ import pytest
 from conftest import doc_requests, load_task
 
 from calidist_tasks import distractors
-from calidist_tasks.joining import PromptPlan, join_document, outcome_from_loglikelihoods
+from calidist_tasks.joining import (
+    PromptPlan,
+    join_document,
+    outcome_from_loglikelihoods,
+    outcomes_from_loglikelihoods,
+)
 
 SIZES = {"calib_size": 5, "eval_size": 7}
 
@@ -171,3 +176,31 @@ def test_hint_letters_cover_every_label(mnli_data_dir):
         templates = [p.template for p in plans if p.hint_label == label]
         assert len(set(templates)) == 2
         assert all(0 <= t < len(distractors.ASSERTION_TEMPLATES) for t in templates)
+
+
+def test_outcomes_of_a_document_equal_one_outcome_per_prompt():
+    values = list(np.log(np.random.default_rng(3).dirichlet([1, 1, 1], size=4)).ravel())
+    outcomes = outcomes_from_loglikelihoods(values, 3, "doc")
+    assert outcomes == [outcome_from_loglikelihoods(values[i:i + 3], "doc")
+                        for i in range(0, 12, 3)]
+    assert all(math.isclose(sum(np.exp(o.letter_logprobs - np.max(o.letter_logprobs))) *
+                            o.confidence, 1.0) for o in outcomes)
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    (math.nan, "prompt 2: the model returned non-finite"),
+    (None, "prompt 2: the model returned non-finite"),
+    ("oops", "prompt 2: the model returned log-probabilities that are not numbers"),
+])
+def test_outcomes_of_a_document_name_the_prompt_of_a_bad_value(bad, message):
+    values = [-1.0, -2.0] * 4
+    values[5] = bad
+    with pytest.raises(ValueError, match=message):
+        outcomes_from_loglikelihoods(values, 2, "task document 7")
+
+
+def test_outcomes_of_a_document_refuse_a_ragged_list():
+    with pytest.raises(ValueError, match="prompt 2: expected one log-probability per option"):
+        outcomes_from_loglikelihoods([-1.0, -2.0, -1.0, -2.0, -1.0], 2, "doc")
+    with pytest.raises(ValueError, match="expected 3 log-probabilities per prompt, got 5"):
+        outcomes_from_loglikelihoods([-1.0, -2.0, -1.0, -2.0, -1.0], 3, "doc")

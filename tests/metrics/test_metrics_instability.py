@@ -78,6 +78,28 @@ def test_ranges(original_pred, distracted, original_conf):
     assert np.isfinite(lam) and lam >= 0.0
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(0, 3),
+    st.lists(st.tuples(st.integers(0, 3), st.floats(0, 1)), min_size=1, max_size=12),
+    st.floats(0, 1),
+)
+def test_plain_python_path_equals_numpy_path(original_pred, distracted, original_conf):
+    # lists of Python numbers take the pure-Python per-document path, arrays take numpy's
+    preds = [d[0] for d in distracted]
+    confs = [d[1] for d in distracted]
+    arrays = np.array(preds), np.array(confs)
+    mu = prediction_instability(original_pred, preds, confs)
+    assert mu == pytest.approx(prediction_instability(np.int64(original_pred), *arrays), abs=1e-15)
+    for mode in ("mean", "worst_case"):
+        assert confidence_instability(original_conf, confs, mode=mode) == pytest.approx(
+            confidence_instability(np.float64(original_conf), arrays[1], mode=mode), abs=1e-15)
+    delta = confidence_instability(original_conf, confs)
+    assert reliability_score(mu, delta) == pytest.approx(
+        reliability_score(np.float64(mu), np.float64(delta)), rel=1e-12)
+    assert all(isinstance(v, float) for v in (mu, delta, reliability_score(mu, delta)))
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -86,6 +108,11 @@ def test_ranges(original_pred, distracted, original_conf):
         (lambda: prediction_instability(0, [1, 2], [0.5]), "length mismatch"),
         (lambda: prediction_instability(0, [1], [1.5]), "distracted_confidences"),
         (lambda: prediction_instability(0, [1], [np.nan]), "distracted_confidences"),
+        (lambda: prediction_instability(0, [1], [float("nan")]), "distracted_confidences"),
+        (lambda: prediction_instability(0, [1, 2], [0.5, -0.1]), "distracted_confidences"),
+        (lambda: confidence_instability(float("nan"), [0.5]), "original_confidence"),
+        (lambda: confidence_instability(0.5, [0.5, 1.5]), "distracted_confidences"),
+        (lambda: reliability_score(0.5, float("nan")), "confidence_instability"),
         (lambda: prediction_instability(np.nan, [1], [0.5]), "original_prediction"),
         (lambda: prediction_instability(0, 1, 0.5), "distracted_predictions"),
         (lambda: confidence_instability(1.2, [0.5]), "original_confidence"),
