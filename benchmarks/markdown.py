@@ -71,12 +71,45 @@ def slow_note(o: dict) -> str:
     if o["seconds_per_100k"] < 2:
         return ""
     if o["process_results_s"] > o["aggregation_s"]:
-        where = ("`process_results` (per document it validates and reduces a handful of small "
-                 "numpy arrays and re-derives the prompt plan: Python-level work per document)")
+        where = ("`process_results` (per document: a softmax per prompt, the record, mu and "
+                 "delta in plain Python, and the garbage collector's passes over the records)")
     else:
         where = "the aggregation"
     return (f"- most of it is {where}. Beside the model (seconds per document on this CPU) it "
             "is small, but it is not the rounding error the issue asks for.\n")
+
+
+def default_run_estimate(costs: dict) -> str:
+    """Hours the default sizes' logit tasks would take, at this run's measured seconds per prompt
+    token (wall time under load: an upper bound), for each model with a measured logit row."""
+    from benchmarks.run import parse_args  # run imports this module
+
+    default = parse_args([])
+    sizes = {"ppdb": (default.ppdb_calib + default.ppdb_eval, default.ppdb_m, 2),
+             "aqua": (default.aqua_calib + default.aqua_eval, default.aqua_m, 5)}
+    found = []
+    for model in sorted({key[0] for key in costs}):
+        rows = {key[1]: [] for key in costs}
+        for (name, benchmark, _), row in costs.items():
+            if name == model and row["generated_tokens"] == 0 and not row["estimated"]:
+                rows[benchmark].append(row)
+        measured = [row for benchmark_rows in rows.values() for row in benchmark_rows]
+        if not measured:
+            continue
+        per_token = (sum(r["seconds"] for r in measured)
+                     / sum(r["prompt_tokens"] for r in measured))
+        hours, parts = 0.0, []
+        for benchmark, (docs, m, labels) in sizes.items():
+            if not rows.get(benchmark):
+                continue
+            per_pass = (sum(r["prompt_tokens"] for r in rows[benchmark])
+                        / sum(r["passes"] for r in rows[benchmark]))
+            passes = 1 + (1 + labels * m) + 2 * (1 + labels)  # original, As., Pr., Sa.
+            part = docs * passes * per_pass * per_token / 3600
+            hours += part
+            parts.append(f"{BENCH_NAMES[benchmark]} {docs} docs x {passes} prompts: {part:.1f} h")
+        found.append(f"{model}: {hours:.1f} h ({'; '.join(parts)})")
+    return "; ".join(found)
 
 
 def _cost_target(costs: dict) -> str:
@@ -127,6 +160,8 @@ def render(state: State) -> str:
         "the majority class, and their AUROC with 50), so their numbers show what the pipeline "
         "and the calibrators do on such models, not what the paper's models would give.\n",
     ]
+    cost_markdown, costs = (analysis.cost_table(state.runs, state.model_dirs, state.infos)
+                            if state.runs else ("", {}))
     reduced = (args.ppdb_calib, args.ppdb_eval) != (200, 1000) or args.quick
     if reduced:
         parts.append(
@@ -135,11 +170,10 @@ def render(state: State) -> str:
             "used smaller document counts (per task in the table below); the default command, "
             "`python benchmarks/run.py`, runs the full sizes. Small evaluation sets give wide "
             "bootstrap intervals: read the intervals, not the points. The default run does not "
-            "meet the issue's two-hour limit on this CPU either: PPDB's logit tasks alone send "
-            "14 prompts per document (1 original + 7 assertion with m=3 + 3 probe + 3 "
-            "corruption), 1200 documents x 14 x ~0.45 s per SmolLM2 prompt on an idle machine "
-            "is about 2.1 hours for one model, before Qwen (~2.5x slower per prompt), AQuA and "
-            "the generation tasks.\n")
+            "meet the issue's two-hour limit on this CPU either: its logit tasks alone (every "
+            "task repeats the original prompt) would take, at the seconds per prompt token "
+            f"measured in this run, {default_run_estimate(costs) or 'unknown (no logit run)'}, "
+            "before the generation tasks.\n")
     parts += ["## Runs and sizes\n", _sizes(state) + "\n"]
     suffixes = ("", "_assertion", "_probe", "_corruption", "_verbalized",
                 "_assertion_verbalized", "_probe_verbalized", "_corruption_verbalized",
@@ -177,7 +211,6 @@ def render(state: State) -> str:
             "(8B)**, for orientation only:\n",
             analysis.paper_table() + "\n",
         ]
-        cost_markdown, costs = analysis.cost_table(state.runs, state.model_dirs, state.infos)
         parts += ["## Cost per document (same run)\n",
                   "Requests: lm-eval requests (one per option letter per prompt). Forward passes: "
                   "distinct prompts (lm-eval's HF backend scores all letters of a prompt in one "
@@ -202,6 +235,12 @@ def render(state: State) -> str:
             f"{o['aggregation_s']:.2f} s; **{o['seconds_per_100k']:.1f} s per 100,000 "
             f"documents** (target: under 2 s: "
             f"{'met' if o['seconds_per_100k'] < 2 else 'NOT met'}).",
+            f"- seconds are the median of {len(o.get('passes_s', [0]))} passes "
+            f"({', '.join(f'{v:.2f}' for v in o.get('passes_s', []))} s); lm-eval's own work "
+            "between our calls is not timed, and the synthetic fixture is frozen out of the "
+            "garbage collector. Not in the target: building each document's prompt plan (in "
+            f"`construct_requests`, once per document): {o.get('prompt_plans_s', math.nan):.2f} "
+            "s for the same documents.",
             f"- peak Python memory (tracemalloc) of one such pass: {o['peak_mib']:.0f} MiB.",
             slow_note(o),
         ]
