@@ -79,14 +79,24 @@ def slow_note(o: dict) -> str:
             "is small, but it is not the rounding error the issue asks for.\n")
 
 
+def _default_documents() -> dict[str, int]:
+    """Documents (calibration + evaluation) per benchmark of the default command's logit tasks."""
+    from benchmarks.run import parse_args  # run imports this module
+
+    default = parse_args([])
+    return {"ppdb": default.ppdb_calib + default.ppdb_eval,
+            "aqua": default.aqua_calib + default.aqua_eval}
+
+
 def default_run_estimate(costs: dict) -> str:
     """Hours the default sizes' logit tasks would take, at this run's measured seconds per prompt
     token (wall time under load: an upper bound), for each model with a measured logit row."""
     from benchmarks.run import parse_args  # run imports this module
 
     default = parse_args([])
-    sizes = {"ppdb": (default.ppdb_calib + default.ppdb_eval, default.ppdb_m, 2),
-             "aqua": (default.aqua_calib + default.aqua_eval, default.aqua_m, 5)}
+    documents = _default_documents()
+    sizes = {"ppdb": (documents["ppdb"], default.ppdb_m, 2),
+             "aqua": (documents["aqua"], default.aqua_m, 5)}
     found = []
     for model in sorted({key[0] for key in costs}):
         rows = {key[1]: [] for key in costs}
@@ -162,7 +172,9 @@ def render(state: State) -> str:
     ]
     cost_markdown, costs = (analysis.cost_table(state.runs, state.model_dirs, state.infos)
                             if state.runs else ("", {}))
-    reduced = (args.ppdb_calib, args.ppdb_eval) != (200, 1000) or args.quick
+    reduced = args.quick or any(len(run.records) < _default_documents()[benchmark]
+                                for (_, benchmark, suffix), run in state.runs.items()
+                                if suffix in ("", *analysis.STYLE))
     if reduced:
         parts.append(
             f"**Reduced sizes.** The issue's default run ({FULL_SIZES}, two models, every method) "
