@@ -58,12 +58,16 @@ def test_batch_matches_per_document():
         assert lam[i] == pytest.approx(reliability_score(mu[i], delta[i]))
 
 
-@settings(max_examples=60, deadline=None)
-@given(
+# original prediction, (prediction, confidence) per distracted prompt, original confidence
+ONE_DOCUMENT = (
     st.integers(0, 3),
     st.lists(st.tuples(st.integers(0, 3), st.floats(0, 1)), min_size=1, max_size=12),
     st.floats(0, 1),
 )
+
+
+@settings(max_examples=60, deadline=None)
+@given(*ONE_DOCUMENT)
 def test_ranges(original_pred, distracted, original_conf):
     preds = [d[0] for d in distracted]
     confs = [d[1] for d in distracted]
@@ -79,11 +83,7 @@ def test_ranges(original_pred, distracted, original_conf):
 
 
 @settings(max_examples=80, deadline=None)
-@given(
-    st.integers(0, 3),
-    st.lists(st.tuples(st.integers(0, 3), st.floats(0, 1)), min_size=1, max_size=12),
-    st.floats(0, 1),
-)
+@given(*ONE_DOCUMENT)
 def test_plain_python_path_equals_numpy_path(original_pred, distracted, original_conf):
     # lists of Python numbers take the pure-Python per-document path, arrays take numpy's
     preds = [d[0] for d in distracted]
