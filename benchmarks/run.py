@@ -74,6 +74,8 @@ def task_command(args: argparse.Namespace, model_dir: str, task: str, suffix: st
     ]
     if suffix in GENERATE:
         command += ["--gen_kwargs", f"max_gen_toks={args.max_gen_toks}"]
+        if args.chat_template:  # instruct models answer in the asked format only in their template
+            command.append("--apply_chat_template")
     return command
 
 
@@ -126,6 +128,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--consistency-eval", type=int, default=100)
     parser.add_argument("--max-gen-toks", type=int, default=32,
                         help="generation cap (the consistency YAML samples 32 tokens)")
+    parser.add_argument("--chat-template", action=argparse.BooleanOptionalAction, default=True,
+                        help="generation tasks (verbalized, consistency) through the model's "
+                             "chat template (lm-eval's --apply_chat_template)")
     parser.add_argument("--ppdb-m", type=int, default=3,
                         help="assertion distractors per label on PPDB (the analysis subsamples "
                              "m = 1..this from the logged prompts)")
