@@ -61,9 +61,18 @@ def _bench_commands(state: State) -> list[str]:
     """The benchmarks/run.py invocations that made the model runs, in the order they ran."""
     runs = sorted(state.infos.values(), key=lambda info: info.get("finished", 0))
     return list(dict.fromkeys(
-        info["benchmark_command"] + ("   # stopped before it finished: no numbers"
-                                     if info["returncode"] else "")
+        _without_markdown(info["benchmark_command"])
+        + ("   # stopped before it finished: no numbers" if info["returncode"] else "")
         for info in runs if "benchmark_command" in info))
+
+
+def _without_markdown(command: str) -> str:
+    """A model run's command without its --markdown: the last command rewrites the report."""
+    words = shlex.split(command)
+    if "--markdown" in words:
+        at = words.index("--markdown")
+        del words[at:at + 2]
+    return shlex.join(words)
 
 
 def slow_note(o: dict) -> str:
@@ -89,8 +98,8 @@ def _default_documents() -> dict[str, int]:
 
 
 def default_run_estimate(costs: dict) -> str:
-    """Hours the default sizes' logit tasks would take, at this run's measured seconds per prompt
-    token (wall time under load: an upper bound), for each model with a measured logit row."""
+    """Hours the default sizes' logit tasks would take, at the lowest seconds per prompt token
+    measured for the model in this run, for each model with a measured logit row."""
     from benchmarks.run import parse_args  # run imports this module
 
     default = parse_args([])
@@ -106,8 +115,8 @@ def default_run_estimate(costs: dict) -> str:
         measured = [row for benchmark_rows in rows.values() for row in benchmark_rows]
         if not measured:
             continue
-        per_token = (sum(r["seconds"] for r in measured)
-                     / sum(r["prompt_tokens"] for r in measured))
+        # the least loaded run is the best guess for an idle machine (others shared the CPU)
+        per_token = min(r["seconds"] / r["prompt_tokens"] for r in measured)
         hours, parts = 0.0, []
         for benchmark, (docs, m, labels) in sizes.items():
             if not rows.get(benchmark):
@@ -183,8 +192,9 @@ def render(state: State) -> str:
             "`python benchmarks/run.py`, runs the full sizes. Small evaluation sets give wide "
             "bootstrap intervals: read the intervals, not the points. The default run does not "
             "meet the issue's two-hour limit on this CPU either: its logit tasks alone (every "
-            "task repeats the original prompt) would take, at the seconds per prompt token "
-            f"measured in this run, {default_run_estimate(costs) or 'unknown (no logit run)'}, "
+            "task repeats the original prompt) would take, at the lowest seconds per prompt token "
+            "measured for the model in this run (its least loaded task), "
+            f"{default_run_estimate(costs) or 'unknown (no logit run)'}, "
             "before the generation tasks.\n")
     parts += ["## Runs and sizes\n", _sizes(state) + "\n"]
     suffixes = ("", "_assertion", "_probe", "_corruption", "_verbalized",
