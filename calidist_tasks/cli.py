@@ -36,6 +36,8 @@ def lm_eval_main(argv: Sequence[str]) -> None:
     """Run lm-eval's own CLI in this process with ``argv`` (without the program name)."""
     from lm_eval.__main__ import cli_evaluate
 
+    import calidist_tasks.prefix_cache  # noqa: F401  registers --model hf-prefix-cache
+
     saved = sys.argv
     sys.argv = ["lm_eval", *argv]
     try:
