@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import math
 import shlex
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -174,7 +175,8 @@ def render(state: State) -> str:
         "every model job ran under `nice -n 19`, so wall times are upper bounds for an idle "
         "machine; request and token counts are exact.\n",
         "Models: SmolLM2-135M-Instruct and Qwen2.5-Coder-0.5B-Instruct (SPEC section 7), "
-        "converted offline, `--model hf`, float32, CPU. **These are tiny models (135M and 0.5B), "
+        f"converted offline, `--model {args.backend}`, float32, CPU. **These are tiny models "
+        "(135M and 0.5B), "
         "not the paper's 8B models**: they are weak at both tasks (compare their accuracy with "
         "the majority class, and their AUROC with 50), so their numbers show what the pipeline "
         "and the calibrators do on such models, not what the paper's models would give.\n",
@@ -313,4 +315,7 @@ def render(state: State) -> str:
     commands = [f"- `{info['command']}`" for _, info in sorted(state.infos.items())]
     if commands:
         parts += ["## Exact lm-eval commands of the model runs\n", "\n".join(commands) + "\n"]
+    from benchmarks.backend_speed import kept_section  # imports benchmarks.run, which imports us
+
+    parts.append(kept_section(Path(args.markdown)))  # written by its own script, kept here
     return "\n".join(str(p) for p in parts)

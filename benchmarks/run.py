@@ -67,7 +67,7 @@ def task_command(args: argparse.Namespace, model_dir: str, task: str, suffix: st
         # m=3 lets the analysis subsample m = 1, 2, 3 from the same prompts
         metadata["m"] = {"ppdb": args.ppdb_m, "aqua": args.aqua_m}[benchmark]
     command = [
-        "calidist", "eval", "--model", "hf",
+        "calidist", "eval", "--model", args.backend,
         "--model_args", f"pretrained={model_dir},dtype=float32",
         "--tasks", task, "--batch_size", str(args.batch_size), "--device", "cpu",
         "--metadata", json.dumps(metadata), "--output_path", str(out), "--log_samples",
@@ -137,6 +137,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--aqua-m", type=int, default=2,
                         help="assertion distractors per label on AQuA (5 labels: m costs 5x)")
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--backend", default="hf-prefix-cache", choices=("hf", "hf-prefix-cache"),
+                        help="lm-eval model backend; hf-prefix-cache gives hf's log-likelihoods "
+                             "and runs each document's shared prompt prefix once "
+                             "(benchmarks/backend_speed.py measures both)")
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
     parser.add_argument("--overhead-docs", type=int, default=100_000)
     parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")

@@ -3,11 +3,11 @@
 Every CaliDist prompt of a document repeats the document (question and lettered options) and
 differs only after it: the hint, or the corrupted field onwards. lm-eval's ``hf`` backend runs each
 prompt whole and computes the vocabulary log-probabilities at every position; on a CPU that is
-most of a run. This backend sorts the distinct prompts by token sequence, so that prompts sharing
-a prefix are neighbours, keeps the model's key/value cache of the previous prompt, cuts it back to
-the prefix the next prompt shares with it, and runs only the tokens after that prefix, computing
-log-probabilities only where a continuation is scored. In sorted order the previous prompt shares
-the longest prefix of all earlier ones, so every distinct prefix is computed once (a trie walk).
+most of a run. This backend sorts the distinct prompts by tokens, so that a document's prompts are
+neighbours, runs their shared prefix once (cutting back and extending the previous batch's cache
+rather than starting again, so a few-shot block shared by every document is also run once), runs
+the rest of each prompt in one right-padded batch over copies of that cache, and computes
+log-probabilities only where a continuation is scored.
 
 The log-likelihoods equal the ``hf`` backend's up to floating-point rounding (the test suite
 compares them). Generation and rolling log-likelihoods are the ``hf`` backend's own. Use it with

@@ -30,3 +30,29 @@ def test_default_run_estimate_scales_measured_seconds_per_token():
     # prompts -> 4.67 h
     assert default_run_estimate(costs) == "tiny: 4.7 h (PPDB 1200 docs x 14 prompts: 4.7 h)"
     assert default_run_estimate({}) == ""
+
+
+def test_backend_speed_section_projects_hours_and_survives_a_rewrite(tmp_path):
+    from benchmarks.backend_speed import BEGIN, END, kept_section, render, write_section
+
+    rows = [{"model": "tiny", "benchmark": "ppdb", "documents": 24, "hf_s_per_doc": 3.0,
+             "cached_s_per_doc": 1.5, "max_loglikelihood_difference": 2e-5,
+             "same_predictions": True},
+            {"model": "tiny", "benchmark": "aqua", "documents": 15, "hf_s_per_doc": 7.2,
+             "cached_s_per_doc": 3.6, "max_loglikelihood_difference": 3e-5,
+             "same_predictions": False}]
+    section = render(rows, "python benchmarks/backend_speed.py --models tiny")
+    # PPDB default 1200 documents: 3.0 s -> 1.0 h, 1.5 s -> 0.5 h; AQuA 508: 7.2 s -> 1.0 h
+    assert "| tiny | PPDB | 24 | 3.00 | 1.50 | 2.00x | 2.0e-05 | yes | 1200 docs: 1.0 h -> 0.5 h |"\
+        in section
+    assert "| tiny | AQuA | 15 | 7.20 | 3.60 | 2.00x | 3.0e-05 | NO | 508 docs: 1.0 h -> 0.5 h |"\
+        in section
+    assert "tiny 2.0 h -> 1.0 h" in section
+    markdown = tmp_path / "BENCHMARKS.md"
+    markdown.write_text("# Benchmarks\n\nother sections\n")
+    write_section(markdown, section)
+    write_section(markdown, section.replace("2.00x", "9.99x"))  # replaced, not appended twice
+    text = markdown.read_text()
+    assert text.startswith("# Benchmarks\n\nother sections\n") and text.count(BEGIN) == 1
+    assert "9.99x" in kept_section(markdown) and kept_section(markdown).endswith(END)
+    assert kept_section(tmp_path / "missing.md") == ""

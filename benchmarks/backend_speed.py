@@ -1,0 +1,196 @@
+"""``--model hf`` against ``--model hf-prefix-cache`` on the same documents, in the same run.
+
+    python benchmarks/backend_speed.py                       # both models, PPDB and AQuA
+    python benchmarks/backend_speed.py --models smollm2 --ppdb 10,20 --aqua 6,14
+
+For each model and benchmark, the default run's logit work per document (the original task, the
+assertion task with ``benchmarks/run.py``'s default m, probe, corruption) runs with each backend,
+one after the other on the same documents: two lm-eval processes per backend (assertion alone,
+because its m would otherwise reach probe and corruption, which allow only m = 1). It reports
+lm-eval's evaluation seconds per document, their ratio, the largest log-likelihood difference
+between the backends and whether every prediction agrees, and what the default sizes' logit tasks
+would take at the measured seconds per document. The section it writes into BENCHMARKS.md (between
+markers, kept when ``benchmarks/run.py`` rewrites the file) carries the exact command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import run as bench  # noqa: E402
+
+BACKENDS = ("hf", "hf-prefix-cache")
+BEGIN, END = "<!-- backend-speed:begin -->", "<!-- backend-speed:end -->"
+
+
+def run_backend(args: argparse.Namespace, folder: str, benchmark: str, backend: str,
+                sizes: tuple[int, int], out: Path) -> dict[str, object]:
+    """The four logit tasks of ``benchmark`` with ``backend``: seconds, log-likelihoods, answers."""
+    m = {"ppdb": args.ppdb_m, "aqua": args.aqua_m}[benchmark]
+    base = f"calidist_{benchmark}"
+    seconds, loglikelihoods, predictions = 0.0, {}, {}
+    for tasks, extra in (([base, f"{base}_probe", f"{base}_corruption"], {}),
+                         ([f"{base}_assertion"], {"m": m})):
+        metadata = {"data_dir": str(args.data_dir), "calib_size": sizes[0],
+                    "eval_size": sizes[1], "seed": 0, "split_seed": 0, **extra}
+        target = out / tasks[0]
+        command = ["calidist", "eval", "--model", backend, "--model_args",
+                   f"pretrained={folder},dtype=float32", "--tasks", ",".join(tasks),
+                   "--batch_size", str(args.batch_size), "--device", "cpu",
+                   "--metadata", json.dumps(metadata), "--output_path", str(target),
+                   "--log_samples"]
+        info = bench.run_task(command, target)
+        if info["returncode"]:
+            raise SystemExit(f"{backend} failed on {tasks}: see {target / 'lm_eval.log'}")
+        results = sorted(target.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)[-1]
+        seconds += float(json.loads(results.read_text())["total_evaluation_time_seconds"])
+        for task in tasks:
+            samples = sorted(target.rglob(f"samples_{task}_*.jsonl"))[-1]
+            for line in samples.read_text(encoding="utf-8").splitlines():
+                sample = json.loads(line)
+                key = (task, sample["doc_id"])
+                loglikelihoods[key] = [float(r[0][0]) for r in sample["resps"]]
+                record = next(v for v in sample.values() if isinstance(v, dict) and "split" in v)
+                hints = [hint[2] for hint in record.get("hints", [])]  # each hint's prediction
+                predictions[key] = (record["prediction"], hints)
+    return {"seconds": seconds, "loglikelihoods": loglikelihoods, "predictions": predictions}
+
+
+def compare(args: argparse.Namespace) -> list[dict[str, object]]:
+    rows = []
+    for model in args.models.split(","):
+        folder = bench.model_folder(model)
+        for benchmark in args.benchmarks.split(","):
+            sizes = {"ppdb": args.ppdb, "aqua": args.aqua}[benchmark]
+            measured = {backend: run_backend(args, folder, benchmark, backend, sizes,
+                                             args.out / model / benchmark / backend)
+                        for backend in BACKENDS}
+            hf, cached = measured["hf"], measured["hf-prefix-cache"]
+            difference = max(abs(a - b) for key, values in hf["loglikelihoods"].items()
+                             for a, b in zip(values, cached["loglikelihoods"][key], strict=True))
+            docs = sum(sizes)
+            rows.append({
+                "model": model, "benchmark": benchmark, "documents": docs,
+                "hf_s_per_doc": hf["seconds"] / docs,
+                "cached_s_per_doc": cached["seconds"] / docs,
+                "max_loglikelihood_difference": difference,
+                "same_predictions": hf["predictions"] == cached["predictions"],
+            })
+            print(f"[backend-speed] {rows[-1]}", flush=True)
+    return rows
+
+
+def render(rows: list[dict[str, object]], command: str) -> str:
+    default = bench.parse_args([])
+    default_docs = {"ppdb": default.ppdb_calib + default.ppdb_eval,
+                    "aqua": default.aqua_calib + default.aqua_eval}
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        BEGIN,
+        "## Backends: `hf` against `hf-prefix-cache` (same documents, same run)\n",
+        f"Written by `benchmarks/backend_speed.py` on {now}; machine: {bench.machine()}. "
+        f"Rerun with:\n\n```\n{command}\n```\n",
+        "Per document: the default run's logit work (original, assertion with "
+        f"m = {default.ppdb_m} on PPDB and {default.aqua_m} on AQuA, probe, corruption; "
+        "calibration and evaluation documents both scored) in lm-eval's evaluation seconds "
+        "(model load and start-up excluded), `hf` first, then `hf-prefix-cache` on the same "
+        "documents. `hf-prefix-cache` (`calidist_tasks/prefix_cache.py`) runs a document's "
+        "shared prompt prefix once and the output layer only where a letter is scored. "
+        "Default-size hours: the default run's documents times the measured seconds per document "
+        "(logit tasks only; the generation tasks come on top).\n",
+        "| model | dataset | documents | hf s/doc | hf-prefix-cache s/doc | speed-up | max abs "
+        "log-likelihood difference | same predictions | default-size logit hours, hf -> "
+        "hf-prefix-cache |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    totals: dict[str, list[float]] = {}
+    for r in rows:
+        docs = default_docs[str(r["benchmark"])]
+        hours = (docs * float(r["hf_s_per_doc"]) / 3600,
+                 docs * float(r["cached_s_per_doc"]) / 3600)
+        total = totals.setdefault(str(r["model"]), [0.0, 0.0])
+        total[0] += hours[0]
+        total[1] += hours[1]
+        lines.append(
+            f"| {r['model']} | {bench_name(str(r['benchmark']))} | {r['documents']} | "
+            f"{float(r['hf_s_per_doc']):.2f} | {float(r['cached_s_per_doc']):.2f} | "
+            f"{float(r['hf_s_per_doc']) / float(r['cached_s_per_doc']):.2f}x | "
+            f"{float(r['max_loglikelihood_difference']):.1e} | "
+            f"{'yes' if r['same_predictions'] else 'NO'} | "
+            f"{docs} docs: {hours[0]:.1f} h -> {hours[1]:.1f} h |")
+    lines.append("")
+    if totals:
+        lines.append("Default-size logit tasks per model: " + "; ".join(
+            f"{model} {h[0]:.1f} h -> {h[1]:.1f} h" for model, h in totals.items())
+            + f" (all models: {sum(h[0] for h in totals.values()):.1f} h -> "
+            f"{sum(h[1] for h in totals.values()):.1f} h; the issue's limit for the whole "
+            "default run is 2 h).\n")
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def bench_name(benchmark: str) -> str:
+    return {"ppdb": "PPDB", "aqua": "AQuA"}[benchmark]
+
+
+def write_section(markdown: Path, section: str) -> None:
+    """Put ``section`` into ``markdown`` in place of an earlier one (or at the end)."""
+    text = markdown.read_text(encoding="utf-8") if markdown.exists() else ""
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.DOTALL)
+    text = (pattern.sub(lambda _: section, text) if pattern.search(text)
+            else text.rstrip("\n") + "\n\n" + section)
+    markdown.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+
+
+def kept_section(markdown: Path) -> str:
+    """The section this script wrote into ``markdown``, or "" (for ``benchmarks/run.py``)."""
+    if not markdown.exists():
+        return ""
+    found = re.search(re.escape(BEGIN) + ".*?" + re.escape(END),
+                      markdown.read_text(encoding="utf-8"), re.DOTALL)
+    return found.group(0) if found else ""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sizes = lambda text: tuple(int(v) for v in text.split(","))  # noqa: E731
+    parser.add_argument("--models", default="smollm2,qwen-coder")
+    parser.add_argument("--benchmarks", default="ppdb,aqua")
+    parser.add_argument("--ppdb", type=sizes, default=(10, 20),
+                        help="calibration,evaluation documents")
+    parser.add_argument("--aqua", type=sizes, default=(6, 14),
+                        help="calibration,evaluation documents")
+    default = bench.parse_args([])
+    parser.add_argument("--ppdb-m", type=int, default=default.ppdb_m)
+    parser.add_argument("--aqua-m", type=int, default=default.aqua_m)
+    parser.add_argument("--batch-size", type=int, default=default.batch_size)
+    parser.add_argument("--data-dir", type=Path, default=default.data_dir)
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "backend-speed")
+    parser.add_argument("--markdown", type=Path, default=ROOT / "BENCHMARKS.md")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    rows = compare(args)
+    command = shlex.join(["python", "benchmarks/backend_speed.py",
+                          *(sys.argv[1:] if argv is None else argv)])
+    write_section(args.markdown, render(rows, command))
+    print(f"[backend-speed] wrote {args.markdown} after {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
