@@ -9,8 +9,12 @@ rather than starting again, so a few-shot block shared by every document is also
 the rest of each prompt in one right-padded batch over copies of that cache, and computes
 log-probabilities only where a continuation is scored.
 
-The log-likelihoods equal the ``hf`` backend's up to floating-point rounding (the test suite
-compares them). Generation and rolling log-likelihoods are the ``hf`` backend's own. Use it with
+Generation is the ``hf`` backend's, except that a batch's repeated prompts (self-consistency's
+samples of one document: lm-eval sends each ``repeats`` copy as its own request) are run once and
+their key/value cache copied to every sample before decoding.
+
+The log-likelihoods and greedy generations equal the ``hf`` backend's up to floating-point rounding
+(the test suite compares them). Rolling log-likelihoods are the ``hf`` backend's own. Use it with
 ``calidist eval --model hf-prefix-cache --model_args pretrained=...`` (``calidist eval`` registers
 it; in Python, import this module before ``lm_eval.simple_evaluate``).
 """
@@ -163,6 +167,26 @@ class PrefixCacheHFLM(HFLM):
                     yield i, F.log_softmax(picked, dim=-1, dtype=self.softmax_dtype).cpu()
                 bar.update(len(members))
         bar.close()
+
+    def _model_generate(self, context: torch.Tensor, max_length: int, stop: list[str],
+                        **generation_kwargs: Any) -> torch.Tensor:
+        """hf's generation; a prompt repeated in the batch is run once, its cache copied per row."""
+        distinct, row_of = torch.unique(context, dim=0, return_inverse=True)
+        if self.backend != "causal" or len(distinct) == len(context) or context.shape[1] < 2:
+            return super()._model_generate(context, max_length, stop, **generation_kwargs)
+        mask = generation_kwargs.get("attention_mask")
+        mask = torch.ones_like(context) if mask is None else mask
+        first = [int((row_of == d).nonzero()[0]) for d in range(len(distinct))]
+        distinct_mask = mask[first]
+        # the positions generate gives left-padded rows; the last prompt token is left to generate
+        positions = (distinct_mask.long().cumsum(-1) - 1).masked_fill(distinct_mask == 0, 0)
+        with torch.no_grad():
+            cache = self.model(input_ids=distinct[:, :-1], attention_mask=distinct_mask[:, :-1],
+                               position_ids=positions[:, :-1], use_cache=True,
+                               logits_to_keep=1).past_key_values
+        cache.reorder_cache(row_of.to(self.device))
+        return super()._model_generate(context, max_length, stop, past_key_values=cache,
+                                       **generation_kwargs)
 
     def _run(self, tokens: Sequence[Any], cache: Any, keep: int | torch.Tensor) -> Any:
         ids = torch.tensor(tokens if isinstance(tokens[0], list) else [list(tokens)],

@@ -101,3 +101,41 @@ def test_a_calidist_run_gives_the_same_records_and_metrics(tiny_model_dir, ppdb_
             assert runs[1]["results"][task][metric] == runs[0]["results"][task][metric]
         assert runs[1]["results"][task]["ece,none"] == pytest.approx(
             runs[0]["results"][task]["ece,none"], abs=1e-3)
+
+
+def test_repeated_prompts_are_run_once_and_sample_what_hf_samples(backends) -> None:
+    import torch
+
+    hf, cached = backends
+    prompts = ["Which option is true? a. yes b. no. The answer is (",
+               "Short prompt (", "A longer prompt about the cat on the mat, then the answer ("]
+    # sampled, same seed: equal draws need equal distributions at every step (greedy is constant
+    # on a random tiny model)
+    sampled = {"max_gen_toks": 6, "do_sample": True, "temperature": 1.0}
+    requests = [Instance("generate_until", {}, (p, sampled), idx=0)
+                for p in prompts for _ in range(4)]
+    batches: list[int] = []
+    model = cached.model
+    hook = model.register_forward_pre_hook(
+        lambda _, args, kwargs: batches.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+    try:
+        torch.manual_seed(0)
+        got = cached.generate_until(requests)
+    finally:
+        hook.remove()
+    torch.manual_seed(0)
+    assert got == hf.generate_until(requests)
+    assert len(set(got)) > 6  # samples differ, also those of one prompt
+    # batch size 3: the first call of each batch runs its distinct prompts only
+    assert batches[0] == 1 and 2 in batches
+
+
+def test_a_consistency_run_samples_what_hf_samples(tiny_model_dir, ppdb_data_dir) -> None:
+    metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 1, "eval_size": 3}
+    task = "calidist_ppdb_consistency"
+    runs = [run_lm_eval([task], tiny_model_dir, metadata, model=model, batch_size=16)
+            for model in ("hf", "hf-prefix-cache")]
+    hf, cached = ([s["resps"] for s in run["samples"][task]] for run in runs)
+    assert len(cached) == 3 and all(len(r[0]) == 15 for r in cached)
+    assert len({text for r in cached for text in r[0]}) > 15  # sampled, not one answer copied
+    assert cached == hf
