@@ -6,10 +6,12 @@
 For each model and benchmark, the default run's logit work per document (the original task, the
 assertion task with ``benchmarks/run.py``'s default m, probe, corruption) runs with each backend,
 one after the other on the same documents: two lm-eval processes per backend (assertion alone,
-because its m would otherwise reach probe and corruption, which allow only m = 1). It reports
-lm-eval's evaluation seconds per document, their ratio, the largest log-likelihood difference
-between the backends and whether every prediction agrees, and what the default sizes' logit tasks
-would take at the measured seconds per document. The section it writes into BENCHMARKS.md (between
+because its m would otherwise reach probe and corruption, which allow only m = 1). Then
+``benchmarks/run.py``'s self-consistency command runs with each backend on ``--consistency``
+documents. It reports lm-eval's evaluation seconds per document, their ratio, the largest
+log-likelihood difference between the backends and whether every prediction agrees, the share of
+identical self-consistency samples, and what the default sizes would take at the measured seconds
+per document. The section it writes into BENCHMARKS.md (between
 markers, kept when ``benchmarks/run.py`` rewrites the file) carries the exact command.
 """
 
@@ -34,6 +36,18 @@ BACKENDS = ("hf", "hf-prefix-cache")
 BEGIN, END = "<!-- backend-speed:begin -->", "<!-- backend-speed:end -->"
 
 
+def finished(target: Path, tasks: list[str]) -> tuple[float, dict[str, list[dict]]]:
+    """lm-eval's evaluation seconds of the run in ``target`` and each task's logged samples."""
+    results = sorted(target.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)[-1]
+    seconds = float(json.loads(results.read_text())["total_evaluation_time_seconds"])
+    samples = {}
+    for task in tasks:
+        logged = sorted(target.rglob(f"samples_{task}_*.jsonl"))[-1]
+        samples[task] = [json.loads(line)
+                         for line in logged.read_text(encoding="utf-8").splitlines()]
+    return seconds, samples
+
+
 def run_backend(args: argparse.Namespace, folder: str, benchmark: str, backend: str,
                 sizes: tuple[int, int], out: Path) -> dict[str, object]:
     """The four logit tasks of ``benchmark`` with ``backend``: seconds, log-likelihoods, answers."""
@@ -50,21 +64,33 @@ def run_backend(args: argparse.Namespace, folder: str, benchmark: str, backend: 
                    "--batch_size", str(args.batch_size), "--device", "cpu",
                    "--metadata", json.dumps(metadata), "--output_path", str(target),
                    "--log_samples"]
-        info = bench.run_task(command, target)
-        if info["returncode"]:
+        if bench.run_task(command, target)["returncode"]:
             raise SystemExit(f"{backend} failed on {tasks}: see {target / 'lm_eval.log'}")
-        results = sorted(target.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)[-1]
-        seconds += float(json.loads(results.read_text())["total_evaluation_time_seconds"])
+        run_seconds, samples = finished(target, tasks)
+        seconds += run_seconds
         for task in tasks:
-            samples = sorted(target.rglob(f"samples_{task}_*.jsonl"))[-1]
-            for line in samples.read_text(encoding="utf-8").splitlines():
-                sample = json.loads(line)
+            for sample in samples[task]:
                 key = (task, sample["doc_id"])
                 loglikelihoods[key] = [float(r[0][0]) for r in sample["resps"]]
                 record = next(v for v in sample.values() if isinstance(v, dict) and "split" in v)
                 hints = [hint[2] for hint in record.get("hints", [])]  # each hint's prediction
                 predictions[key] = (record["prediction"], hints)
     return {"seconds": seconds, "loglikelihoods": loglikelihoods, "predictions": predictions}
+
+
+def run_consistency(args: argparse.Namespace, folder: str, benchmark: str, backend: str,
+                    out: Path) -> dict[str, object]:
+    """``benchmarks/run.py``'s self-consistency command with ``backend``: seconds and samples."""
+    options = bench.parse_args(["--backend", backend, "--batch-size", str(args.batch_size),
+                                "--data-dir", str(args.data_dir), "--consistency-calib", "1",
+                                "--consistency-eval", str(args.consistency)])
+    task, target = f"calidist_{benchmark}_consistency", out / "consistency"
+    command = bench.task_command(options, folder, task, "_consistency", benchmark, target)
+    if bench.run_task(command, target)["returncode"]:
+        raise SystemExit(f"{backend} failed on {task}: see {target / 'lm_eval.log'}")
+    seconds, samples = finished(target, [task])
+    return {"seconds": seconds,
+            "samples": {s["doc_id"]: s["resps"][0] for s in samples[task]}}
 
 
 def compare(args: argparse.Namespace) -> list[dict[str, object]]:
@@ -80,12 +106,23 @@ def compare(args: argparse.Namespace) -> list[dict[str, object]]:
             difference = max(abs(a - b) for key, values in hf["loglikelihoods"].items()
                              for a, b in zip(values, cached["loglikelihoods"][key], strict=True))
             docs = sum(sizes)
+            sampled = {backend: run_consistency(args, folder, benchmark, backend,
+                                                args.out / model / benchmark / backend)
+                       for backend in BACKENDS}
+            pairs = [(a, b) for doc, texts in sampled["hf"]["samples"].items()
+                     for a, b in zip(texts, sampled["hf-prefix-cache"]["samples"][doc],
+                                     strict=True)]
             rows.append({
                 "model": model, "benchmark": benchmark, "documents": docs,
                 "hf_s_per_doc": hf["seconds"] / docs,
                 "cached_s_per_doc": cached["seconds"] / docs,
                 "max_loglikelihood_difference": difference,
                 "same_predictions": hf["predictions"] == cached["predictions"],
+                "consistency_documents": args.consistency,
+                "consistency_hf_s_per_doc": sampled["hf"]["seconds"] / args.consistency,
+                "consistency_cached_s_per_doc":
+                    sampled["hf-prefix-cache"]["seconds"] / args.consistency,
+                "same_samples": sum(a == b for a, b in pairs) / len(pairs),
             })
             print(f"[backend-speed] {rows[-1]}", flush=True)
     return rows
@@ -108,7 +145,7 @@ def render(rows: list[dict[str, object]], command: str) -> str:
         "documents. `hf-prefix-cache` (`calidist_tasks/prefix_cache.py`) runs a document's "
         "shared prompt prefix once and the output layer only where a letter is scored. "
         "Default-size hours: the default run's documents times the measured seconds per document "
-        "(logit tasks only; the generation tasks come on top).\n",
+        "(logit tasks here; self-consistency below; the verbalized tasks come on top).\n",
         "| model | dataset | documents | hf s/doc | hf-prefix-cache s/doc | speed-up | max abs "
         "log-likelihood difference | same predictions | default-size logit hours, hf -> "
         "hf-prefix-cache |",
@@ -129,9 +166,32 @@ def render(rows: list[dict[str, object]], command: str) -> str:
             f"{float(r['max_loglikelihood_difference']):.1e} | "
             f"{'yes' if r['same_predictions'] else 'NO'} | "
             f"{docs} docs: {hours[0]:.1f} h -> {hours[1]:.1f} h |")
+    lines += [
+        "",
+        "Self-consistency (15 samples per document, `benchmarks/run.py`'s command: chat "
+        "template, sampled): `hf-prefix-cache` runs a batch's repeated prompt once and copies "
+        "its key/value cache to every sample; generation itself is `hf`'s. Identical samples: "
+        "the share of sampled answers that are the same text under both backends (same seed).\n",
+        "| model | dataset | evaluation documents | hf s/doc | hf-prefix-cache s/doc | speed-up | "
+        "identical samples | default-size hours, hf -> hf-prefix-cache |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        hf_s, cached_s = (float(r["consistency_hf_s_per_doc"]),
+                          float(r["consistency_cached_s_per_doc"]))
+        hours = (default.consistency_eval * hf_s / 3600,
+                 default.consistency_eval * cached_s / 3600)
+        total = totals.setdefault(str(r["model"]), [0.0, 0.0])
+        total[0] += hours[0]
+        total[1] += hours[1]
+        lines.append(
+            f"| {r['model']} | {bench_name(str(r['benchmark']))} | "
+            f"{r['consistency_documents']} | {hf_s:.2f} | {cached_s:.2f} | "
+            f"{hf_s / cached_s:.2f}x | {100 * float(r['same_samples']):.0f}% | "
+            f"{default.consistency_eval} docs: {hours[0]:.1f} h -> {hours[1]:.1f} h |")
     lines.append("")
     if totals:
-        lines.append("Default-size logit tasks per model: " + "; ".join(
+        lines.append("Default-size logit tasks and self-consistency per model: " + "; ".join(
             f"{model} {h[0]:.1f} h -> {h[1]:.1f} h" for model, h in totals.items())
             + f" (all models: {sum(h[0] for h in totals.values()):.1f} h -> "
             f"{sum(h[1] for h in totals.values()):.1f} h; the issue's limit for the whole "
@@ -173,6 +233,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--aqua", type=sizes, default=(6, 14),
                         help="calibration,evaluation documents")
     default = bench.parse_args([])
+    parser.add_argument("--consistency", type=int, default=4,
+                        help="evaluation documents of the self-consistency comparison")
     parser.add_argument("--ppdb-m", type=int, default=default.ppdb_m)
     parser.add_argument("--aqua-m", type=int, default=default.aqua_m)
     parser.add_argument("--batch-size", type=int, default=default.batch_size)

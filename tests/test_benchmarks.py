@@ -37,17 +37,26 @@ def test_backend_speed_section_projects_hours_and_survives_a_rewrite(tmp_path):
 
     rows = [{"model": "tiny", "benchmark": "ppdb", "documents": 24, "hf_s_per_doc": 3.0,
              "cached_s_per_doc": 1.5, "max_loglikelihood_difference": 2e-5,
-             "same_predictions": True},
+             "same_predictions": True, "consistency_documents": 4,
+             "consistency_hf_s_per_doc": 36.0, "consistency_cached_s_per_doc": 12.0,
+             "same_samples": 0.9},
             {"model": "tiny", "benchmark": "aqua", "documents": 15, "hf_s_per_doc": 7.2,
              "cached_s_per_doc": 3.6, "max_loglikelihood_difference": 3e-5,
-             "same_predictions": False}]
+             "same_predictions": False, "consistency_documents": 4,
+             "consistency_hf_s_per_doc": 18.0, "consistency_cached_s_per_doc": 18.0,
+             "same_samples": 1.0}]
     section = render(rows, "python benchmarks/backend_speed.py --models tiny")
     # PPDB default 1200 documents: 3.0 s -> 1.0 h, 1.5 s -> 0.5 h; AQuA 508: 7.2 s -> 1.0 h
     assert "| tiny | PPDB | 24 | 3.00 | 1.50 | 2.00x | 2.0e-05 | yes | 1200 docs: 1.0 h -> 0.5 h |"\
         in section
     assert "| tiny | AQuA | 15 | 7.20 | 3.60 | 2.00x | 3.0e-05 | NO | 508 docs: 1.0 h -> 0.5 h |"\
         in section
-    assert "tiny 2.0 h -> 1.0 h" in section
+    # consistency: 100 default evaluation documents: 36 s -> 1.0 h, 12 s -> 0.33 h
+    assert "| tiny | PPDB | 4 | 36.00 | 12.00 | 3.00x | 90% | 100 docs: 1.0 h -> 0.3 h |" in section
+    assert "| tiny | AQuA | 4 | 18.00 | 18.00 | 1.00x | 100% | 100 docs: 0.5 h -> 0.5 h |"\
+        in section
+    # logit 1.0 + 1.0 and consistency 1.0 + 0.5 h with hf; 0.5 + 0.5 + 0.33 + 0.5 h cached
+    assert "tiny 3.5 h -> 1.8 h" in section
     markdown = tmp_path / "BENCHMARKS.md"
     markdown.write_text("# Benchmarks\n\nother sections\n")
     write_section(markdown, section)
