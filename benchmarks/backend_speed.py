@@ -79,12 +79,13 @@ def run_backend(args: argparse.Namespace, folder: str, benchmark: str, backend: 
 
 
 def run_consistency(args: argparse.Namespace, folder: str, benchmark: str, backend: str,
-                    out: Path) -> dict[str, object]:
+                    batch_size: int, out: Path) -> dict[str, object]:
     """``benchmarks/run.py``'s self-consistency command with ``backend``: seconds and samples."""
-    options = bench.parse_args(["--backend", backend, "--batch-size", str(args.batch_size),
+    options = bench.parse_args(["--backend", backend, "--gen-batch-size", str(batch_size),
                                 "--data-dir", str(args.data_dir), "--consistency-calib", "1",
                                 "--consistency-eval", str(args.consistency)])
-    task, target = f"calidist_{benchmark}_consistency", out / "consistency"
+    task = f"calidist_{benchmark}_consistency"
+    target = out / f"consistency-batch{batch_size}"
     command = bench.task_command(options, folder, task, "_consistency", benchmark, target)
     if bench.run_task(command, target)["returncode"]:
         raise SystemExit(f"{backend} failed on {task}: see {target / 'lm_eval.log'}")
@@ -106,12 +107,15 @@ def compare(args: argparse.Namespace) -> list[dict[str, object]]:
             difference = max(abs(a - b) for key, values in hf["loglikelihoods"].items()
                              for a, b in zip(values, cached["loglikelihoods"][key], strict=True))
             docs = sum(sizes)
-            sampled = {backend: run_consistency(args, folder, benchmark, backend,
-                                                args.out / model / benchmark / backend)
-                       for backend in BACKENDS}
-            pairs = [(a, b) for doc, texts in sampled["hf"]["samples"].items()
-                     for a, b in zip(texts, sampled["hf-prefix-cache"]["samples"][doc],
-                                     strict=True)]
+            sampled = {(backend, size): run_consistency(args, folder, benchmark, backend, size,
+                                                        args.out / model / benchmark / backend)
+                       for backend, size in (("hf", args.batch_size),
+                                             ("hf", args.gen_batch_size),
+                                             ("hf-prefix-cache", args.gen_batch_size))}
+            hf_small = sampled["hf", args.batch_size]
+            hf_gen, cached_gen = (sampled[b, args.gen_batch_size] for b in BACKENDS)
+            pairs = [(a, b) for doc, texts in hf_gen["samples"].items()
+                     for a, b in zip(texts, cached_gen["samples"][doc], strict=True)]
             rows.append({
                 "model": model, "benchmark": benchmark, "documents": docs,
                 "hf_s_per_doc": hf["seconds"] / docs,
@@ -119,9 +123,10 @@ def compare(args: argparse.Namespace) -> list[dict[str, object]]:
                 "max_loglikelihood_difference": difference,
                 "same_predictions": hf["predictions"] == cached["predictions"],
                 "consistency_documents": args.consistency,
-                "consistency_hf_s_per_doc": sampled["hf"]["seconds"] / args.consistency,
-                "consistency_cached_s_per_doc":
-                    sampled["hf-prefix-cache"]["seconds"] / args.consistency,
+                "batch_sizes": (args.batch_size, args.gen_batch_size),
+                "consistency_hf_small_batch_s_per_doc": hf_small["seconds"] / args.consistency,
+                "consistency_hf_s_per_doc": hf_gen["seconds"] / args.consistency,
+                "consistency_cached_s_per_doc": cached_gen["seconds"] / args.consistency,
                 "same_samples": sum(a == b for a, b in pairs) / len(pairs),
             })
             print(f"[backend-speed] {rows[-1]}", flush=True)
@@ -169,25 +174,32 @@ def render(rows: list[dict[str, object]], command: str) -> str:
     lines += [
         "",
         "Self-consistency (15 samples per document, `benchmarks/run.py`'s command: chat "
-        "template, sampled): `hf-prefix-cache` runs a batch's repeated prompt once and copies "
-        "its key/value cache to every sample; generation itself is `hf`'s. Identical samples: "
-        "the share of sampled answers that are the same text under both backends (same seed).\n",
-        "| model | dataset | evaluation documents | hf s/doc | hf-prefix-cache s/doc | speed-up | "
-        "identical samples | default-size hours, hf -> hf-prefix-cache |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "template, sampled), three ways: `hf` at the logit tasks' batch, `hf` at the generation "
+        "batch (`--gen-batch-size`: a decoding step reads every weight, so on a CPU a wider step "
+        "costs little more), and `hf-prefix-cache` at the generation batch, which also runs a "
+        "batch's repeated prompt once and copies its key/value cache to every sample (decoding "
+        "is `hf`'s). Identical samples: the share of sampled answers that are the same text "
+        "under both backends at the generation batch (same seed). Default-size hours: first "
+        "way -> last way.\n",
+        "| model | dataset | evaluation documents | hf s/doc (batch) | hf s/doc (batch) | "
+        "hf-prefix-cache s/doc (batch) | speed-up, first -> last | identical samples | "
+        "default-size hours |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
-        hf_s, cached_s = (float(r["consistency_hf_s_per_doc"]),
-                          float(r["consistency_cached_s_per_doc"]))
-        hours = (default.consistency_eval * hf_s / 3600,
+        small, wide = r["batch_sizes"]
+        first, cached_s = (float(r["consistency_hf_small_batch_s_per_doc"]),
+                           float(r["consistency_cached_s_per_doc"]))
+        hours = (default.consistency_eval * first / 3600,
                  default.consistency_eval * cached_s / 3600)
         total = totals.setdefault(str(r["model"]), [0.0, 0.0])
         total[0] += hours[0]
         total[1] += hours[1]
         lines.append(
             f"| {r['model']} | {bench_name(str(r['benchmark']))} | "
-            f"{r['consistency_documents']} | {hf_s:.2f} | {cached_s:.2f} | "
-            f"{hf_s / cached_s:.2f}x | {100 * float(r['same_samples']):.0f}% | "
+            f"{r['consistency_documents']} | {first:.2f} ({small}) | "
+            f"{float(r['consistency_hf_s_per_doc']):.2f} ({wide}) | {cached_s:.2f} ({wide}) | "
+            f"{first / cached_s:.2f}x | {100 * float(r['same_samples']):.0f}% | "
             f"{default.consistency_eval} docs: {hours[0]:.1f} h -> {hours[1]:.1f} h |")
     lines.append("")
     if totals:
@@ -238,6 +250,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ppdb-m", type=int, default=default.ppdb_m)
     parser.add_argument("--aqua-m", type=int, default=default.aqua_m)
     parser.add_argument("--batch-size", type=int, default=default.batch_size)
+    parser.add_argument("--gen-batch-size", type=int, default=default.gen_batch_size)
     parser.add_argument("--data-dir", type=Path, default=default.data_dir)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "backend-speed")
     parser.add_argument("--markdown", type=Path, default=ROOT / "BENCHMARKS.md")

@@ -69,7 +69,8 @@ def task_command(args: argparse.Namespace, model_dir: str, task: str, suffix: st
     command = [
         "calidist", "eval", "--model", args.backend,
         "--model_args", f"pretrained={model_dir},dtype=float32",
-        "--tasks", task, "--batch_size", str(args.batch_size), "--device", "cpu",
+        "--tasks", task, "--device", "cpu",
+        "--batch_size", str(args.gen_batch_size if suffix in GENERATE else args.batch_size),
         "--metadata", json.dumps(metadata), "--output_path", str(out), "--log_samples",
     ]
     if suffix in GENERATE:
@@ -136,7 +137,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "m = 1..this from the logged prompts)")
     parser.add_argument("--aqua-m", type=int, default=2,
                         help="assertion distractors per label on AQuA (5 labels: m costs 5x)")
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=8, help="batch of the logit tasks")
+    parser.add_argument("--gen-batch-size", type=int, default=64,
+                        help="batch of the generation tasks: each decoding step reads every "
+                             "weight, so on a CPU a step of 64 rows costs little more than one "
+                             "of 8 (benchmarks/backend_speed.py measures both)")
     parser.add_argument("--backend", default="hf-prefix-cache", choices=("hf", "hf-prefix-cache"),
                         help="lm-eval model backend; hf-prefix-cache gives hf's log-likelihoods "
                              "and runs each document's shared prompt prefix once "

@@ -37,14 +37,14 @@ def test_backend_speed_section_projects_hours_and_survives_a_rewrite(tmp_path):
 
     rows = [{"model": "tiny", "benchmark": "ppdb", "documents": 24, "hf_s_per_doc": 3.0,
              "cached_s_per_doc": 1.5, "max_loglikelihood_difference": 2e-5,
-             "same_predictions": True, "consistency_documents": 4,
-             "consistency_hf_s_per_doc": 36.0, "consistency_cached_s_per_doc": 12.0,
-             "same_samples": 0.9},
+             "same_predictions": True, "consistency_documents": 4, "batch_sizes": (8, 64),
+             "consistency_hf_small_batch_s_per_doc": 36.0, "consistency_hf_s_per_doc": 20.0,
+             "consistency_cached_s_per_doc": 12.0, "same_samples": 0.9},
             {"model": "tiny", "benchmark": "aqua", "documents": 15, "hf_s_per_doc": 7.2,
              "cached_s_per_doc": 3.6, "max_loglikelihood_difference": 3e-5,
-             "same_predictions": False, "consistency_documents": 4,
-             "consistency_hf_s_per_doc": 18.0, "consistency_cached_s_per_doc": 18.0,
-             "same_samples": 1.0}]
+             "same_predictions": False, "consistency_documents": 4, "batch_sizes": (8, 64),
+             "consistency_hf_small_batch_s_per_doc": 18.0, "consistency_hf_s_per_doc": 18.0,
+             "consistency_cached_s_per_doc": 18.0, "same_samples": 1.0}]
     section = render(rows, "python benchmarks/backend_speed.py --models tiny")
     # PPDB default 1200 documents: 3.0 s -> 1.0 h, 1.5 s -> 0.5 h; AQuA 508: 7.2 s -> 1.0 h
     assert "| tiny | PPDB | 24 | 3.00 | 1.50 | 2.00x | 2.0e-05 | yes | 1200 docs: 1.0 h -> 0.5 h |"\
@@ -52,9 +52,10 @@ def test_backend_speed_section_projects_hours_and_survives_a_rewrite(tmp_path):
     assert "| tiny | AQuA | 15 | 7.20 | 3.60 | 2.00x | 3.0e-05 | NO | 508 docs: 1.0 h -> 0.5 h |"\
         in section
     # consistency: 100 default evaluation documents: 36 s -> 1.0 h, 12 s -> 0.33 h
-    assert "| tiny | PPDB | 4 | 36.00 | 12.00 | 3.00x | 90% | 100 docs: 1.0 h -> 0.3 h |" in section
-    assert "| tiny | AQuA | 4 | 18.00 | 18.00 | 1.00x | 100% | 100 docs: 0.5 h -> 0.5 h |"\
-        in section
+    assert ("| tiny | PPDB | 4 | 36.00 (8) | 20.00 (64) | 12.00 (64) | 3.00x | 90% | "
+            "100 docs: 1.0 h -> 0.3 h |") in section
+    assert ("| tiny | AQuA | 4 | 18.00 (8) | 18.00 (64) | 18.00 (64) | 1.00x | 100% | "
+            "100 docs: 0.5 h -> 0.5 h |") in section
     # logit 1.0 + 1.0 and consistency 1.0 + 0.5 h with hf; 0.5 + 0.5 + 0.33 + 0.5 h cached
     assert "tiny 3.5 h -> 1.8 h" in section
     markdown = tmp_path / "BENCHMARKS.md"
@@ -65,3 +66,14 @@ def test_backend_speed_section_projects_hours_and_survives_a_rewrite(tmp_path):
     assert text.startswith("# Benchmarks\n\nother sections\n") and text.count(BEGIN) == 1
     assert "9.99x" in kept_section(markdown) and kept_section(markdown).endswith(END)
     assert kept_section(tmp_path / "missing.md") == ""
+
+
+def test_generation_tasks_run_at_their_own_batch_size(tmp_path):
+    from benchmarks import run
+
+    args = run.parse_args(["--batch-size", "8", "--gen-batch-size", "48"])
+    batch = {suffix: (command := run.task_command(args, "/model", f"calidist_ppdb{suffix}",
+                                                  suffix, "ppdb", tmp_path))[
+                 command.index("--batch_size") + 1]
+             for suffix in ("", "_assertion", "_verbalized", "_consistency")}
+    assert batch == {"": "8", "_assertion": "8", "_verbalized": "48", "_consistency": "48"}
