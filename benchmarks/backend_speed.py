@@ -8,7 +8,7 @@ assertion task with ``benchmarks/run.py``'s default m, probe, corruption) runs w
 one after the other on the same documents: two lm-eval processes per backend (assertion alone,
 because its m would otherwise reach probe and corruption, which allow only m = 1). Then
 ``benchmarks/run.py``'s self-consistency command runs with each backend on ``--consistency``
-documents. It reports lm-eval's evaluation seconds per document, their ratio, the largest
+documents. It reports the seconds of the model's requests per document, their ratio, the largest
 log-likelihood difference between the backends and whether every prediction agrees, the share of
 identical self-consistency samples, and what the default sizes would take at the measured seconds
 per document. The section it writes into BENCHMARKS.md (between
@@ -22,6 +22,7 @@ import datetime
 import json
 import re
 import shlex
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -36,16 +37,34 @@ BACKENDS = ("hf", "hf-prefix-cache")
 BEGIN, END = "<!-- backend-speed:begin -->", "<!-- backend-speed:end -->"
 
 
-def finished(target: Path, tasks: list[str]) -> tuple[float, dict[str, list[dict]]]:
-    """lm-eval's evaluation seconds of the run in ``target`` and each task's logged samples."""
+# the last state of lm-eval's progress bar over the model's requests: "... 100%|...| n/n [mm:ss<"
+REQUEST_BAR = re.compile(r"(Running \w+ requests[^:\n]*): 100%\|[^|\n]*\| (\d+)/\2 "
+                         r"\[(?:(\d+):)?(\d+):(\d+)<")
+
+
+def request_seconds(log: str) -> float:
+    """Seconds lm-eval spent in the model's requests, from the progress bars of its log."""
+    bars: dict[str, int] = {}
+    for name, _, hours, minutes, seconds in REQUEST_BAR.findall(log.replace("\r", "\n")):
+        elapsed = 3600 * int(hours or 0) + 60 * int(minutes) + int(seconds)
+        bars[name] = max(bars.get(name, 0), elapsed)
+    if not bars:
+        raise ValueError("no finished 'Running ... requests' progress bar in the lm-eval log")
+    return float(sum(bars.values()))
+
+
+def finished(target: Path, tasks: list[str]) -> tuple[float, float, dict[str, list[dict]]]:
+    """Request seconds and lm-eval's whole evaluation seconds of the run in ``target`` (model and
+    data loading included), and each task's logged samples."""
     results = sorted(target.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)[-1]
-    seconds = float(json.loads(results.read_text())["total_evaluation_time_seconds"])
+    total = float(json.loads(results.read_text())["total_evaluation_time_seconds"])
+    seconds = request_seconds((target / "lm_eval.log").read_text(encoding="utf-8"))
     samples = {}
     for task in tasks:
         logged = sorted(target.rglob(f"samples_{task}_*.jsonl"))[-1]
         samples[task] = [json.loads(line)
                          for line in logged.read_text(encoding="utf-8").splitlines()]
-    return seconds, samples
+    return seconds, total - seconds, samples
 
 
 def run_backend(args: argparse.Namespace, folder: str, benchmark: str, backend: str,
@@ -53,7 +72,7 @@ def run_backend(args: argparse.Namespace, folder: str, benchmark: str, backend: 
     """The four logit tasks of ``benchmark`` with ``backend``: seconds, log-likelihoods, answers."""
     m = {"ppdb": args.ppdb_m, "aqua": args.aqua_m}[benchmark]
     base = f"calidist_{benchmark}"
-    seconds, loglikelihoods, predictions = 0.0, {}, {}
+    seconds, fixed, loglikelihoods, predictions = 0.0, [], {}, {}
     for tasks, extra in (([base, f"{base}_probe", f"{base}_corruption"], {}),
                          ([f"{base}_assertion"], {"m": m})):
         metadata = {"data_dir": str(args.data_dir), "calib_size": sizes[0],
@@ -66,8 +85,9 @@ def run_backend(args: argparse.Namespace, folder: str, benchmark: str, backend: 
                    "--log_samples"]
         if bench.run_task(command, target)["returncode"]:
             raise SystemExit(f"{backend} failed on {tasks}: see {target / 'lm_eval.log'}")
-        run_seconds, samples = finished(target, tasks)
+        run_seconds, outside, samples = finished(target, tasks)
         seconds += run_seconds
+        fixed.append(outside)
         for task in tasks:
             for sample in samples[task]:
                 key = (task, sample["doc_id"])
@@ -75,7 +95,8 @@ def run_backend(args: argparse.Namespace, folder: str, benchmark: str, backend: 
                 record = next(v for v in sample.values() if isinstance(v, dict) and "split" in v)
                 hints = [hint[2] for hint in record.get("hints", [])]  # each hint's prediction
                 predictions[key] = (record["prediction"], hints)
-    return {"seconds": seconds, "loglikelihoods": loglikelihoods, "predictions": predictions}
+    return {"seconds": seconds, "fixed": fixed, "loglikelihoods": loglikelihoods,
+            "predictions": predictions}
 
 
 def run_consistency(args: argparse.Namespace, folder: str, benchmark: str, backend: str,
@@ -89,8 +110,8 @@ def run_consistency(args: argparse.Namespace, folder: str, benchmark: str, backe
     command = bench.task_command(options, folder, task, "_consistency", benchmark, target)
     if bench.run_task(command, target)["returncode"]:
         raise SystemExit(f"{backend} failed on {task}: see {target / 'lm_eval.log'}")
-    seconds, samples = finished(target, [task])
-    return {"seconds": seconds,
+    seconds, outside, samples = finished(target, [task])
+    return {"seconds": seconds, "fixed": [outside],
             "samples": {s["doc_id"]: s["resps"][0] for s in samples[task]}}
 
 
@@ -128,6 +149,8 @@ def compare(args: argparse.Namespace) -> list[dict[str, object]]:
                 "consistency_hf_s_per_doc": hf_gen["seconds"] / args.consistency,
                 "consistency_cached_s_per_doc": cached_gen["seconds"] / args.consistency,
                 "same_samples": sum(a == b for a, b in pairs) / len(pairs),
+                "fixed_s": [f for run in (*measured.values(), *sampled.values())
+                            for f in run["fixed"]],
             })
             print(f"[backend-speed] {rows[-1]}", flush=True)
     return rows
@@ -145,9 +168,10 @@ def render(rows: list[dict[str, object]], command: str) -> str:
         f"Rerun with:\n\n```\n{command}\n```\n",
         "Per document: the default run's logit work (original, assertion with "
         f"m = {default.ppdb_m} on PPDB and {default.aqua_m} on AQuA, probe, corruption; "
-        "calibration and evaluation documents both scored) in lm-eval's evaluation seconds "
-        "(model load and start-up excluded), `hf` first, then `hf-prefix-cache` on the same "
-        "documents. `hf-prefix-cache` (`calidist_tasks/prefix_cache.py`) runs a document's "
+        "calibration and evaluation documents both scored) in seconds of the model's requests "
+        "(the final state of lm-eval's request progress bars: model and data loading, prompt "
+        "building and metrics excluded; see below), `hf` first, then `hf-prefix-cache` on the "
+        "same documents. `hf-prefix-cache` (`calidist_tasks/prefix_cache.py`) runs a document's "
         "shared prompt prefix once and the output layer only where a letter is scored. "
         "Default-size hours: the default run's documents times the measured seconds per document "
         "(logit tasks here; self-consistency below; the verbalized tasks come on top).\n",
@@ -208,6 +232,13 @@ def render(rows: list[dict[str, object]], command: str) -> str:
             + f" (all models: {sum(h[0] for h in totals.values()):.1f} h -> "
             f"{sum(h[1] for h in totals.values()):.1f} h; the issue's limit for the whole "
             "default run is 2 h).\n")
+        fixed = [f for r in rows for f in r.get("fixed_s", [])]
+        if fixed:
+            lines.append(
+                f"Outside the requests, each lm-eval process of these runs spent {min(fixed):.0f} "
+                f"to {max(fixed):.0f} s (median {statistics.median(fixed):.0f} s) loading the "
+                "model and data, building prompts and computing metrics; `benchmarks/run.py` "
+                "starts one process per task (nine per model and dataset).\n")
     lines.append(END)
     return "\n".join(lines)
 

@@ -39,7 +39,7 @@ def test_backend_speed_section_projects_hours_and_survives_a_rewrite(tmp_path):
              "cached_s_per_doc": 1.5, "max_loglikelihood_difference": 2e-5,
              "same_predictions": True, "consistency_documents": 4, "batch_sizes": (8, 64),
              "consistency_hf_small_batch_s_per_doc": 36.0, "consistency_hf_s_per_doc": 20.0,
-             "consistency_cached_s_per_doc": 12.0, "same_samples": 0.9},
+             "consistency_cached_s_per_doc": 12.0, "same_samples": 0.9, "fixed_s": [20.0, 26.0]},
             {"model": "tiny", "benchmark": "aqua", "documents": 15, "hf_s_per_doc": 7.2,
              "cached_s_per_doc": 3.6, "max_loglikelihood_difference": 3e-5,
              "same_predictions": False, "consistency_documents": 4, "batch_sizes": (8, 64),
@@ -58,6 +58,7 @@ def test_backend_speed_section_projects_hours_and_survives_a_rewrite(tmp_path):
             "100 docs: 0.5 h -> 0.5 h |") in section
     # logit 1.0 + 1.0 and consistency 1.0 + 0.5 h with hf; 0.5 + 0.5 + 0.33 + 0.5 h cached
     assert "tiny 3.5 h -> 1.8 h" in section
+    assert "spent 20 to 26 s (median 23 s)" in section
     markdown = tmp_path / "BENCHMARKS.md"
     markdown.write_text("# Benchmarks\n\nother sections\n")
     write_section(markdown, section)
@@ -66,6 +67,18 @@ def test_backend_speed_section_projects_hours_and_survives_a_rewrite(tmp_path):
     assert text.startswith("# Benchmarks\n\nother sections\n") and text.count(BEGIN) == 1
     assert "9.99x" in kept_section(markdown) and kept_section(markdown).endswith(END)
     assert kept_section(tmp_path / "missing.md") == ""
+
+
+def test_request_seconds_read_the_final_progress_bars():
+    from benchmarks.backend_speed import request_seconds
+
+    log = ("Tokenizing inputs: 100%|##| 825/825 [00:03<00:00]\n"
+           "Running loglikelihood requests: 40%|#| 330/825 [01:02<01:30]\r"
+           "Running loglikelihood requests: 100%|##| 825/825 [03:24<00:00,  4.03it/s]\n"
+           "Running generate_until requests (x): 100%|##| 60/60 [1:00:18<00:00]\n")
+    assert request_seconds(log) == 204 + 3600 + 18
+    with pytest.raises(ValueError, match="progress bar"):
+        request_seconds("Tokenizing inputs: 100%|##| 825/825 [00:03<00:00]\n")
 
 
 def test_generation_tasks_run_at_their_own_batch_size(tmp_path):
