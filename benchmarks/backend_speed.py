@@ -182,19 +182,14 @@ def render(rows: list[dict[str, object]], command: str) -> str:
     ]
     totals: dict[str, list[float]] = {}
     for r in rows:
-        docs = default_docs[str(r["benchmark"])]
-        hours = (docs * float(r["hf_s_per_doc"]) / 3600,
-                 docs * float(r["cached_s_per_doc"]) / 3600)
-        total = totals.setdefault(str(r["model"]), [0.0, 0.0])
-        total[0] += hours[0]
-        total[1] += hours[1]
+        hours = default_hours(totals, str(r["model"]), default_docs[str(r["benchmark"])],
+                              float(r["hf_s_per_doc"]), float(r["cached_s_per_doc"]))
         lines.append(
             f"| {r['model']} | {bench_name(str(r['benchmark']))} | {r['documents']} | "
             f"{float(r['hf_s_per_doc']):.2f} | {float(r['cached_s_per_doc']):.2f} | "
             f"{float(r['hf_s_per_doc']) / float(r['cached_s_per_doc']):.2f}x | "
             f"{float(r['max_loglikelihood_difference']):.1e} | "
-            f"{'yes' if r['same_predictions'] else 'NO'} | "
-            f"{docs} docs: {hours[0]:.1f} h -> {hours[1]:.1f} h |")
+            f"{'yes' if r['same_predictions'] else 'NO'} | {hours} |")
     lines += [
         "",
         "Self-consistency (15 samples per document, `benchmarks/run.py`'s command: chat "
@@ -214,17 +209,12 @@ def render(rows: list[dict[str, object]], command: str) -> str:
         small, wide = r["batch_sizes"]
         first, cached_s = (float(r["consistency_hf_small_batch_s_per_doc"]),
                            float(r["consistency_cached_s_per_doc"]))
-        hours = (default.consistency_eval * first / 3600,
-                 default.consistency_eval * cached_s / 3600)
-        total = totals.setdefault(str(r["model"]), [0.0, 0.0])
-        total[0] += hours[0]
-        total[1] += hours[1]
+        hours = default_hours(totals, str(r["model"]), default.consistency_eval, first, cached_s)
         lines.append(
             f"| {r['model']} | {bench_name(str(r['benchmark']))} | "
             f"{r['consistency_documents']} | {first:.2f} ({small}) | "
             f"{float(r['consistency_hf_s_per_doc']):.2f} ({wide}) | {cached_s:.2f} ({wide}) | "
-            f"{first / cached_s:.2f}x | {100 * float(r['same_samples']):.0f}% | "
-            f"{default.consistency_eval} docs: {hours[0]:.1f} h -> {hours[1]:.1f} h |")
+            f"{first / cached_s:.2f}x | {100 * float(r['same_samples']):.0f}% | {hours} |")
     lines.append("")
     if totals:
         lines.append("Default-size logit tasks and self-consistency per model: " + "; ".join(
@@ -241,6 +231,16 @@ def render(rows: list[dict[str, object]], command: str) -> str:
                 "starts one process per task (nine per model and dataset).\n")
     lines.append(END)
     return "\n".join(lines)
+
+
+def default_hours(totals: dict[str, list[float]], model: str, docs: int, before_s: float,
+                  after_s: float) -> str:
+    """'N docs: a h -> b h' at the two measured seconds per document, added to ``totals``."""
+    hours = (docs * before_s / 3600, docs * after_s / 3600)
+    total = totals.setdefault(model, [0.0, 0.0])
+    total[0] += hours[0]
+    total[1] += hours[1]
+    return f"{docs} docs: {hours[0]:.1f} h -> {hours[1]:.1f} h"
 
 
 def bench_name(benchmark: str) -> str:
