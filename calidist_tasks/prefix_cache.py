@@ -13,10 +13,11 @@ Generation is the ``hf`` backend's, except that a batch's repeated prompts (self
 samples of one document: lm-eval sends each ``repeats`` copy as its own request) are run once and
 their key/value cache copied to every sample before decoding.
 
-The log-likelihoods and greedy generations equal the ``hf`` backend's up to floating-point rounding
-(the test suite compares them). Rolling log-likelihoods are the ``hf`` backend's own. Use it with
-``calidist eval --model hf-prefix-cache --model_args pretrained=...`` (``calidist eval`` registers
-it; in Python, import this module before ``lm_eval.simple_evaluate``).
+The log-likelihoods equal the ``hf`` backend's up to floating-point rounding, and so do the
+generations, greedy or sampled under the same seed (the test suite compares them). Rolling
+log-likelihoods are the ``hf`` backend's own. Use it with ``calidist eval --model hf-prefix-cache
+--model_args pretrained=...`` (``calidist eval`` registers it; in Python, import this module
+before ``lm_eval.simple_evaluate``).
 """
 
 from __future__ import annotations
@@ -138,9 +139,7 @@ class PrefixCacheHFLM(HFLM):
         bar = tqdm(total=len(inputs), disable=disable_tqdm or self.rank != 0,
                    desc="Running loglikelihood requests (shared prefixes computed once)")
         cache, previous = None, ()  # key/value cache of the previous batch's shared prefix
-        autocast = torch.autocast(device_type=self.device.type, dtype=self.mixed_precision_dtype,
-                                  enabled=self.mixed_precision_dtype is not None)
-        with torch.inference_mode(), autocast:
+        with torch.inference_mode(), self._autocast():
             for members, shared in prefix_groups(inputs, scored, max(1, int(size))):
                 prefix = inputs[members[0]][:shared]
                 reused = shared_prefix_length(previous, prefix) if cache is not None else 0
@@ -180,13 +179,18 @@ class PrefixCacheHFLM(HFLM):
         distinct_mask = mask[first]
         # the positions generate gives left-padded rows; the last prompt token is left to generate
         positions = (distinct_mask.long().cumsum(-1) - 1).masked_fill(distinct_mask == 0, 0)
-        with torch.no_grad():
+        with torch.no_grad(), self._autocast():  # no_grad: generate extends this cache in place
             cache = self.model(input_ids=distinct[:, :-1], attention_mask=distinct_mask[:, :-1],
                                position_ids=positions[:, :-1], use_cache=True,
                                logits_to_keep=1).past_key_values
         cache.reorder_cache(row_of.to(self.device))
         return super()._model_generate(context, max_length, stop, past_key_values=cache,
                                        **generation_kwargs)
+
+    def _autocast(self) -> torch.autocast:
+        """The hf backend's mixed precision (``mixed_precision_dtype``), off when it has none."""
+        return torch.autocast(device_type=self.device.type, dtype=self.mixed_precision_dtype,
+                              enabled=self.mixed_precision_dtype is not None)
 
     def _run(self, tokens: Sequence[Any], cache: Any, keep: int | torch.Tensor) -> Any:
         ids = torch.tensor(tokens if isinstance(tokens[0], list) else [list(tokens)],
