@@ -80,7 +80,7 @@ def run_backend(args: argparse.Namespace, folder: str, benchmark: str, backend: 
         target = out / tasks[0]
         command = ["calidist", "eval", "--model", backend, "--model_args",
                    f"pretrained={folder},dtype=float32", "--tasks", ",".join(tasks),
-                   "--batch_size", str(args.batch_size), "--device", "cpu",
+                   "--batch_size", str(args.batch_size), "--device", args.device,
                    "--metadata", json.dumps(metadata), "--output_path", str(target),
                    "--log_samples"]
         if bench.run_task(command, target)["returncode"]:
@@ -103,6 +103,7 @@ def run_consistency(args: argparse.Namespace, folder: str, benchmark: str, backe
                     batch_size: int, out: Path) -> dict[str, object]:
     """``benchmarks/run.py``'s self-consistency command with ``backend``: seconds and samples."""
     options = bench.parse_args(["--backend", backend, "--gen-batch-size", str(batch_size),
+                                "--device", args.device,
                                 "--data-dir", str(args.data_dir), "--consistency-calib", "1",
                                 "--consistency-eval", str(args.consistency)])
     task = f"calidist_{benchmark}_consistency"
@@ -282,6 +283,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--aqua-m", type=int, default=default.aqua_m)
     parser.add_argument("--batch-size", type=int, default=default.batch_size)
     parser.add_argument("--gen-batch-size", type=int, default=default.gen_batch_size)
+    parser.add_argument("--device", default=default.device)
     parser.add_argument("--data-dir", type=Path, default=default.data_dir)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "backend-speed")
     parser.add_argument("--markdown", type=Path, default=ROOT / "BENCHMARKS.md")

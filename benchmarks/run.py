@@ -69,7 +69,7 @@ def task_command(args: argparse.Namespace, model_dir: str, task: str, suffix: st
     command = [
         "calidist", "eval", "--model", args.backend,
         "--model_args", f"pretrained={model_dir},dtype=float32",
-        "--tasks", task, "--device", "cpu",
+        "--tasks", task, "--device", args.device,
         "--batch_size", str(args.gen_batch_size if suffix in GENERATE else args.batch_size),
         "--metadata", json.dumps(metadata), "--output_path", str(out), "--log_samples",
     ]
@@ -146,6 +146,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="lm-eval model backend; hf-prefix-cache gives hf's log-likelihoods "
                              "and runs each document's shared prompt prefix once "
                              "(benchmarks/backend_speed.py measures both)")
+    parser.add_argument("--device", default="cpu",
+                        help="lm-eval's --device (cuda on a GPU machine)")
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
     parser.add_argument("--overhead-docs", type=int, default=100_000)
     parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
@@ -177,7 +179,8 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return (f"{cpu}, {os.cpu_count()} logical CPUs, no GPU; Python {platform.python_version()}, "
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return (f"{cpu}, {os.cpu_count()} logical CPUs, {gpu}; Python {platform.python_version()}, "
             f"torch {torch.__version__}, {platform.system()} {platform.release()}")
 
 

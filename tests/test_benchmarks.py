@@ -90,3 +90,6 @@ def test_generation_tasks_run_at_their_own_batch_size(tmp_path):
                  command.index("--batch_size") + 1]
              for suffix in ("", "_assertion", "_verbalized", "_consistency")}
     assert batch == {"": "8", "_assertion": "8", "_verbalized": "48", "_consistency": "48"}
+    command = run.task_command(run.parse_args(["--device", "cuda"]), "/model", "calidist_ppdb",
+                               "", "ppdb", tmp_path)
+    assert command[command.index("--device") + 1] == "cuda"
