@@ -15,6 +15,13 @@ from typing import Any
 LAMBDA_SCALES = ("minmax", "log", "rank")
 DELTA_MODES = ("mean", "worst_case")
 SAMPLINGS = ("auto", "top_k", "temperature")  # consistency decoding (calidist_tasks.consistency)
+# How CaliDist's alpha and beta are chosen: "grid" is the paper's search alone (Appendix I),
+# "refine" adds a bounded L-BFGS-B step kept only when it is not worse on the calibration set,
+# "default_sigmoid" fixes alpha=0, beta=1 (the paper's "Default Sigmoid" ablation).
+FITS = ("grid", "refine", "default_sigmoid")
+# Verbalized prompt: "paper" is Appendix F's step-by-step wording, "short" asks for the option
+# and one confidence only (cheaper, and easier for small models).
+VERBALIZED_PROMPTS = ("paper", "short")
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,8 @@ class RunSettings:
     save_calibrator: str | None = None  # where to write this run's fit
     lambda_scale: str = "minmax"
     delta_mode: str = "mean"
+    fit: str = "grid"
+    verbalized_prompt: str = "paper"
     allow_transfer: bool = False  # apply a saved fit from another task (out-of-domain transfer)
     model: str | None = None  # recorded in saved calibrators (from --model_args pretrained/model)
     sampling: str = "auto"  # consistency decoding: top_k 50/top_p 0.95, or temperature 1.5 only
@@ -95,6 +104,11 @@ class RunSettings:
             raise ValueError(
                 f"--metadata sampling must be one of {SAMPLINGS}, got {self.sampling!r}"
             )
+        if self.fit not in FITS:
+            raise ValueError(f"--metadata fit must be one of {FITS}, got {self.fit!r}")
+        if self.verbalized_prompt not in VERBALIZED_PROMPTS:
+            raise ValueError(f"--metadata verbalized_prompt must be one of {VERBALIZED_PROMPTS}, "
+                             f"got {self.verbalized_prompt!r}")
         if self.delta_mode not in DELTA_MODES:
             raise ValueError(
                 f"--metadata delta_mode must be one of {DELTA_MODES}, got {self.delta_mode!r}"

@@ -222,3 +222,16 @@ def test_non_utf8_files_are_refused_with_their_path(tmp_path):
     write(mnli / "validation_matched.jsonl", GOOD.replace('"p"', '"caf\xe9"').encode("latin-1"))
     with pytest.raises(ValueError, match=r"validation_matched\.jsonl: not UTF-8"):
         load_task("calidist_mnli", {"data_dir": str(tmp_path / "m"), "calib_size": 1})
+
+
+@pytest.mark.parametrize(("glue", "option"), [(0, 0), (1, 2), (2, 1), ("1", 2), ("2", 1)])
+def test_mnli_labels_follow_the_papers_option_order(tmp_path, glue, option):
+    """GLUE labels 0 entailment, 1 neutral, 2 contradiction; the paper's options are
+    a. entailment, b. contradiction, c. neutral."""
+    row = {"premise": "q", "hypothesis": "h", "label": glue, "idx": 0}
+    path = write(tmp_path / "one.jsonl", GOOD + json.dumps(row) + "\n")
+    task = load_task("calidist_mnli", {"data_files": str(path), "calib_size": 1})
+    doc = next(d for d in task.eval_docs if d["premise"] == "q")
+    assert doc["label"] == option
+    words = {0: "entails", 1: "contradicts", 2: "neutral"}
+    assert words[option] in task.doc_to_choice(doc)[option]

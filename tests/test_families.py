@@ -245,8 +245,10 @@ def test_csqa_reads_the_original_release(tmp_path: Path) -> None:
 
 
 def _prompts(task, doc: dict) -> list[str]:
-    """The distinct prompts the task sends for ``doc`` (original first), as lm-eval builds them."""
-    ctx = task.fewshot_context(doc, num_fewshot=0, gen_prefix=task.doc_to_prefix(doc))
+    """The distinct prompts the task sends for ``doc`` (original first), as lm-eval builds them
+    with the task's default number of exemplars (the paper's one per label)."""
+    shots = task.config.num_fewshot or 0
+    ctx = task.fewshot_context(doc, num_fewshot=shots, gen_prefix=task.doc_to_prefix(doc))
     requests = task.construct_requests(doc, ctx, metadata=(task.config.task, 0, 1))
     return list(dict.fromkeys(r.arguments[0] for r in requests))
 
@@ -260,14 +262,19 @@ def _snapshot(name: str, text: str) -> None:
     assert text == path.read_text(encoding="utf-8"), f"prompts of {name} changed; see {path}"
 
 
-@pytest.mark.parametrize("benchmark", sorted(FAMILIES))
-def test_prompt_snapshots(benchmark: str, data_dir: Path) -> None:
-    """The zero-shot original prompt and the first hinted prompt of each style, pinned."""
-    metadata = {"data_dir": str(data_dir), "calib_size": 3, "eval_size": 4}
+@pytest.mark.parametrize("benchmark", [*sorted(FAMILIES), "mnli", "ppdb"])
+def test_prompt_snapshots(benchmark: str, request: pytest.FixtureRequest) -> None:
+    """The default (one exemplar per label, Appendix F) original prompt and the first hinted
+    prompt of each style, pinned; docs/paper_fidelity.md maps each part to the paper."""
+    fixture = {"mnli": "mnli_data_dir", "ppdb": "ppdb_data_dir"}.get(benchmark, "data_dir")
+    data_dir = request.getfixturevalue(fixture)
+    # enough calibration documents for an exemplar of (nearly) every label
+    calib_size = 8 if benchmark in ("mnli", "ppdb") else 6
+    metadata = {"data_dir": str(data_dir), "calib_size": calib_size, "eval_size": 4}
     parts = []
     for style in STYLES:
         task = load_task(f"calidist_{benchmark}{style}", metadata)
-        doc = task.eval_docs[3]  # the first evaluation document
+        doc = task.eval_docs[calib_size]  # the first evaluation document
         prompts = _prompts(task, doc)
         index, what = (0, "original prompt") if not style else (1, "first hinted prompt")
         parts.append(f"===== calidist_{benchmark}{style}: {what} =====\n{prompts[index]}\n")
