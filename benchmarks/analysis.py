@@ -129,7 +129,7 @@ def kept_hints(record: Mapping[str, Any], m: int | None) -> list[list]:
 
 def behaviour(records: Sequence[Mapping[str, Any]], m: int | None = None,
               delta_mode: str = "mean") -> dict[str, np.ndarray]:
-    """mu, delta and lambda_raw per record, recomputed from the logged hints (SPEC section 2)."""
+    """mu, delta and lambda_raw per record, recomputed from the logged hints (docs/method.md)."""
     mu, delta = [], []
     for record in records:
         hints = kept_hints(record, m)

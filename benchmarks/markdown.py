@@ -174,7 +174,7 @@ def render(state: State) -> str:
         f"Machine: {state.machine}. The machine was shared with other jobs while this ran, and "
         "every model job ran under `nice -n 19`, so wall times are upper bounds for an idle "
         "machine; request and token counts are exact.\n",
-        "Models: SmolLM2-135M-Instruct and Qwen2.5-Coder-0.5B-Instruct (SPEC section 7), "
+        "Models: SmolLM2-135M-Instruct and Qwen2.5-Coder-0.5B-Instruct (docs/method.md, "Models used offline here"), "
         f"converted offline, `--model {args.backend}`, float32, CPU. **These are tiny models "
         "(135M and 0.5B), "
         "not the paper's 8B models**: they are weak at both tasks (compare their accuracy with "
@@ -271,7 +271,7 @@ def render(state: State) -> str:
     if state.runs:
         table, wins = analysis.variants_table(state.runs, n_boot)
         parts += [
-            "## Calibrator variants (beyond the paper, SPEC section 2 and issue item 4)\n",
+            "## Calibrator variants (beyond the paper: docs/method.md)\n",
             "Same calibration / evaluation documents per row group. `lambda_scale=log|rank` "
             "change only how lambda_raw is mapped to [0, 10]; `behaviour` is "
             "`calidist_metrics.BehaviourCalibrator`, a logistic regression of correctness on "

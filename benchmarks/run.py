@@ -72,6 +72,9 @@ def task_command(args: argparse.Namespace, model_dir: str, task: str, suffix: st
         "--tasks", task, "--device", args.device,
         "--batch_size", str(args.gen_batch_size if suffix in GENERATE else args.batch_size),
         "--metadata", json.dumps(metadata), "--output_path", str(out), "--log_samples",
+        # one answer cache per model: a killed run resumes, and the original prompts that every
+        # task of a benchmark sends are computed once
+        "--use_cache", str(out.parent / "lm_cache"),
     ]
     if suffix in GENERATE:
         command += ["--gen_kwargs", f"max_gen_toks={args.max_gen_toks}"]

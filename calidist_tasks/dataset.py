@@ -1,4 +1,4 @@
-"""Dataset loading and the calibration / evaluation split (SPEC §2 "Calibration split").
+"""Dataset loading and the calibration / evaluation split (docs/method.md, "Calibration split").
 
 Each task evaluates one document list: the calibration documents first, marked
 ``calidist_split = "calibration"``, then the evaluation documents. Rows come from the Hugging

@@ -272,7 +272,7 @@ class CaliDistTask(ConfigurableTask):
         return self._summary[1][name]
 
     def reported_metrics(self) -> list[str]:
-        """The metric names this task reports (SPEC §4); subclasses with other records extend it."""
+        """The metric names this task reports (README, "Metrics"); subclasses with other records extend it."""
         return metric_names(distracted=self.distractor != "none")
 
     def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""CaliDist per-document instability measures (paper Section 3, SPEC section 2).
+"""CaliDist per-document instability measures (paper section 3; docs/method.md).
 
 For one document: the original prompt gives prediction y_hat with confidence p; the k distracted
 prompts give predictions y_j with confidences p'_j. Each function also accepts a batch: pass the

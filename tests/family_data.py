@@ -1,4 +1,4 @@
-"""Tiny local data sets in the formats of SPEC §6, one writer per benchmark (used by the family,
+"""Tiny local data sets in the local formats of docs/method.md, one writer per benchmark (used by the family,
 few-shot and GSM8K tests). Rows are made up, short, and cycle through every label."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ LABELS = {"ppdb": 2, "aqua": 5}
 
 
 def prompts_per_doc(benchmark: str, variant: str) -> int:
-    """1 original + c hinted prompts per distractor (c * m for assertion), SPEC section 2."""
+    """1 original + c hinted prompts per distractor (c * m for assertion) (docs/method.md, "Joining")."""
     c = LABELS[benchmark]
     style = variant.removesuffix("verbalized").rstrip("_")
     return 1 + {"": 0, "assertion": c * M_ASSERTION, "probe": c, "corruption": c,

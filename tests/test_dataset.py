@@ -1,4 +1,4 @@
-"""Documents and the calibration split (SPEC §2), local data formats, and bad input."""
+"""Documents and the calibration split (docs/method.md), local data formats, and bad input."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_family_end_to_end(tiny_model_dir: Path, data_dir: Path) -> None:
-    """All 24 classification tasks in one in-process lm-eval run; every SPEC §4 metric, in range."""
+    """All 24 classification tasks in one in-process lm-eval run; every metric of the README's table, in range."""
     tasks = [f"calidist_{b}{s}" for b in FAMILIES for s in STYLES]
     metadata = {"data_dir": str(data_dir), "calib_size": 3, "eval_size": 4, "m": 1}
     out = run_lm_eval(tasks, tiny_model_dir, metadata, batch_size=64)

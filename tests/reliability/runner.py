@@ -1,6 +1,6 @@
 """Run lm-eval in a fresh process and write what determinism and resume tests compare.
 
-``python -m reliability.runner SPEC_JSON`` (with ``tests/`` on ``PYTHONPATH``); SPEC holds tasks,
+``python -m reliability.runner RUN_JSON`` (with ``tests/`` on ``PYTHONPATH``); RUN_JSON holds tasks,
 model, model_args, metadata, out (a JSON file to write), and optionally use_cache. Under
 ``accelerate launch`` only rank 0 writes.
 """
