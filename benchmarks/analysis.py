@@ -163,7 +163,7 @@ def calidist_scores(calibration: list, evaluation: list, *, m: int | None = None
     if variant == "behaviour":
         fit, notes = quiet(BehaviourCalibrator().fit, p_cal, cal["mu"], cal["delta"], y_cal)
         return fit.predict(p_ev, ev["mu"], ev["delta"]), {"notes": notes}
-    grids = {"alpha_grid": [0.0], "beta_grid": [1.0], "refine": False} if fixed else {}
+    grids = {"method": "default_sigmoid"} if fixed else {}
     fit, notes = quiet(CaliDistCalibrator(lambda_scale=variant, **grids).fit,
                        cal["lambda_raw"], p_cal, y_cal)
     info = {"alpha": fit.alpha_, "beta": fit.beta_, "grid_edge": fit.grid_edge_,

@@ -174,7 +174,7 @@ def render(state: State) -> str:
         f"Machine: {state.machine}. The machine was shared with other jobs while this ran, and "
         "every model job ran under `nice -n 19`, so wall times are upper bounds for an idle "
         "machine; request and token counts are exact.\n",
-        "Models: SmolLM2-135M-Instruct and Qwen2.5-Coder-0.5B-Instruct (docs/method.md, "Models used offline here"), "
+        "Models: SmolLM2-135M-Instruct and Qwen2.5-Coder-0.5B-Instruct (docs/method.md), "
         f"converted offline, `--model {args.backend}`, float32, CPU. **These are tiny models "
         "(135M and 0.5B), "
         "not the paper's 8B models**: they are weak at both tasks (compare their accuracy with "

@@ -127,7 +127,11 @@ def applied_calibrator(
 def calidist_calibrator(
     calibration: list, settings: RunSettings, context: Mapping[str, Any]
 ) -> CaliDistCalibrator:
-    """The saved fit named by ``--metadata calibrator``, else a fit on the calibration records."""
+    """The saved fit named by ``--metadata calibrator``, else a fit on the calibration records.
+
+    The fit uses the run's ``lambda_scale`` and ``fit`` (default "grid": the paper's search
+    alone, Appendix I); the records' lambda_raw already follow its ``delta_mode``.
+    """
     calibrator = applied_calibrator(settings, context)
     if calibrator is not None:
         return calibrator
@@ -136,7 +140,7 @@ def calidist_calibrator(
             f"{context['task']}: no calibration documents to fit on; raise --metadata calib_size "
             "or pass a saved fit with --metadata calibrator=FILE"
         )
-    return CaliDistCalibrator(lambda_scale=settings.lambda_scale).fit(
+    return CaliDistCalibrator(lambda_scale=settings.lambda_scale, method=settings.fit).fit(
         _column(calibration, "lambda_raw"),
         _column(calibration, "confidence"),
         _column(calibration, "correct"),

@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 LAMBDA_SCALES = ("minmax", "log", "rank")
+FIT_METHODS = ("grid", "refine", "default_sigmoid")
 LAMBDA_RANGE = 10.0
 _MISSING = object()
 
@@ -99,6 +100,21 @@ def _array_field(d: dict, key: str, owner: str, ndim: int = 1) -> np.ndarray:
         raise ValueError(f"{owner}.from_dict: invalid field {key!r}: {exc}") from None
 
 
+def _method_field(d: dict, owner: str) -> str:
+    """CaliDist's ``method``, or the older boolean ``refine`` (true: "refine", false: "grid")."""
+    if "method" in d:
+        method = d["method"]
+        if method not in FIT_METHODS:
+            raise ValueError(f"{owner}.from_dict: invalid field 'method': {method!r} "
+                             f"(known: {', '.join(FIT_METHODS)})")
+        return method
+    refine = d.get("refine", False)
+    if not isinstance(refine, bool):
+        raise ValueError(f"{owner}.from_dict: invalid field 'refine': expected true or false, "
+                         f"got {refine!r}")
+    return "refine" if refine else "grid"
+
+
 def _check_kind(d, kind: str, owner: str) -> None:
     if not isinstance(d, dict):
         raise ValueError(f"{owner}.from_dict: expected a dict, got {type(d).__name__}")
@@ -130,6 +146,28 @@ def _brier_loss_and_grad(params, lam, confidence, correct):
     return loss, grad
 
 
+def _brier(params: np.ndarray, lam: np.ndarray, confidence: np.ndarray,
+           correct: np.ndarray) -> float:
+    return float(_brier_loss_and_grad(params, lam, confidence, correct)[0])
+
+
+def _grid_search(alphas: np.ndarray, betas: np.ndarray, lam: np.ndarray,
+                 confidence: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, float]:
+    """(alpha, beta) of the grid with the lowest Brier, and that Brier.
+
+    Ties go to the smallest beta, then the smallest alpha: np.argmin's first minimum of the
+    table brier[beta, alpha] (both grids ascending).
+    """
+    brier = np.empty((betas.size, alphas.size))
+    block = max(1, int(4e6 // (alphas.size * lam.size)))
+    for start in range(0, betas.size, block):
+        b = betas[start:start + block, None, None]
+        s = expit(b * (lam[None, None, :] - alphas[None, :, None]))
+        brier[start:start + block] = np.mean((s * confidence - correct) ** 2, axis=-1)
+    b_idx, a_idx = np.unravel_index(np.argmin(brier), brier.shape)
+    return np.array([alphas[a_idx], betas[b_idx]]), float(brier[b_idx, a_idx])
+
+
 def _check_grid(values, default: np.ndarray, name: str, *, positive: bool) -> np.ndarray:
     grid = default if values is None else as_float_array(values, name)
     if positive and np.any(grid <= 0):
@@ -138,15 +176,23 @@ def _check_grid(values, default: np.ndarray, name: str, *, positive: bool) -> np
 
 
 class CaliDistCalibrator:
-    """CaliDist: conf = sigmoid(beta * (lambda - alpha)) * p (paper Eq. 5; SPEC section 2).
+    """CaliDist: conf = sigmoid(beta * (lambda - alpha)) * p (the paper's Eq. 5).
 
     ``fit`` learns, on calibration documents, the bounds that map the raw reliability
-    lambda_raw = (1 - mu) / (delta + eps) to lambda in [0, 10], then alpha and beta minimising the
-    Brier score of the calibrated confidence against correctness: an exhaustive search over
-    ``alpha_grid`` x ``beta_grid`` (defaults linspace(-5, 5, 100) and linspace(0.1, 5, 100), the
-    paper's), then, if ``refine``, L-BFGS-B within the grid's ranges started at the best grid
-    point and kept only when its Brier is not higher. The prediction (argmax) is never changed:
-    only the top-label confidence is scaled, and the result lies in [0, p].
+    lambda_raw = (1 - mu) / (delta + eps) to lambda in [0, 10], then alpha and beta according to
+    ``method``:
+      - ``"grid"`` (default, the paper's Appendix I): the pair of ``alpha_grid`` x ``beta_grid``
+        (defaults linspace(-5, 5, 100) and linspace(0.1, 5, 100)) with the lowest Brier score of
+        the calibrated confidence against correctness, so alpha and beta are grid values. Ties
+        (equal Brier) go to the smallest beta, then the smallest alpha (grids sorted ascending):
+        np.argmin's first minimum of the table brier[beta, alpha];
+      - ``"refine"``: the grid, then the untuned (alpha=0, beta=1) and a bounded L-BFGS-B step
+        started at the best point (within the grids' ranges), each kept only if its Brier is not
+        higher; alpha and beta may then lie between grid values;
+      - ``"default_sigmoid"``: alpha=0, beta=1 fixed (the paper's "Default Sigmoid" ablation,
+        Section 6); only the lambda bounds are fitted.
+    The prediction (argmax) is never changed: only the top-label confidence is scaled, and the
+    result lies in [0, p].
 
     ``lambda_scale``:
       - ``"minmax"`` (paper): lambda = clip((raw - min) / (max - min), 0, 1) * 10.
@@ -164,9 +210,10 @@ class CaliDistCalibrator:
         simply pushes the factor towards 1 or towards its smallest reachable value;
       - fewer than 5 calibration documents: the fit proceeds but is unreliable;
       - the fit lands on a grid edge (alpha at either end, beta at either end, within half a grid
-        step): ``grid_edge_`` is True. SPEC section 2: lambda_raw explodes as delta -> 0, min-max
-        squeezes most documents near lambda = 0, and the fit degenerates to a flat shrink
-        (beta at its lower edge) or the identity (beta at its upper edge with alpha < 0).
+        step; not checked for ``"default_sigmoid"``): ``grid_edge_`` is True. lambda_raw explodes
+        as delta -> 0, min-max squeezes most documents near lambda = 0, and the fit degenerates
+        to a flat shrink (beta at its lower edge) or the identity (beta at its upper edge with
+        alpha < 0); README.md ("Metrics") and BENCHMARKS.md compare the other ``lambda_scale``.
     A grid with one value fixes that parameter; it never counts as an edge.
     No calibration documents raises ValueError.
     """
@@ -178,12 +225,12 @@ class CaliDistCalibrator:
         lambda_scale: str = "minmax",
         alpha_grid=None,
         beta_grid=None,
-        refine: bool = True,
+        method: str = "grid",
     ) -> None:
         self.lambda_scale = lambda_scale
         self.alpha_grid = alpha_grid
         self.beta_grid = beta_grid
-        self.refine = refine
+        self.method = method
         self.alpha_: float | None = None
         self.beta_: float | None = None
         self.lambda_min_: float | None = None
@@ -227,6 +274,8 @@ class CaliDistCalibrator:
         if self.lambda_scale not in LAMBDA_SCALES:
             raise ValueError(f"lambda_scale must be one of {LAMBDA_SCALES}, "
                              f"got {self.lambda_scale!r}")
+        if self.method not in FIT_METHODS:
+            raise ValueError(f"method must be one of {FIT_METHODS}, got {self.method!r}")
         raw = as_float_array(reliability_raw, "reliability_raw")
         confidence = check_confidence(confidence, "confidence")
         correct = check_correct(correct, "correct")
@@ -250,36 +299,30 @@ class CaliDistCalibrator:
                           CalibrationWarning, stacklevel=2)
         lam = self._scale(raw)
 
-        brier = np.empty((betas.size, alphas.size))
-        block = max(1, int(4e6 // (alphas.size * n)))
-        for start in range(0, betas.size, block):
-            b = betas[start:start + block, None, None]
-            s = expit(b * (lam[None, None, :] - alphas[None, :, None]))
-            brier[start:start + block] = np.mean((s * confidence - correct) ** 2, axis=-1)
-        b_idx, a_idx = np.unravel_index(np.argmin(brier), brier.shape)
-        best = np.array([alphas[a_idx], betas[b_idx]])
-        best_loss = float(brier[b_idx, a_idx])
-        # The untuned sigmoid (alpha=0, beta=1, the paper's ablation baseline) is a candidate
-        # too, so the fit is never worse than it on the calibration set.
-        untuned = np.array([0.0, 1.0])
-        untuned_loss = float(_brier_loss_and_grad(untuned, lam, confidence, correct)[0])
-        if untuned_loss < best_loss:
-            best, best_loss = untuned, untuned_loss
-
-        if self.refine:
+        if self.method == "default_sigmoid":
+            best = np.array([0.0, 1.0])
+            best_loss = _brier(best, lam, confidence, correct)
+        else:
+            best, best_loss = _grid_search(alphas, betas, lam, confidence, correct)
+        if self.method == "refine":
+            # The untuned sigmoid (alpha=0, beta=1) is a candidate, then L-BFGS-B from the best.
+            untuned = np.array([0.0, 1.0])
+            untuned_loss = _brier(untuned, lam, confidence, correct)
+            if untuned_loss < best_loss:
+                best, best_loss = untuned, untuned_loss
             result = minimize(_brier_loss_and_grad, best, args=(lam, confidence, correct),
                               jac=True, method="L-BFGS-B",
                               bounds=[(alphas[0], alphas[-1]), (betas[0], betas[-1])])
             if np.all(np.isfinite(result.x)):
-                loss = _brier_loss_and_grad(result.x, lam, confidence, correct)[0]
+                loss = _brier(result.x, lam, confidence, correct)
                 if loss <= best_loss:
-                    best, best_loss = result.x, float(loss)
+                    best, best_loss = result.x, loss
 
         self.alpha_, self.beta_ = float(best[0]), float(best[1])
         self.calibration_brier_ = best_loss
         edges = self._grid_edges(alphas, betas)
-        if self._is_constant():
-            edges = []  # only the constant factor sigmoid(beta * (5 - alpha)) is identified
+        if self._is_constant() or self.method == "default_sigmoid":
+            edges = []  # fixed, or only the constant factor sigmoid(beta * (5 - alpha)) is known
         self.grid_edge_ = bool(edges)
         if edges:
             message = (
@@ -335,7 +378,7 @@ class CaliDistCalibrator:
             "n_calibration": self.n_calibration_,
             "calibration_brier": self.calibration_brier_,
             "grid_edge": self.grid_edge_,
-            "refine": bool(self.refine),
+            "method": self.method,
             "alpha_grid": grid(self.alpha_grid),
             "beta_grid": grid(self.beta_grid),
         }
@@ -345,15 +388,17 @@ class CaliDistCalibrator:
         """Rebuild a fitted calibrator; raise ValueError naming a missing or invalid field.
 
         Required: kind, lambda_scale, alpha, beta, lambda_min, lambda_max (and rank_reference
-        when lambda_scale is "rank"). Diagnostics (n_calibration, calibration_brier, grid_edge)
-        and the grids are optional.
+        when lambda_scale is "rank"). Diagnostics (n_calibration, calibration_brier, grid_edge),
+        the grids and method are optional; a file written before method existed holds
+        ``"refine": true`` (read as "refine") or ``false`` (read as "grid"); neither reads as
+        "grid".
         """
         owner = cls.__name__
         _check_kind(d, cls.kind, owner)
         scale = _field(d, "lambda_scale", owner)
         if scale not in LAMBDA_SCALES:
             raise ValueError(f"{owner}.from_dict: invalid field 'lambda_scale': {scale!r}")
-        calibrator = cls(lambda_scale=scale, refine=bool(d.get("refine", True)),
+        calibrator = cls(lambda_scale=scale, method=_method_field(d, owner),
                          alpha_grid=d.get("alpha_grid"), beta_grid=d.get("beta_grid"))
         calibrator.alpha_ = _number_field(d, "alpha", owner)
         calibrator.beta_ = _number_field(d, "beta", owner)
@@ -685,7 +730,7 @@ class IsotonicCalibration:
 
 
 class BehaviourCalibrator:
-    """conf = sigmoid(w . z + b), z = standardised [logit(p), mu, delta] (SPEC section 2, item 4).
+    """conf = sigmoid(w . z + b), z = standardised [logit(p), mu, delta] (beyond the paper).
 
     A small logistic regression of correctness on the original top-label confidence p and the
     two instability measures, fitted on the calibration documents by minimising the log loss (a

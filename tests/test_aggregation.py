@@ -93,7 +93,7 @@ def test_calidist_summary_matches_hand_computation():
     for name, value in hand_scores(p, y, "_vanilla").items():
         assert out[name] == pytest.approx(value), name
 
-    # lambda bounds from the calibration documents only (SPEC §2, min-max scaling).
+    # lambda bounds from the calibration documents only (the paper's Eq. 4, min-max scaling).
     assert out["lambda_min"] == pytest.approx(column(cal, "lambda_raw").min())
     assert out["lambda_max"] == pytest.approx(column(cal, "lambda_raw").max())
     assert -5 <= out["alpha"] <= 5 and 0.1 <= out["beta"] <= 5
@@ -103,15 +103,43 @@ def test_calidist_summary_matches_hand_computation():
         assert out[name] == pytest.approx(value), name
     assert np.all(calibrated <= p)  # the prediction is kept, only the confidence shrinks
 
-    # The fit is at least as good on the calibration set as the paper's 100 x 100 grid.
-    pc, yc, rc = column(cal, "confidence"), column(cal, "correct"), column(cal, "lambda_raw")
-    fitted = np.mean((paper_calibrated(out, rc, pc) - yc) ** 2)
-    lam = np.clip((rc - rc.min()) / (rc.max() - rc.min()), 0, 1) * 10
-    grid = min(
-        np.mean((pc / (1 + np.exp(-b * (lam - a))) - yc) ** 2)
-        for a in np.linspace(-5, 5, 100) for b in np.linspace(0.1, 5, 100)
-    )
-    assert fitted <= grid + 1e-12
+    # alpha and beta are exactly the paper's 100 x 100 grid search (Appendix I), nothing more.
+    assert (out["alpha"], out["beta"]) == paper_grid_search(cal)
+
+
+def paper_grid_search(calibration):
+    """The paper's search written out: min-max lambda, 100 x 100 grid, lowest Brier.
+
+    Ties go to the smallest beta, then the smallest alpha (np.argmin over brier[beta, alpha]).
+    """
+    raw, p, y = (column(calibration, k) for k in ("lambda_raw", "confidence", "correct"))
+    lam = (raw - raw.min()) / (raw.max() - raw.min()) * 10
+    alphas, betas = np.linspace(-5, 5, 100), np.linspace(0.1, 5, 100)
+    brier = np.array([[np.mean((p / (1 + np.exp(-b * (lam - a))) - y) ** 2) for a in alphas]
+                      for b in betas])
+    b, a = np.unravel_index(np.argmin(brier), brier.shape)
+    return float(alphas[a]), float(betas[b])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_task_metadata_fit_chooses_the_search(ppdb_data_dir, seed):
+    records = make_records(n_cal=40, seed=seed)
+    cal = [r for r in records if r["split"] == "calibration"]
+    metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 10, "eval_size": 20}
+    out = {}
+    for fit in (None, "grid", "refine", "default_sigmoid"):
+        task = load_task("calidist_ppdb_assertion", {**metadata, **({"fit": fit} if fit else {})})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CalibrationWarning)
+            out[fit] = {name: fn(records) for name, fn in task.aggregation().items()}
+    # no fit given is the paper's grid search alone: exactly the search written out above
+    assert out[None] == out["grid"]
+    assert (out["grid"]["alpha"], out["grid"]["beta"]) == paper_grid_search(cal)
+    assert (out["default_sigmoid"]["alpha"], out["default_sigmoid"]["beta"]) == (0.0, 1.0)
+    # refine is never worse than the grid on the calibration documents
+    pc, yc, rc = (column(cal, k) for k in ("confidence", "correct", "lambda_raw"))
+    brier = {fit: np.mean((paper_calibrated(out[fit], rc, pc) - yc) ** 2) for fit in out}
+    assert brier["refine"] <= brier["grid"] + 1e-12
 
 
 def test_fit_uses_only_calibration_records_and_ignores_order():

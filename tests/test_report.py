@@ -380,6 +380,32 @@ def test_bad_inputs_are_named_and_the_rest_is_written(runs: Path, tmp_path: Path
         assert any("superseded" in p for p in result.problems)
 
 
+def test_calidist_refit_follows_the_runs_logged_fit(tmp_path: Path) -> None:
+    task = "calidist_toy_assertion"
+    records = _records("org/model-a", "toy", True)
+    context = {"task": task, "labels": ["yes", "no"], "model": "org/model-a"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)
+        refined = summarize_calidist(records, RunSettings(calib_size=6, eval_size=6, fit="refine"),
+                                     context)
+        grid = summarize_calidist(records, RunSettings(calib_size=6, eval_size=6), context)
+    assert refined["brier"] != grid["brier"]
+    root = tmp_path / "runs"
+    path = write_run(root / "m", "org/model-a", [], STAMP_A, extra={task: (records, refined)})
+    # no fit in the logged metadata: refitted with the paper's grid, never silently refined
+    result, _ = report(root, tmp_path / "out")
+    assert any(task in p and "do not reproduce" in p and "names no fit" in p
+               for p in result.problems), result.problems
+    # the run says fit=refine: the refit reproduces its numbers
+    data = json.loads(path.read_text())
+    data["configs"][task]["metadata"]["fit"] = "refine"
+    path.write_text(json.dumps(data))
+    result, files = report(root, tmp_path / "out2")
+    assert not any("do not reproduce" in p for p in result.problems), result.problems
+    assert any(r["task"] == task and r["method"] == "CaliDist (As.)"
+               for r in read_csv(files["intervals.csv"]))
+
+
 def test_unknown_variant_is_reported_not_guessed(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     path = write_run(root / "m", "org/model-a", ["toy"], STAMP_A)

@@ -5,7 +5,10 @@ list its variant, with the numbers ``ece<suffix>``, ``brier<suffix>``, ``auroc<s
 results file. A new method is one more line here. Where the logged records allow it, the
 method's confidence on every evaluation document is rebuilt (``refit``) the way the task's own
 aggregation built it; the rebuilt scores must equal the results file's, otherwise the mismatch
-is reported and the results-file numbers are used without per-document data.
+is reported and the results-file numbers are used without per-document data. CaliDist is refitted
+with the run's own settings as lm-eval logged them in the task's config metadata (``lambda_scale``
+and ``fit``; the records' lambda_raw already follow its ``delta_mode``), else the defaults (the
+paper's grid search alone): never with ``refine`` unless the run asked for it.
 """
 
 from __future__ import annotations
@@ -112,6 +115,15 @@ def settings_of(run: TaskRun) -> RunSettings:
     return RunSettings.from_metadata(run.config.get("metadata"))
 
 
+def _fit_hint(run: TaskRun, method: Method) -> str:
+    """Why a CaliDist refit may differ: the run's metadata does not name its fit."""
+    metadata = run.config.get("metadata") or {}
+    if method.refit != "calidist" or "fit" in metadata:
+        return ""
+    return ("; the run's metadata names no fit, so it was refitted with the paper's grid "
+            "search alone (runs made before --metadata fit existed refined it by default)")
+
+
 def calidist_context(run: TaskRun, settings: RunSettings) -> dict[str, Any]:
     choices = run.config.get("doc_to_choice")
     labels = list(choices) if isinstance(choices, list) else f"per-document {choices}"
@@ -182,7 +194,8 @@ def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
             wrong = _mismatch(values, saved)
             if wrong:
                 problems.append(f"{run.name}: {method.label}: the samples do not reproduce the "
-                                f"results file ({'; '.join(wrong)}); results-file numbers only")
+                                f"results file ({'; '.join(wrong)}){_fit_hint(run, method)}; "
+                                "results-file numbers only")
             else:
                 cell.values, cell.confidence, cell.correct = values, confidence, correct
                 if method.refit != "vanilla" and variant in PAIRED_VARIANTS:

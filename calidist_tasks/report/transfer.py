@@ -31,7 +31,11 @@ def parse_pair(text: str) -> tuple[str, str]:
 
 
 def refit_calidist(run: TaskRun) -> CaliDistCalibrator:
-    """A fresh CaliDist fit on the run's calibration documents, with the run's lambda_scale."""
+    """A fresh CaliDist fit on the run's calibration documents, with the run's settings.
+
+    ``lambda_scale`` and ``fit`` come from the run's logged metadata, else the defaults (the
+    paper's grid search alone); lambda_raw in the records already follows its ``delta_mode``.
+    """
     settings = replace(settings_of(run), calibrator=None)  # refit even if the run loaded a fit
     calibration, _ = split_records(run.records)
     return calidist_calibrator(calibration, settings, calidist_context(run, settings))

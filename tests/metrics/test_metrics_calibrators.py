@@ -120,7 +120,7 @@ def test_calidist_minmax_squeezes_heavy_tail_log_and_rank_spread():
         .scaled_reliability(raw)
         for scale in ("minmax", "log", "rank")
     }
-    assert np.median(lam["minmax"]) < 1.0  # SPEC section 2: most documents below 1 of 10
+    assert np.median(lam["minmax"]) < 1.0  # the paper's Eq. 4: most documents below 1 of 10
     assert np.median(lam["log"]) > 2.0
     assert np.median(lam["rank"]) == pytest.approx(5.0, abs=0.1)
 
@@ -136,8 +136,9 @@ def test_calidist_new_documents_are_clipped():
 
 def test_calidist_refine_never_worse_than_grid():
     raw, confidence, correct = _calidist_data(seed=1)
-    grid = _fit_quietly(CaliDistCalibrator(refine=False), raw, confidence, correct)
-    refined = _fit_quietly(CaliDistCalibrator(refine=True), raw, confidence, correct)
+    grid = _fit_quietly(CaliDistCalibrator(), raw, confidence, correct)
+    refined = _fit_quietly(CaliDistCalibrator(method="refine"), raw, confidence, correct)
+    assert grid.method == "grid"  # the paper's search alone by default
     assert refined.calibration_brier_ <= grid.calibration_brier_
     alphas, betas = np.linspace(-5, 5, 100), np.linspace(0.1, 5, 100)
     assert grid.alpha_ in alphas and grid.beta_ in betas
@@ -147,7 +148,7 @@ def test_calidist_grid_matches_brute_force():
     raw, confidence, correct = _calidist_data(n=60, seed=2)
     alphas, betas = np.linspace(-5, 5, 11), np.linspace(0.5, 3, 6)
     calibrator = _fit_quietly(
-        CaliDistCalibrator(alpha_grid=alphas, beta_grid=betas, refine=False),
+        CaliDistCalibrator(alpha_grid=alphas, beta_grid=betas, method="grid"),
         raw, confidence, correct,
     )
     lam = calibrator.scaled_reliability(raw)
@@ -172,24 +173,34 @@ def calibration_sets(draw):
 
 
 @settings(max_examples=40, deadline=None)
-@given(calibration_sets(), st.sampled_from(["minmax", "log", "rank"]), st.booleans())
-def test_calidist_properties(data, scale, refine):
+@given(calibration_sets(), st.sampled_from(["minmax", "log", "rank"]),
+       st.sampled_from(["grid", "refine", "default_sigmoid"]))
+def test_calidist_properties(data, scale, method):
     raw, confidence, correct = data
-    calibrator = _fit_quietly(CaliDistCalibrator(lambda_scale=scale, refine=refine),
+    calibrator = _fit_quietly(CaliDistCalibrator(lambda_scale=scale, method=method),
                               raw, confidence, correct)
     calibrated = calibrator.predict(raw, confidence)
     # calibrated confidence lies in [0, p] for every document
     assert np.all(np.isfinite(calibrated))
     assert np.all(calibrated >= 0) and np.all(calibrated <= confidence)
-    # never a higher calibration Brier than alpha = 0, beta = 1 at the same bounds,
-    # nor (up to sigmoid(25) ~ 1 - 1e-11 at alpha = -5, beta = 5) than the uncalibrated p
     lam = calibrator.scaled_reliability(raw)
-    reference = brier_score(reliability_sigmoid(lam, 0.0, 1.0) * confidence, correct)
-    assert calibrator.calibration_brier_ <= reference + 1e-12
-    assert calibrator.calibration_brier_ <= brier_score(confidence, correct) + 1e-9
+    untuned = brier_score(reliability_sigmoid(lam, 0.0, 1.0) * confidence, correct)
+    if method == "default_sigmoid":
+        assert (calibrator.alpha_, calibrator.beta_) == (0.0, 1.0)
+        assert not calibrator.grid_edge_
+    else:
+        # never higher (up to sigmoid(25) ~ 1 - 1e-11 at alpha = -5, beta = 5) than the
+        # uncalibrated p; refine is also never worse than alpha = 0, beta = 1 at the same bounds
+        assert calibrator.calibration_brier_ <= brier_score(confidence, correct) + 1e-9
+    if method == "refine":
+        assert calibrator.calibration_brier_ <= untuned + 1e-12
+    if method == "grid":
+        assert calibrator.alpha_ in np.linspace(-5, 5, 100)
+        assert calibrator.beta_ in np.linspace(0.1, 5, 100)
     assert calibrator.calibration_brier_ == pytest.approx(brier_score(calibrated, correct))
     # JSON round trip gives identical predictions
     restored = calibrator_from_dict(json.loads(json.dumps(calibrator.to_dict())))
+    assert restored.method == method
     np.testing.assert_array_equal(restored.predict(raw, confidence), calibrated)
     new_raw = np.array([0.0, 0.5, 3.0, 1e3, 1e10])
     np.testing.assert_array_equal(
@@ -284,6 +295,7 @@ def test_calidist_interior_fit_has_no_edge_warning():
         (([1.0, 2.0], [0.5, 0.5], [1, 0]), {"lambda_scale": "sqrt"}, "lambda_scale"),
         (([1.0, 2.0], [0.5, 0.5], [1, 0]), {"beta_grid": [0.0, 1.0]}, "beta_grid"),
         (([1.0, 2.0], [0.5, 0.5], [1, 0]), {"alpha_grid": []}, "alpha_grid is empty"),
+        (([1.0, 2.0], [0.5, 0.5], [1, 0]), {"method": "lbfgs"}, "method must be one of"),
     ],
 )
 def test_calidist_bad_inputs(args, kwargs, message):
@@ -359,6 +371,7 @@ def test_calidist_to_dict_fields():
     assert len(d["rank_reference"]) == d["n_calibration"] == 100
     for key in ("alpha", "beta", "lambda_min", "lambda_max", "calibration_brier", "grid_edge"):
         assert key in d
+    assert d["method"] == "grid" and "refine" not in d
     json.dumps(d, allow_nan=False)
 
 
@@ -379,6 +392,10 @@ def test_calidist_to_dict_fields():
           "lambda_min": 0.0, "lambda_max": 1.0}, "invalid field 'lambda_scale'"),
         ({"kind": "calidist", "lambda_scale": "minmax", "alpha": float("nan"), "beta": 1.0,
           "lambda_min": 0.0, "lambda_max": 1.0}, "invalid field 'alpha'"),
+        ({"kind": "calidist", "lambda_scale": "minmax", "alpha": 0.0, "beta": 1.0,
+          "lambda_min": 0.0, "lambda_max": 1.0, "method": "lbfgs"}, "invalid field 'method'"),
+        ({"kind": "calidist", "lambda_scale": "minmax", "alpha": 0.0, "beta": 1.0,
+          "lambda_min": 0.0, "lambda_max": 1.0, "refine": "yes"}, "invalid field 'refine'"),
         ({"kind": "temperature", "temperature": -1.0}, "invalid field 'temperature'"),
         ({"kind": "vector", "weights": [1.0, 1.0], "bias": [0.0]}, "invalid field 'bias'"),
         ({"kind": "isotonic", "x": [0.2, 0.1], "y": [0.0, 1.0]}, "invalid field 'x'"),
