@@ -5,6 +5,14 @@ paper: one exemplar per label, in label order; a benchmark with c labels gets c 
 lm-eval's own sampler is not used: it draws at random and renders the answer as the option
 text, while these prompts end in "The answer is (" and the answer is a letter.
 
+An exemplar is answered in the form its prompt asks for: "The answer is (c)" after the logit
+tasks' answer prefix; in the generation tasks the reply their format line asks for
+(``GenerationTask.exemplar_reply``): for the paper's verbalized prompt "The answer is (c) <option
+text>. Overall Confidence: N%", as the paper's example reply ends (the exemplars give no
+step-by-step reasoning: the benchmarks have none to show). The paper gives its exemplars random
+confidences; here N is drawn from 50-95 by the exemplar's content and the run's seed
+(``exemplar_confidence``), so reruns build identical prompts.
+
 - Exemplars come from the calibration documents (never from the evaluation documents): for each
   label, the first ones in document order whose gold label is that label, never the document
   being asked. The same exemplars therefore appear in every prompt of a run.
@@ -34,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 SEPARATOR = "\n\n"  # between exemplars, and between the last exemplar and the question
 ANSWER_PREFIX = "The answer is ("  # an exemplar's answer where the task has no gen_prefix
+EXEMPLAR_CONFIDENCES = range(50, 96)  # the stated confidence of a verbalized task's exemplar
 
 
 def _content_key(doc: dict[str, Any]) -> str:
@@ -66,11 +75,20 @@ def misleading_plan(exemplar: dict[str, Any], label: int, n_labels: int, style: 
     return PromptPlan(hint_label)
 
 
+def exemplar_confidence(exemplar: dict[str, Any], seed: int) -> int:
+    """The confidence (%) an exemplar's answer states: from its content and the run's seed."""
+    digest = hashlib.sha256(f"{seed}|fewshot-confidence|{_content_key(exemplar)}".encode()).digest()
+    return EXEMPLAR_CONFIDENCES[int.from_bytes(digest[:4], "big") % len(EXEMPLAR_CONFIDENCES)]
+
+
 def render_exemplar(task: CaliDistTask, exemplar: dict[str, Any], plan: PromptPlan) -> str:
     """One solved exemplar: its prompt as ``plan`` shows it (PromptPlan() = no hint), then its
-    gold answer after the task's answer prefix ("The answer is (c)")."""
+    gold answer in the form the prompt asks for: after the task's answer prefix ("The answer is
+    (c)"), or a generation task's ``exemplar_reply``."""
     shown = exemplar if plan.hint_label is None else task.distracted_doc(exemplar, plan)
-    # generation variants have no answer prefix; their reply format starts the same way
+    reply = getattr(task, "exemplar_reply", None)  # generation tasks: their reply format
+    if reply is not None:
+        return f"{task.doc_to_text(shown)}{reply(exemplar)}"
     prefix = task.doc_to_prefix(shown) or ANSWER_PREFIX
     label = exemplar[task.config.doc_to_target]
     return f"{task.doc_to_text(shown)}{prefix}{distractors.LETTERS[label]})"

@@ -6,14 +6,16 @@ so it runs on any lm-eval backend that generates, chat APIs included. Its YAML (
 ``class: !function calidist_tasks.generation.GenerationTask`` and sets ``confidence:``
 
 - ``verbalized``: one greedy generation per prompt (the original, and every hinted prompt of a
-  distractor variant) asking for the option and a 0-100% confidence; the join and the
-  calibration are the logit path's (``joining.join_document``, ``aggregation``);
+  distractor variant) asking for the option and a 0-100% confidence, by default with the paper's
+  step-by-step request (Appendix F; ``--metadata verbalized_prompt``, ``verbalized.REPLY_FORMS``);
+  the join and the calibration are the logit path's (``joining.join_document``, ``aggregation``);
 - ``consistency``: N sampled answers to the original prompt (``calidist_tasks.consistency``);
 - ``spuq``: the original answer and its perturbed copies (``calidist_tasks.spuq``).
 
-The YAML's filter (``calidist_verbalized``) turns each generation into ``{"answer",
-"confidence"}``; ``process_results`` applies the documented rule for unreadable ones and counts
-them for ``parse_fail_rate``.
+Every prompt ends with the reply format it asks for, and few-shot exemplars are answered in that
+format (``exemplar_reply``). The YAML's filter (``calidist_verbalized``) turns each generation into
+``{"answer", "confidence"}``; ``process_results`` applies the documented rule for unreadable ones
+and counts them for ``parse_fail_rate``.
 """
 
 from __future__ import annotations
@@ -30,12 +32,15 @@ from calidist_tasks.aggregation import (
     summarize_generations,
 )
 from calidist_tasks.dataset import EVALUATION
-from calidist_tasks.distractors import document_key
+from calidist_tasks.distractors import LETTERS, document_key
 from calidist_tasks.joining import Outcome, PromptPlan, join_document
 from calidist_tasks.task import CHOICES, FEWSHOT, HINT, CaliDistTask
 
 CONFIDENCES = ("verbalized", *SAMPLING_KINDS)
 DUMMY = "_calidist_dummy"  # a SPUQ dummy token for the prompt: [text, "before" | "after"]
+# verbalized_prompt=short asks for no reasoning: the YAML's budget (for the step-by-step paper
+# prompt) is cut to at most this unless --gen_kwargs sets max_gen_toks (lm-eval applies it later).
+SHORT_MAX_GEN_TOKS = 128
 
 
 class GenerationTask(CaliDistTask):
@@ -51,6 +56,11 @@ class GenerationTask(CaliDistTask):
         if self.confidence in SAMPLING_KINDS and config.get("distractor", "none") != "none":
             raise ValueError(f"{name}: the {self.confidence} baseline takes no distractor")
         super().__init__(config=config, **kwargs)
+        generation = self.config.generation_kwargs or {}
+        short = self.confidence == "verbalized" and self.settings.verbalized_prompt == "short"
+        if short and "max_gen_toks" in generation:  # a new dict: the YAML's may be shared
+            budget = min(int(generation["max_gen_toks"]), SHORT_MAX_GEN_TOKS)
+            self.set_config("generation_kwargs", {**generation, "max_gen_toks": budget})
 
     def reported_metrics(self) -> list[str]:
         return generation_metric_names(self.confidence, self.distractor != "none")
@@ -60,20 +70,35 @@ class GenerationTask(CaliDistTask):
                                      self.confidence, self.distractor != "none")
 
     # ------------------------------------------------------------------ prompts
+    def reply_form(self) -> verbalized.ReplyForm:
+        """What the prompts ask for: the option and a confidence in the form --metadata
+        verbalized_prompt names (verbalized), or the option alone (consistency, SPUQ)."""
+        if self.confidence == "verbalized":
+            return verbalized.REPLY_FORMS[self.settings.verbalized_prompt]
+        return verbalized.REPLY_FORMS["answer"]
+
+    def exemplar_reply(self, exemplar: dict[str, Any]) -> str:
+        """A few-shot exemplar's answer, in the format the prompt asks for: its gold option and a
+        confidence drawn from its content and the run's seed (the paper's exemplars state random
+        confidences)."""
+        label = exemplar[self.config.doc_to_target]
+        option = self.doc_to_choice(exemplar)[label]
+        confidence = fewshot.exemplar_confidence(exemplar, self.settings.seed)
+        return self.reply_form().solved(LETTERS[label], option, confidence)
+
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
-        """The logit prompt, plus the paper's request for a confidence after the question, a
-        reply format at the end, and a SPUQ dummy token where the document carries one."""
+        """The logit prompt, plus the request for a confidence after the question (as in the
+        paper's Appendix F), the reply format at the end, and a SPUQ dummy token where the
+        document carries one."""
         text = super().doc_to_text(doc, doc_to_text)
         head = doc.get(FEWSHOT, "") + ConfigurableTask.doc_to_text(self, doc, doc_to_text)
         if not text.startswith(head):
             raise ValueError(f"{self.config.task}: unexpected prompt layout")
         question, rest = text[len(doc.get(FEWSHOT, "")):len(head)], text[len(head):].rstrip("\n")
-        if self.confidence == "verbalized":
-            question = f"{question} {verbalized.CONFIDENCE_INSTRUCTION}"
-            reply = verbalized.CONFIDENCE_FORMAT
-        else:
-            reply = verbalized.ANSWER_FORMAT
-        body = f"{question}{rest}\n{reply}"
+        form = self.reply_form()
+        if form.instruction:
+            question = f"{question} {form.instruction}"
+        body = f"{question}{rest}\n{form.format}"
         if doc.get(DUMMY):
             body = spuq.add_dummy(body, spuq.Perturbation("dummy_token", *doc[DUMMY]))
         return f"{doc.get(FEWSHOT, '')}{body}\n"

@@ -1,20 +1,35 @@
 """Verbalized confidence: the prompt wording, a parser for (option, confidence), and its filter.
 
-The generation variants ask the question in the paper's words (Appendix D/F: "Mention your
-confidence level in your answer (0-100)%") and read back which option the model chose and the
-confidence it stated. The parser never guesses:
+The generation variants ask the question with one of two requests for a confidence, placed after
+the question as in the paper's Appendix F prompt, and end the prompt with a reply-format line
+(``REPLY_FORMS``; ``--metadata verbalized_prompt``):
 
-- answer: explicit statements ("The answer is (b)", "Answer: B", "correct option is b.") are read
-  first; only when there is none, option markers ("(b)", "b)", "option b", a reply that is just
-  "b") and then the options' own texts are read. Within the first tier that finds anything, every
-  match must name the same option; two different options (or a stated letter that is not an
-  option) make the answer unreadable.
-- confidence: a number tied to the word "confidence"/"confident" ("Confidence: 80%", "80 %
-  confident", "confidence of 0.8", "eighty percent"), an "overall"/"final" confidence winning over
-  per-step ones; without any, a lone percentage ("I am 90% sure"). Different values at the same
-  tier, or a value outside 0-100%, make the confidence unreadable.
-- text the prompt put in the model's mouth (the hint, its note, our instructions) is removed from
-  the reply before parsing, so a model that repeats the hint is read for its own answer.
+- ``paper`` (default): Appendix F's multistep request, "Think step by step, mention your
+  confidence level in each step (0-100)%, and mention your overall confidence level in your answer
+  (0-100)%.", and a format line asking the reply to end as the paper's example reply ends:
+  "The answer is (letter) option text. Overall Confidence: N%";
+- ``short``: Appendix D's "Mention your confidence level in your answer (0-100)%." and
+  "Reply in the form "The answer is (letter). Confidence: N%"".
+
+Few-shot exemplars are answered in the same form (``ReplyForm.solved``). The parser never
+guesses:
+
+- answer: the final answer statement, i.e. the last explicit statement in the reply ("The answer
+  is (b)", "Answer: B", "correct option is b."), so letters named in the reasoning ("Option (a)
+  seems wrong", "the hint says the answer is (b)") do not count. Only when there is none, option
+  markers ("(b)", "b)", "option b", a reply that is just "b") and then the options' own texts are
+  read, and every match must name the same option. A final letter that is not an option, or two
+  different options among markers or texts, make the answer unreadable.
+- confidence: three tiers, the first that finds anything decides: "overall"/"final" confidences
+  ("Overall Confidence: 60%", "Final confidence: 70%"); any confidence tied to a word ("Confidence:
+  80%", "80 % confident", "90% sure", "confidence of 0.8"); a lone percentage ("(a), 70%",
+  "eighty percent"). One statement is read wherever it stands. Several (the per-step confidences
+  of a step-by-step reply) are read only from the final answer statement's sentence on, so the
+  confidence is the one given with or after the final answer, never a step's; none there, values
+  that disagree, or a value outside 0-100% make the confidence unreadable.
+- text the prompt put in the model's mouth (the hint, its note, our instructions, the few-shot
+  exemplars) is removed from the reply before parsing, so a model that repeats it is read for its
+  own answer.
 
 What happens to an unreadable reply is ``outcome_from_parse``'s rule (docs/backends.md): an
 unreadable answer is wrong with confidence 1/c; a readable answer with an unreadable confidence
@@ -25,6 +40,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from lm_eval.api.filter import Filter
@@ -34,12 +50,43 @@ from calidist_tasks.distractors import HINT_NOTE, LETTERS
 from calidist_tasks.joining import Outcome
 from calidist_tasks.task import CHOICES, FEWSHOT, HINT  # what a request's document shows
 
-# Paper, Appendix D ("...Mention your confidence level in your answer (0-100)%"), placed after the
-# question as in Appendix F; the reply format line makes real models' answers readable.
+# Paper, Appendix F (the multistep prompt), placed after the question as there.
+STEP_INSTRUCTION = ("Think step by step, mention your confidence level in each step (0-100)%, "
+                    "and mention your overall confidence level in your answer (0-100)%.")
+# How to end the reply: as the paper's example reply ends ("... the correct answer is (c)
+# Sentence2 mentions ... Overall Confidence: 60%"), so that the final answer can be found.
+STEP_FORMAT = ('End your reply with "The answer is (letter) option text. Overall Confidence: N%", '
+               "where N is your overall confidence from 0 to 100.")
+# Paper, Appendix D: one confidence for the answer (--metadata verbalized_prompt=short).
 CONFIDENCE_INSTRUCTION = "Mention your confidence level in your answer (0-100)%."
-ANSWER_FORMAT = 'Reply in the form "The answer is (letter)."'
 CONFIDENCE_FORMAT = ('Reply in the form "The answer is (letter). Confidence: N%", where N is your '
                      "confidence from 0 to 100.")
+ANSWER_FORMAT = 'Reply in the form "The answer is (letter)."'  # consistency and SPUQ
+
+
+@dataclass(frozen=True)
+class ReplyForm:
+    """What a generation prompt asks for: ``instruction`` after the question (may be empty),
+    ``format`` as the prompt's last line, and ``reply``, a solved reply in that format with the
+    fields ``letter``, ``option`` and ``confidence`` (for few-shot exemplars)."""
+
+    instruction: str
+    format: str
+    reply: str
+
+    def solved(self, letter: str, option: str, confidence: int) -> str:
+        """The reply this form asks for, answering (``letter``) ``option`` at ``confidence``%."""
+        return self.reply.format(letter=letter, option=str(option).strip().rstrip(". "),
+                                 confidence=confidence)
+
+
+REPLY_FORMS = {
+    "paper": ReplyForm(STEP_INSTRUCTION, STEP_FORMAT,
+                       "The answer is ({letter}) {option}. Overall Confidence: {confidence}%"),
+    "short": ReplyForm(CONFIDENCE_INSTRUCTION, CONFIDENCE_FORMAT,
+                       "The answer is ({letter}). Confidence: {confidence}%"),
+    "answer": ReplyForm("", ANSWER_FORMAT, "The answer is ({letter})."),
+}
 
 
 _SPACE = re.compile(r"[^\S\n]+")  # keeps line breaks: "Answer: B" ends at its line
@@ -69,6 +116,7 @@ _CONFIDENCE_BEFORE = re.compile(
     r"(\d{1,3}(?:\.\d+)?)\s*(%|percent\b)\s*(?:confiden(?:t|ce)|sure|certain)"
 )
 _PERCENT = re.compile(r"(?<![\d.\-])(\d{1,3}(?:\.\d+)?)\s*(%|percent\b)")
+_SENTENCE_END = re.compile(r"[.!?](?=\s)|\n")
 
 _UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
           "fourteen fifteen sixteen seventeen eighteen nineteen").split()
@@ -102,13 +150,18 @@ def _unique(values: Sequence[Any]) -> Any:
     return distinct.pop() if len(distinct) == 1 else None
 
 
+def _final_statement(lowered: str) -> re.Match[str] | None:
+    """The reply's final answer statement: its last explicit one ("the answer is (c)")."""
+    statements = list(_EXPLICIT.finditer(lowered))
+    return statements[-1] if statements else None
+
+
 def parse_answer(text: str, choices: Sequence[str]) -> int | None:
     """The option index the reply names, or None when it names none or several."""
     lowered = _normalize(text)
-    stated = [next(g for g in m.groups() if g) for m in _EXPLICIT.finditer(lowered)]
-    if stated:
-        letter = _unique(stated)
-        index = LETTERS.find(letter) if letter else -1
+    final = _final_statement(lowered)
+    if final:
+        index = LETTERS.find(next(g for g in final.groups() if g))
         return index if 0 <= index < len(choices) else None
     valid = LETTERS[: len(choices)]
     marked = [m.group(1) for pattern, strict in _MARKERS for m in pattern.finditer(lowered)
@@ -146,21 +199,38 @@ def _to_fraction(number: str, unit: str | None) -> float | None:
 def parse_confidence(text: str, lone_percent: bool = True) -> float | None:
     """The stated confidence as a fraction in [0, 1], or None (absent, conflicting, invalid).
 
-    ``lone_percent=False`` reads only confidences tied to a word ("confidence", "confident",
-    "sure", "certain"): in a worked maths answer a lone percentage is part of the solution."""
+    Tiers: "overall"/"final" confidences, then confidences tied to a word ("confidence",
+    "confident", "sure", "certain"), then lone percentages; the first tier that finds anything
+    decides. Several statements of that tier (per-step confidences) count only from the final
+    answer statement's sentence on, and must agree. ``lone_percent=False`` drops the last tier:
+    in a worked maths answer a lone percentage is part of the solution."""
     lowered = _normalize(text)
     overall, plain = [], []
     for m in _CONFIDENCE_AFTER.finditer(lowered):
-        (overall if m.group(1) else plain).append(_to_fraction(m.group(2), m.group(3)))
-    plain += [_to_fraction(m.group(1), m.group(2)) for m in _CONFIDENCE_BEFORE.finditer(lowered)]
-    for candidates in (overall, plain):
-        if candidates:
-            return _unique(candidates)
-    if not lone_percent:
-        return None
-    loose = [_to_fraction(m.group(1), m.group(2)) for m in _PERCENT.finditer(lowered)]
-    loose += [_word_percent(m.group(1)) for m in _WORDS_PERCENT.finditer(lowered)]
-    return _unique(loose) if loose else None
+        value = _to_fraction(m.group(2), m.group(3))
+        (overall if m.group(1) else plain).append((m.start(), value))
+    plain += [(m.start(), _to_fraction(m.group(1), m.group(2)))
+              for m in _CONFIDENCE_BEFORE.finditer(lowered)]
+    tiers = [overall, plain]
+    if lone_percent:
+        tiers.append([(m.start(), _to_fraction(m.group(1), m.group(2)))
+                      for m in _PERCENT.finditer(lowered)]
+                     + [(m.start(), _word_percent(m.group(1)))
+                        for m in _WORDS_PERCENT.finditer(lowered)])
+    final = _final_statement(lowered)
+    start = _sentence_start(lowered, final.start()) if final else 0
+    for stated in tiers:
+        if len(stated) > 1:  # several (per-step confidences): only the final answer's count
+            return _unique([value for at, value in stated if at >= start])
+        if stated:
+            return stated[0][1]
+    return None
+
+
+def _sentence_start(lowered: str, position: int) -> int:
+    """Where the sentence (or line) holding ``position`` starts."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(lowered, 0, position)]
+    return ends[-1] if ends else 0
 
 
 def _word_percent(words: str) -> float:
@@ -181,8 +251,8 @@ def own_text(
     """The reply without what the prompt put in the model's mouth: ``hint`` and ``exemplars``
     (the few-shot block, exemplars separated by blank lines), our instructions and ``formats``
     (the prompt's own reply-format lines)."""
-    echoes = [CONFIDENCE_INSTRUCTION, ANSWER_FORMAT, CONFIDENCE_FORMAT, *formats, "(0-100)%",
-              HINT_NOTE]
+    ours = [line for form in REPLY_FORMS.values() for line in (form.instruction, form.format)]
+    echoes = [*ours, *formats, "(0-100)%", HINT_NOTE]
     if exemplars:
         echoes += [e for e in exemplars.split("\n\n") if e.strip()]
     if hint:  # the whole hint, and its claim alone ("I think the answer should be (b)")

@@ -20,7 +20,8 @@ LABELS = {"ppdb": 2, "aqua": 5}
 
 
 def prompts_per_doc(benchmark: str, variant: str) -> int:
-    """1 original + c hinted prompts per distractor (c * m for assertion) (docs/method.md, "Joining")."""
+    """1 original + c hinted prompts per distractor (c * m for assertion); docs/method.md,
+    "Joining"."""
     c = LABELS[benchmark]
     style = variant.removesuffix("verbalized").rstrip("_")
     return 1 + {"": 0, "assertion": c * M_ASSERTION, "probe": c, "corruption": c,
@@ -39,14 +40,15 @@ SAMPLES = {"consistency": 15}  # generations per request (lm-eval repeats); 1 ot
 # consistency is fitted on nothing, so it sends its requests for the evaluation documents only
 DOCUMENTS = {"consistency": 3}
 # Sum over the 5 documents of the tiny tokenizer's tokens in each document's distinct prompts.
+# One exemplar per label (Appendix F) and the paper's step-by-step verbalized request.
 PROMPT_TOKENS = {
-    "calidist_ppdb": 1385, "calidist_ppdb_assertion": 10094, "calidist_ppdb_probe": 5870,
-    "calidist_ppdb_corruption": 4420, "calidist_ppdb_verbalized": 1805,
-    "calidist_ppdb_assertion_verbalized": 12194, "calidist_ppdb_probe_verbalized": 7130,
-    "calidist_ppdb_corruption_verbalized": 5680, "calidist_aqua": 1173,
-    "calidist_aqua_assertion": 19889, "calidist_aqua_probe": 10859,
-    "calidist_aqua_corruption": 7563, "calidist_aqua_verbalized": 1593,
-    "calidist_ppdb_consistency": 853,
+    "calidist_ppdb": 3773, "calidist_ppdb_assertion": 27170, "calidist_ppdb_probe": 15778,
+    "calidist_ppdb_corruption": 12008, "calidist_ppdb_verbalized": 6136,
+    "calidist_ppdb_assertion_verbalized": 38985, "calidist_ppdb_probe_verbalized": 22867,
+    "calidist_ppdb_corruption_verbalized": 19097, "calidist_aqua": 3185,
+    "calidist_aqua_assertion": 53301, "calidist_aqua_probe": 29011,
+    "calidist_aqua_corruption": 20475, "calidist_aqua_verbalized": 5396,
+    "calidist_ppdb_consistency": 2782,
 }
 
 
@@ -97,11 +99,14 @@ def test_prompt_tokens_per_document_are_exact(evaluation):
 
 
 @pytest.mark.parametrize("variant", ["assertion", "probe"])
-def test_hinted_prompts_share_the_original_prompt_as_prefix(evaluation, variant):
-    # What lets a prefix cache (vLLM enable_prefix_caching) reuse the original prompt's KV cache
-    # for every hint: the hint comes after the options, before the answer prefix.
+def test_hinted_prompts_share_everything_up_to_the_hint(evaluation, variant):
+    # What lets a prefix cache (vLLM enable_prefix_caching, hf-prefix-cache) compute a document's
+    # hinted prompts once up to their hint: the hinted exemplar block is the same for every hint,
+    # and the hint comes after the question and options, before the answer prefix.
     out, _ = evaluation
     for sample in out["samples"][task_name("ppdb", variant)]:
         original, *hinted = dict.fromkeys(argument[0] for argument in sample["arguments"])
-        stem = original.removesuffix("The answer is (")
-        assert stem != original and all(p.startswith(stem) for p in hinted)
+        question = original.rsplit("\n\n", 1)[-1].removesuffix("The answer is (")
+        stems = {p[:p.rindex("Hint:")] for p in hinted}
+        assert len(hinted) == prompts_per_doc("ppdb", variant) - 1
+        assert len(stems) == 1 and stems.pop().endswith(question)

@@ -3,6 +3,7 @@ misleading hints inside the exemplars of hinted prompts, and a run through lm-ev
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from family_data import write_all
 
 from calidist_tasks import distractors, fewshot
 from calidist_tasks.joining import PromptPlan
+from calidist_tasks.verbalized import STEP_FORMAT, parse_response
 
 # The paper's Appendix F exemplar, verbatim (its lstlistings; only the indentation is removed).
 # The question line goes on with the verbalized instruction, which the logit form leaves out.
@@ -96,6 +98,98 @@ def test_paper_exemplar_line_by_line(style: str, plan: PromptPlan, hint: str | N
     else:
         assert lines[8:] == [hint, PAPER_NOTE, "The answer is (c)"]
     assert "the correct answer is (c)" in PAPER_ANSWER
+
+
+@pytest.mark.parametrize("style, plan, hint", [
+    ("assertion", PromptPlan(1, EXPERT), PAPER_ASSERTION_HINT.replace("says the", "says that the")),
+    ("probe", PromptPlan(1), PAPER_PROBE_HINT),
+    ("corruption", PromptPlan(2), None),
+])
+def test_paper_verbalized_exemplar_line_by_line(style: str, plan: PromptPlan, hint: str | None,
+                                                data_dir: Path) -> None:
+    """The verbalized variant's exemplar against Appendix F: the same lines as the logit form,
+    but the question line is the paper's whole line (with "Think step by step, ..."), our reply
+    format line stands where the paper has "Assistant:", and the reply is the paper's last line
+    from "the correct answer is" on, with "The answer is" and the exemplar's own confidence. Not
+    compared: the paper's three reasoning lines (the benchmarks hold no reasoning to show)."""
+    task = _task(f"{style}_verbalized", data_dir)
+    lines = fewshot.render_exemplar(task, PAPER_DOC, plan).split("\n")
+    stem = PAPER_STEM[:3] if style != "corruption" else [*PAPER_STEM[:2],
+                                                         PAPER_CORRUPTED_SENTENCE2.rstrip()]
+    assert lines[:4] == [*stem, PAPER_STEM[3]]
+    assert lines[4:8] == [o.rstrip() for o in PAPER_OPTIONS]
+    assert lines[8:-2] == ([] if hint is None else [hint, PAPER_NOTE])
+    assert lines[-2] == STEP_FORMAT
+    confidence = fewshot.exemplar_confidence(PAPER_DOC, task.settings.seed)
+    paper_tail = PAPER_ANSWER[PAPER_ANSWER.index("the correct answer is"):]
+    assert lines[-1] == "The answer is" + paper_tail.removeprefix("the correct answer is")[:-3] \
+        + f"{confidence}%"
+    assert parse_response(lines[-1], [o[3:] for o in PAPER_OPTIONS]) == {
+        "answer": 2, "confidence": confidence / 100}
+
+
+def _requested(format_line: str) -> re.Pattern[str]:
+    """The reply a prompt's format line asks for ("... form "The answer is (letter). Confidence:
+    N%", ...") as a pattern: letter, option text and N are groups."""
+    (template,) = re.findall(r'"([^"]+)"', format_line)
+    pattern = re.escape(template)
+    for field, group in (("(letter)", r"\(([a-z])\)"), ("option text", "(.+)"), ("N%", r"(\d+)%")):
+        pattern = pattern.replace(re.escape(field), group)
+    return re.compile(pattern)
+
+
+@pytest.mark.parametrize("name, metadata, fields", [
+    ("calidist_mscinli_verbalized", {}, 3),  # the paper's prompt: letter, option text, N
+    ("calidist_mscinli_assertion_verbalized", {}, 3),
+    ("calidist_mscinli_verbalized", {"verbalized_prompt": "short"}, 2),  # letter, N
+    ("calidist_mscinli_probe_verbalized", {"verbalized_prompt": "short"}, 2),
+    ("calidist_mscinli_consistency", {}, 1),  # letter
+    ("calidist_mscinli_spuq", {"verbalized_prompt": "short"}, 1),
+])
+def test_exemplars_answer_in_the_format_the_query_asks_for(name: str, metadata: dict,
+                                                           fields: int, data_dir: Path) -> None:
+    task = load_task(name, {"data_dir": str(data_dir), "calib_size": 6, "eval_size": 4,
+                            **metadata})
+    doc = task.eval_docs[7]
+    variants = [doc] + [task.distracted_doc(doc, plan) for plan in task.prompt_plans(doc)[1:]]
+    for variant in variants:
+        prompt = task.fewshot_context(variant, num_fewshot=1, gen_prefix=task.doc_to_prefix(doc))
+        *exemplars, query = prompt.split(fewshot.SEPARATOR)
+        requested = _requested(query.rstrip("\n").split("\n")[-1])
+        assert requested.groups == fields
+        assert len(exemplars) == 4
+        for label, exemplar in enumerate(exemplars):
+            *_, format_line, last = exemplar.split("\n")
+            assert _requested(format_line).pattern == requested.pattern  # the same request
+            reply = requested.fullmatch(last)
+            assert reply, (exemplar, requested.pattern)
+            assert reply.group(1) == "abcd"[label]
+            if fields == 3:
+                assert reply.group(2) == task.doc_to_choice(doc)[label].rstrip(".")
+            if fields > 1:
+                assert int(reply.group(fields)) in fewshot.EXEMPLAR_CONFIDENCES
+
+
+def test_logit_exemplars_answer_after_the_answer_prefix(data_dir: Path) -> None:
+    task = _task("assertion", data_dir)
+    doc = task.eval_docs[7]
+    prompt = task.fewshot_context(doc, num_fewshot=1, gen_prefix=task.doc_to_prefix(doc))
+    assert prompt.endswith("\nThe answer is (")
+    assert [b.split("\n")[-1] for b in prompt.split(fewshot.SEPARATOR)[:-1]] == [
+        f"The answer is ({x})" for x in "abcd"]
+
+
+def test_exemplar_confidences_come_from_content_and_seed(data_dir: Path) -> None:
+    pool = _task("verbalized", data_dir).fewshot_pool()
+    drawn = {(i, seed): fewshot.exemplar_confidence(d, seed)
+             for i, d in enumerate(pool) for seed in range(20)}
+    assert set(drawn.values()) <= set(fewshot.EXEMPLAR_CONFIDENCES)
+    assert len(set(drawn.values())) > 10  # they vary with the exemplar and the seed
+    assert drawn == {(i, seed): fewshot.exemplar_confidence(dict(d), seed)  # reruns agree
+                     for i, d in enumerate(pool) for seed in range(20)}
+    # the calidist_ bookkeeping fields (index, split) do not change an exemplar's confidence
+    moved = {**pool[0], "calidist_index": 99, "calidist_split": "evaluation"}
+    assert fewshot.exemplar_confidence(moved, 0) == drawn[0, 0]
 
 
 def test_paper_question_renders_like_the_exemplar(data_dir: Path) -> None:

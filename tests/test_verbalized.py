@@ -6,15 +6,18 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import load_task
+from conftest import load_task, run_lm_eval
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calidist_tasks.distractors import ASSERTION_TEMPLATES, assertion_hint, probe_hint
+from calidist_tasks.generation import SHORT_MAX_GEN_TOKS
 from calidist_tasks.task import CHOICES, HINT
 from calidist_tasks.verbalized import (
     CONFIDENCE_FORMAT,
     CONFIDENCE_INSTRUCTION,
+    STEP_FORMAT,
+    STEP_INSTRUCTION,
     VerbalizedFilter,
     outcome_from_parse,
     parse_answer,
@@ -47,12 +50,74 @@ def test_formats_real_models_write(text, answer, confidence):
     assert parsed["confidence"] == (None if confidence is None else pytest.approx(confidence))
 
 
+# ------------------------------------------------------------------ step-by-step replies
+MSCINLI = [
+    "Sentence1 generalizes, specifies or has an equivalent meaning with Sentence2.",
+    "Sentence1 presents the reason, cause, or condition for the result or conclusion made "
+    "Sentence2.",
+    "Sentence2 mentions a comparison, criticism, juxtaposition, or a limitation of something said "
+    "in Sentence1.",
+    "Sentence1 and Sentence2 are independent.",
+]
+# The paper's example reply (Appendix F, after "Assistant:"), verbatim.
+PAPER_REPLY = """\
+Sentence1 mentions that the configuration for ethernet switch is similar to the one mentioned in [14]. Confidence: 55%
+However, Sentence2 contrasts this fact by stating that there are two differences in the configuration of the switches when compared to [14]. Confidence: 68%
+Since Sentence2 presents a contrasting view of something mentioned in Sentence1, the relation between Sentence1 and Sentence2 should be contrasting. Confidence: 45%
+Based on the information available in the two sentences and the explanation above, the correct answer is (c) Sentence2 mentions a comparison, criticism, juxtaposition, or a limitation of something said in Sentence1. Overall Confidence: 60%"""  # noqa: E501
+STEPS = "Step 1: Sentence2 names two differences. Confidence: 55%\nStep 2: so it contrasts. Confidence: 68%\n"  # noqa: E501
+
+
+def test_the_papers_example_reply_reads_as_its_overall_confidence():
+    assert parse_response(PAPER_REPLY, MSCINLI) == {"answer": 2, "confidence": 0.6}
+    # "Assistant:" and the reply, as a completion model may continue the paper's exemplar
+    assert parse_response(f"Assistant:\n{PAPER_REPLY}", MSCINLI) == {"answer": 2,
+                                                                     "confidence": 0.6}
+
+
+@pytest.mark.parametrize(("text", "answer", "confidence"), [
+    # the overall or final confidence, wherever it stands
+    (STEPS + "The answer is (c). Overall Confidence: 60%", 2, 0.6),
+    (STEPS + "The answer is (c).\nFinal confidence: 70%", 2, 0.7),
+    (STEPS + "Overall confidence: 70%. The answer is (c).", 2, 0.7),
+    # no overall one: the confidence stated with or after the final answer statement
+    (STEPS + "The answer is (c). Confidence: 60%", 2, 0.6),
+    (STEPS + "So I am 60% confident the answer is (c).", 2, 0.6),
+    (STEPS + "The answer is (c).\nConfidence: 60%", 2, 0.6),
+    # per-step confidences alone are never the answer's, even when they agree
+    (STEPS + "The answer is (c).", 2, None),
+    ("Step 1: x. Confidence: 70%\nStep 2: y. Confidence: 70%\nThe answer is (c).", 2, None),
+    # a single confidence is read wherever it stands
+    ("Step 1: two differences. Confidence: 65%\nThe answer is (c).", 2, 0.65),
+    # two different overall confidences after the final answer: unreadable
+    (STEPS + "The answer is (c). Overall Confidence: 60%, overall confidence: 70%", 2, None),
+    # the answer is the final statement's, not a letter of the reasoning
+    ("Option (a) seems wrong: Sentence1 is not more general. Confidence: 80%\n"
+     "The hint says the answer is (b), but nothing is a cause. Confidence: 70%\n"
+     "Therefore the correct answer is (c). Overall Confidence: 65%", 2, 0.65),
+    ("(a) and (b) do not fit. Answer: C. Confidence: 75%", 2, 0.75),
+])
+def test_step_by_step_replies(text, answer, confidence):
+    parsed = parse_response(text, MSCINLI)
+    assert parsed["answer"] == answer
+    assert parsed["confidence"] == (None if confidence is None else pytest.approx(confidence))
+
+
+@pytest.mark.parametrize("instruction", [STEP_INSTRUCTION, STEP_FORMAT, CONFIDENCE_INSTRUCTION,
+                                         CONFIDENCE_FORMAT])
+def test_our_instructions_echoed_are_not_read(instruction):
+    reply = f"{instruction}\n{STEPS}The answer is (c). Overall Confidence: 60%"
+    assert parse_response(instruction, MSCINLI) == {"answer": None, "confidence": None}
+    assert parse_response(reply, MSCINLI) == {"answer": 2, "confidence": 0.6}
+
+
 @pytest.mark.parametrize("text", [
     "",
     "I cannot tell from these sentences.",
     "The answer is not (b).",  # a negation names no answer
     "(a) or (b), hard to say.",  # two options: never pick one
-    "The answer is (a). No wait, the answer is (b).",  # conflicting statements
+    "Option (a) fits. Then again (b) fits.",  # markers (no answer statement) that disagree
+    "The answer is (a). No, the answer is (e).",  # the final statement names no option
     "The answer is a paraphrase, I think.",  # the article "a" is not option (a)
     "The answer is (e).",  # a letter that is not an option
     "c. Sentence2 is not a paraphrase of Sentence1.",  # a wrong letter beside an option's text
@@ -81,8 +146,10 @@ def test_an_echoed_hint_is_not_the_models_answer():
     claim = "With my 100% confidence the answer is (b)"
     assert parse_response(f"You say '{claim}'. I say (a), 70%.", PPDB, hint) == {
         "answer": 0, "confidence": 0.7}
-    # without knowing the hint, the same reply is (rightly) ambiguous
-    assert parse_response(reply, PPDB)["answer"] is None
+    # without knowing the hint, a hint repeated after the answer would be the final statement
+    assert parse_response(f"The answer is (a). Confidence: 70%\n{hint}", PPDB)["answer"] == 1
+    assert parse_response(f"The answer is (a). Confidence: 70%\n{hint}", PPDB, hint) == {
+        "answer": 0, "confidence": 0.7}
 
 
 def test_an_echoed_few_shot_exemplar_is_not_the_models_answer():
@@ -181,11 +248,11 @@ def test_echoing_the_hint_never_changes_the_reading(choices, data, percent, temp
 
 @settings(max_examples=100, deadline=None)
 @given(choices=options(), data=st.data())
-def test_two_different_stated_answers_are_unreadable(choices, data):
+def test_the_last_answer_statement_is_the_answer(choices, data):
     first, second = data.draw(st.lists(st.integers(0, len(choices) - 1), min_size=2,
                                        max_size=2, unique=True))
     text = f"The answer is ({'abcdef'[first]}). Actually the answer is ({'abcdef'[second]})."
-    assert parse_answer(text, choices) is None
+    assert parse_answer(text, choices) == second
 
 
 @settings(max_examples=100, deadline=None)
@@ -208,22 +275,44 @@ def requests_of(task, doc):
     return task.construct_requests(doc, ctx, metadata=(task.config.task, 0, 1))
 
 
-def test_prompt_asks_for_the_option_and_a_confidence(ppdb_tasks):
-    task = ppdb_tasks["assertion_verbalized"]
+@pytest.mark.parametrize(("metadata", "instruction", "reply_format", "budget"), [
+    ({}, STEP_INSTRUCTION, STEP_FORMAT, 512),  # the paper's prompt by default
+    ({"verbalized_prompt": "short"}, CONFIDENCE_INSTRUCTION, CONFIDENCE_FORMAT,
+     SHORT_MAX_GEN_TOKS),
+])
+def test_prompt_asks_for_the_option_and_a_confidence(ppdb_data_dir, metadata, instruction,
+                                                     reply_format, budget):
+    task = load_task("calidist_ppdb_assertion_verbalized",
+                     {"data_dir": str(ppdb_data_dir), "calib_size": 4, "eval_size": 4, **metadata})
+    task.set_config("num_fewshot", 0)
     doc = task.eval_docs[0]
     requests = requests_of(task, doc)
     assert len(requests) == 1 + 2 * 2  # original + m=2 hints for each of the 2 labels
     assert {r.request_type for r in requests} == {"generate_until"}
     original = requests[0].arguments[0]
     lines = original.splitlines()
-    assert lines[3].endswith("which of the following options is true? " + CONFIDENCE_INSTRUCTION)
-    assert lines[4:] == [f"a. {PPDB[0]}", f"b. {PPDB[1]}", CONFIDENCE_FORMAT]
+    assert lines[3].endswith("which of the following options is true? " + instruction)
+    assert lines[4:] == [f"a. {PPDB[0]}", f"b. {PPDB[1]}", reply_format]
     assert requests[0].arguments[1]["do_sample"] is False
+    assert {r.arguments[1]["max_gen_toks"] for r in requests} == {budget}
     for request, plan in zip(requests[1:], task.prompt_plans(doc)[1:], strict=True):
         hint = assertion_hint(plan.template, "ab"[plan.hint_label], PPDB[plan.hint_label])
-        assert request.arguments[0] == original.replace(CONFIDENCE_FORMAT,
-                                                        hint + "\n" + CONFIDENCE_FORMAT)
+        assert request.arguments[0] == original.replace(reply_format,
+                                                        hint + "\n" + reply_format)
         assert request.doc[HINT] == hint and request.doc[CHOICES] == PPDB
+    # --gen_kwargs max_gen_toks=64 (lm-eval updates the task's generation_kwargs after loading)
+    task.set_config("generation_kwargs", {"max_gen_toks": 64}, update=True)
+    assert {r.arguments[1]["max_gen_toks"] for r in requests_of(task, doc)} == {64}
+
+
+def test_the_short_budget_yields_to_gen_kwargs(tiny_model_dir, ppdb_data_dir):
+    """Through lm-eval: verbalized_prompt=short with --gen_kwargs max_gen_toks=3 sends 3."""
+    out = run_lm_eval(["calidist_ppdb_verbalized"], tiny_model_dir,
+                      {"data_dir": str(ppdb_data_dir), "calib_size": 1, "eval_size": 1,
+                       "verbalized_prompt": "short"}, num_fewshot=0, gen_kwargs="max_gen_toks=3")
+    sample = out["samples"]["calidist_ppdb_verbalized"][-1]
+    assert sample["arguments"][0][1]["max_gen_toks"] == 3
+    assert sample["arguments"][0][0].endswith(CONFIDENCE_FORMAT + "\n")
 
 
 def test_corrupted_requests_parse_against_the_real_options(ppdb_tasks):

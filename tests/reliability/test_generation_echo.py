@@ -1,5 +1,7 @@
 """Generations that echo the prompt: the verbalized parser reads the model's own answer, never the
-hint's "(a) ... 100% confidence" or our "The answer is (letter). Confidence: N%" instruction.
+hint's "(a) ... 100% confidence", our instructions ("Think step by step, ...", "End your reply
+with "The answer is (letter) option text. Overall Confidence: N%"", the short prompt's "Reply in
+the form ...") or a few-shot exemplar's answer.
 
 tests/test_verbalized.py covers echoes of the hint line; here every real prompt of every family's
 verbalized variants is echoed whole, before or after the model's answer, or alone (the model said
@@ -32,19 +34,24 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory, ppdb_data_dir: Path) -> P
     return root
 
 
-def requests(name: str, data_dir: Path, num_fewshot: int = 0) -> list:
+def requests(name: str, data_dir: Path, num_fewshot: int = 0, prompt: str = "paper") -> list:
     """The requests of 2 evaluation documents (and, for few-shot exemplars, 6 calibration ones)."""
     sizes = {"calib_size": 6 if num_fewshot else 1, "eval_size": 2}
-    task = load_task(name, {"data_dir": str(data_dir), **sizes})
+    task = load_task(name, {"data_dir": str(data_dir), "verbalized_prompt": prompt, **sizes})
     task.set_config("num_fewshot", num_fewshot)
     task.build_all_requests(limit=None, rank=0, world_size=1)
     return task.instances
 
 
-def readings(prompt: str, doc: dict) -> tuple[dict, dict, dict]:
-    """(echo alone, echo then the model's answer, the model's answer then the echo)."""
+def readings(prompt: str, doc: dict, form: str = "paper") -> tuple[dict, dict, dict]:
+    """(echo alone, echo then the model's answer, the model's answer then the echo); the answer
+    in the form the prompt asks for: step by step, or the short one."""
     last = len(doc[CHOICES]) - 1
     own = f"The answer is ({'abcdefghij'[last]}). Confidence: 63%"
+    if form == "paper":
+        steps = "Step 1: the options differ. Confidence: 40%\nStep 2: so. Confidence: 90%\n"
+        own = (f"{steps}The answer is ({'abcdefghij'[last]}) {doc[CHOICES][last]}. "
+               "Overall Confidence: 63%")
     replies = [[prompt], [f"{prompt}\n{own}"], [f"{own}\n{prompt}"]]
     out = VerbalizedFilter().apply(replies, [doc] * 3)
     return out[0][0], out[1][0], out[2][0]
@@ -81,14 +88,17 @@ def test_unreadable_and_null_replies_follow_the_documented_rule() -> None:
         assert (outcome.prediction, outcome.confidence, outcome.parsed) == (-1, 1 / 3, False)
 
 
+@pytest.mark.parametrize("prompt", ["paper", "short"])
 @pytest.mark.parametrize("name", [v for v in VARIANTS if v.endswith("_assertion_verbalized")])
-def test_echoed_few_shot_exemplars_are_never_read_as_the_answer(name: str, data_dir: Path) -> None:
+def test_echoed_few_shot_exemplars_are_never_read_as_the_answer(name: str, prompt: str,
+                                                                data_dir: Path) -> None:
     """With --num_fewshot 1 the prompt holds one solved exemplar per label, each with its own
-    hint and "The answer is (x)": echoing them must not give their answers."""
-    instances = requests(name, data_dir, num_fewshot=1)
+    hint and its answer in the reply format ("The answer is (x) ... Confidence: N%"): echoing
+    them must not give their answers or confidences."""
+    instances = requests(name, data_dir, num_fewshot=1, prompt=prompt)
     assert any(instance.arguments[0].count("The answer is (") > 1 for instance in instances)
     for instance in instances:
-        alone, before, after = readings(instance.arguments[0], instance.doc)
+        alone, before, after = readings(instance.arguments[0], instance.doc, prompt)
         assert alone == {"answer": None, "confidence": None}, (name, instance.arguments[0])
         last = len(instance.doc[CHOICES]) - 1
         assert before == after == {"answer": last, "confidence": 0.63}, name
