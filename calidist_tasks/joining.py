@@ -2,7 +2,8 @@
 
 A record is plain JSON (it is logged in lm-eval's samples file) and holds everything the
 aggregation and ``calidist report`` need: the prediction and confidence on the original prompt,
-every hinted prompt's outcome, and the instability measures of the paper's section 3 (docs/method.md).
+every hinted prompt's outcome, and the instability measures of the paper's section 3
+(docs/method.md).
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def join_document(
     label: int,
     delta_mode: str = "mean",
 ) -> dict[str, Any]:
-    """Join a document's outcomes into its record (paper section 3; the first prompt is the original).
+    """Join a document's outcomes into its record (paper section 3; the first prompt is the
+    original).
 
     Only hints naming a label other than the original prediction count (the harness builds every
     prompt before the model answers, so hints for all labels were sent).

@@ -1,24 +1,28 @@
-"""Open-ended answers (GSM8K, paper Appendix K) in two explicit stages; see docs/gsm8k.md.
+"""Open-ended answers (GSM8K, paper Appendix K) in three explicit stages; see docs/gsm8k.md.
 
 The harness builds every request before the model answers, and an open answer's distractors
-("numbers near the predicted answer") depend on that answer, so one run cannot do both:
+("numbers near the predicted answer") depend on that answer, so each step that needs an answer
+is its own run, reading the previous run's logged samples
+(``--metadata '{"original_samples": PATH}'``, the samples file or the output folder):
 
-1. ``calidist_gsm8k`` (generate_until) asks for a worked answer; the prediction ŷ is the final
-   number in it (``parse_number``). Reports accuracy and the share of unreadable answers; run it
-   with ``--log_samples``.
-2. ``calidist_gsm8k_assertion`` (loglikelihood) reads stage 1's logged samples
-   (``--metadata '{"original_samples": PATH}'``, the samples file or the output folder) to know
-   each document's ŷ, draws ``HINT_NUMBERS`` numbers near ŷ and builds ``m`` assertion-hinted
-   prompts per number ("Hint: {S} {number}." and the paper's note). Every prompt (the original
-   and each hinted one) ends with the readout "Answer: The answer is" and is scored over the
-   candidate answers [ŷ, h_1, ...] as continuations; the softmax over the candidates' log
-   probabilities gives each prompt's prediction (argmax) and confidence. The original prompt's
-   confidence is the probability of ŷ itself. Agreement is numeric equality (a hinted prompt
-   agrees when its argmax is ŷ). μ, δ, λ and the calibration are then those of SPEC §2.
+1. ``calidist_gsm8k`` (generate_until) writes a worked answer C0; ŷ is its final number
+   (``parse_number``). Reports accuracy and the share of unreadable answers.
+2. ``calidist_gsm8k_assertion_chains`` (generate_until) reads stage 1's samples, draws
+   ``HINT_NUMBERS`` numbers near ŷ and builds ``m`` assertion-hinted prompts per number ("Hint:
+   {S} {number}." and the paper's note); the model reasons again under each hint (greedy, as in
+   stage 1), and ỹ_j is the final number of that regenerated chain.
+3. ``calidist_gsm8k_assertion`` (loglikelihood) reads stage 2's samples (which carry stage 1's
+   answer) and scores every chain after its own reasoning: the prompt and the chain up to where
+   its number starts, continued by each candidate number [ŷ, h_1, ..., and the chain's own
+   number when it is none of these]. p (C0) and every p'_j (hinted chain j) are the softmax over
+   those candidates' log-likelihoods, taken at the chain's own number (``chain_outcome``).
+   Agreement is numeric equality (ỹ_j = ŷ); μ, δ, λ and the calibration are those of the paper's
+   Methodology section (``joining.join_document``).
 
-An answer with no number is counted (``parse_fail_rate``), is wrong, has confidence 0 and is
-treated as maximally unreliable (μ = δ = 1, so λ_raw = 0); it gets one placeholder request so
-that lm-eval still logs the document.
+An answer with no number is counted (``parse_fail_rate``). A stage-1 answer without one is wrong,
+has confidence 0 and is maximally unreliable (μ = δ = 1, so λ_raw = 0); it gets one placeholder
+request per later stage so that lm-eval still logs the document. A hinted chain without one is a
+changed answer whose confidence is read after the chain and ``READOUT``.
 """
 
 from __future__ import annotations
@@ -32,23 +36,28 @@ from copy import deepcopy
 from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import numpy as np
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
 from calidist_tasks import distractors
+from calidist_tasks.aggregation import parse_fail_rate
 from calidist_tasks.dataset import EVALUATION, Source
-from calidist_tasks.joining import Outcome, PromptPlan, join_document
+from calidist_tasks.joining import Outcome, PromptPlan, join_document, outcome_from_loglikelihoods
 from calidist_tasks.task import HINT, CaliDistTask
 
-HINT_NUMBERS = 4  # distinct numbers near ŷ that hints assert (the "other labels" of SPEC §2)
+HINT_NUMBERS = 4  # distinct numbers near ŷ that hints assert (the "other labels" of the paper)
 _NUMBER = r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 NUMBER = re.compile(_NUMBER)
 # "The answer is $1,234.", "Answer: 18", "#### 18": the number a stated answer gives.
 STATED = re.compile(r"(?:\banswer\s*(?:is|:|=)|####)\s*:?\s*\$?\s*(" + _NUMBER + ")", re.I)
-ANSWER_FIELD = "original_answer"  # stage 2: ŷ from stage 1 ("" when it had no number)
+READOUT = "\nThe answer is"  # stage 3: asks a hinted chain that wrote no number for one
+STAGES = ("answer", "chains", "score")  # the YAML's ``stage``: 1, 2, 3
+# Document fields a later stage adds from the earlier stage's records.
+ANSWER_FIELD = "original_answer"  # ŷ ("" when stage 1's answer had no number)
+CHAIN_FIELD = "original_chain"  # stage 1's worked answer C0
+HINTED_FIELD = "hinted_chains"  # stage 3: stage 2's regenerated chains, in prompt_plans order
 
 
 def canonical_number(text: str) -> str | None:
@@ -65,17 +74,24 @@ def canonical_number(text: str) -> str | None:
     return format(value.normalize(), "f")
 
 
+def answer_span(text: str) -> tuple[int, str] | None:
+    """(where the answer's number starts in ``text``, the number) for ``parse_number``'s answer;
+    None when the text has no number."""
+    text = str(text or "")
+    found = STATED.search(text)
+    if found:
+        return found.start(1), canonical_number(found.group(1))
+    numbers = list(NUMBER.finditer(text))
+    return (numbers[-1].start(), canonical_number(numbers[-1].group())) if numbers else None
+
+
 def parse_number(text: str) -> str | None:
     """The final answer of a worked solution: the first stated answer ("The answer is N", as
     the prompt asks; what follows it is the model running on, often repeating itself until the
     token limit cuts a number short), else the last number in the text (lm-eval's gsm8k-cot
     strict and flexible matches, in that order)."""
-    text = str(text or "")
-    stated = STATED.findall(text)
-    if stated:
-        return canonical_number(stated[0])
-    numbers = NUMBER.findall(text)
-    return canonical_number(numbers[-1]) if numbers else None
+    span = answer_span(text)
+    return span[1] if span else None
 
 
 def same_number(a: str | None, b: str | None) -> bool:
@@ -105,8 +121,8 @@ def number_hint(template: int, number: str) -> str:
 
 
 def samples_file(path: str | Path, task: str) -> Path:
-    """Stage 1's samples: the file itself, or the newest samples_<task>_<date>.jsonl below a
-    folder (lm-eval's --output_path)."""
+    """An earlier stage's samples: the file itself, or the newest samples_<task>_<date>.jsonl
+    below a folder (lm-eval's --output_path)."""
     path = Path(path)
     if path.is_file():
         return path
@@ -125,7 +141,7 @@ def samples_file(path: str | Path, task: str) -> Path:
 def read_original_records(
     path: Path, fields: tuple[str, ...] = ("prediction",), task: str = "calidist_gsm8k"
 ) -> dict[str, dict[str, Any]]:
-    """Question text -> stage 1's record (``fields`` of it) from stage 1's samples file."""
+    """Question text -> the earlier stage's record (``fields`` of it) from its samples file."""
     records: dict[str, dict[str, Any]] = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
         if not line.strip():
@@ -136,7 +152,7 @@ def read_original_records(
             kept = {field: record[field] for field in fields}
         except (json.JSONDecodeError, KeyError, TypeError) as error:
             raise ValueError(
-                f"{path.name}:{number}: not a sample of the first stage ({task} run with "
+                f"{path.name}:{number}: not a sample of the earlier stage ({task} run with "
                 f"--log_samples): {type(error).__name__} {error}"
             ) from None
         records.setdefault(question.strip(), kept)
@@ -151,34 +167,70 @@ def read_original_answers(path: Path) -> dict[str, str]:
 
 
 def unreadable_record(target: str, where: dict[str, Any]) -> dict[str, Any]:
-    """Stage 2's record of a document whose stage-1 answer had no number: wrong, confidence 0,
-    maximally unreliable (μ = δ = 1, so λ_raw = 0)."""
+    """The record of a document whose stage-1 answer had no number: wrong, confidence 0,
+    maximally unreliable (μ = δ = 1, so λ_raw = 0); its one answer was unreadable."""
     return {"label": target, "prediction": None, "confidence": 0.0, "correct": 0, "parsed": False,
-            "hints": [], "mu": 1.0, "delta": 1.0, "lambda_raw": 0.0, "flipped": 0, **where}
+            "hints": [], "mu": 1.0, "delta": 1.0, "lambda_raw": 0.0, "flipped": 0,
+            "generations": 1, "parse_failures": 1, **where}
 
 
-def softmax(values: list[float]) -> np.ndarray:
-    array = np.asarray(values, dtype=float)
-    probs = np.exp(array - array.max())
-    return probs / probs.sum()
+class Scoring(NamedTuple):
+    """How one worked answer is scored in stage 3: ``candidates`` as continuations of the prompt
+    and ``text`` (the chain cut where its number starts, or the whole chain and ``READOUT``);
+    ``answer`` is the index of the chain's own number, None when it wrote no number."""
+
+    text: str
+    candidates: list[str]
+    answer: int | None
+
+
+def chain_scoring(chain: str, base: list[str]) -> Scoring:
+    """The scoring of one chain over [ŷ, h_1, ...] (``base``), plus its own number when that is
+    none of them."""
+    span = answer_span(chain)
+    if span is None:
+        return Scoring(chain.rstrip() + READOUT, base, None)
+    start, number = span
+    index = next((i for i, c in enumerate(base) if same_number(c, number)), None)
+    if index is None:
+        return Scoring(chain[:start], [*base, number], len(base))
+    return Scoring(chain[:start], base, index)
+
+
+def chain_outcome(loglikelihoods: list[float], scoring: Scoring, where: str) -> Outcome:
+    """p of a chain: the softmax over its candidates' log-likelihoods, taken at the chain's own
+    number. A chain without a number is a changed answer (prediction -1, unparsed) at the
+    probability of the readout's most likely candidate."""
+    best = outcome_from_loglikelihoods(loglikelihoods, where)  # checks the values
+    if scoring.answer is None:
+        return Outcome(-1, best.confidence, best.letter_logprobs, parsed=False)
+    values = best.letter_logprobs
+    top = max(values)
+    total = sum(math.exp(v - top) for v in values)
+    return Outcome(scoring.answer, math.exp(values[scoring.answer] - top) / total, values)
 
 
 class OpenEndedTask(CaliDistTask):
-    """Stage 1 (``distractor: none``, generate_until) or stage 2 (``assertion``) of GSM8K."""
-
-    ORIGINAL_FIELDS: tuple[str, ...] = ("prediction",)  # what stage 2 reads of stage 1's record
+    """One stage of GSM8K (YAML ``stage``): ``answer`` (stage 1), ``chains`` (stage 2) or
+    ``score`` (stage 3)."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         config = dict(config or {})
         self.original_task: str = config.pop("original_task", None) or "calidist_gsm8k"
         self.original_samples = (config.get("metadata") or {}).get("original_samples")
+        hinted = config.get("distractor", "none") != "none"
+        self.stage: str = config.pop("stage", None) or ("chains" if hinted else "answer")
         if config.get("distractor", "none") not in ("none", "assertion"):
             raise ValueError(f"{config.get('task')}: open-ended tasks have the assertion style "
                              f"only, got {config.get('distractor')!r}")
+        if self.stage not in STAGES or hinted != (self.stage != "answer"):
+            raise ValueError(f"{config.get('task')}: stage must be one of {STAGES} ('answer' "
+                             f"exactly when there is no distractor), got {self.stage!r}")
         super().__init__(config=config, **kwargs)
 
     @property
     def stage2(self) -> bool:
+        """Whether this stage has hints (reads an earlier stage's samples)."""
         return self.distractor != "none"
 
     # ------------------------------------------------------------------ data
@@ -195,24 +247,55 @@ class OpenEndedTask(CaliDistTask):
     def _with_original_answers(self, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not self.original_samples:
             raise ValueError(
-                f"{self.config.task} is the second stage of {self.original_task}: pass the first "
-                f"run's samples with --metadata '{{\"original_samples\": \"PATH\"}}' (its "
+                f"{self.config.task} reads the samples of {self.original_task}: pass that run's "
+                f"samples with --metadata '{{\"original_samples\": \"PATH\"}}' (its "
                 "--output_path folder or samples_*.jsonl file; see docs/gsm8k.md)"
             )
         path = samples_file(self.original_samples, self.original_task)
-        answers = read_original_records(path, self.ORIGINAL_FIELDS, self.original_task)
-        missing = [d["calidist_source"] for d in docs if d["question"].strip() not in answers]
+        records = read_original_records(path, self.original_record_fields(), self.original_task)
+        missing = [d["calidist_source"] for d in docs if d["question"].strip() not in records]
         if missing:
             raise ValueError(
                 f"{self.config.task}: {len(missing)} document(s) have no answer in {path} (first: "
                 f"{', '.join(missing[:3])}); run {self.original_task} on the same data, "
                 "calib_size, eval_size and split_seed"
             )
-        return [{**d, **self.original_fields(answers[d["question"].strip()])} for d in docs]
+        out = []
+        for doc in docs:
+            record = records[doc["question"].strip()]
+            doc = {**doc, **self.original_fields(record)}
+            self.check_original(doc, record, path)
+            out.append(doc)
+        return out
+
+    def original_record_fields(self) -> tuple[str, ...]:
+        """What this stage reads of the earlier stage's record."""
+        if self.stage == "score":
+            return ("prediction", "chain", "candidates", "chains")
+        return ("prediction", "chain")
 
     def original_fields(self, record: dict[str, Any]) -> dict[str, Any]:
-        """The document fields stage 2 adds from stage 1's record."""
-        return {ANSWER_FIELD: record["prediction"] or ""}
+        """The document fields this stage adds from the earlier stage's record."""
+        fields = {ANSWER_FIELD: record["prediction"] or "", CHAIN_FIELD: record["chain"] or ""}
+        if self.stage == "score":
+            fields[HINTED_FIELD] = [c or "" for c in record["chains"]]
+        return fields
+
+    def check_original(self, doc: dict[str, Any], record: dict[str, Any], path: Path) -> None:
+        """Refuse an earlier record these prompts do not fit (another seed or m, a hand-edited
+        answer), naming the document."""
+        where = f"{self.config.task} document {doc['calidist_source']} ({path.name})"
+        if doc[ANSWER_FIELD] and not same_number(parse_number(doc[CHAIN_FIELD]), doc[ANSWER_FIELD]):
+            raise ValueError(f"{where}: the answer {doc[ANSWER_FIELD]!r} is not the number of its "
+                             "logged worked answer ('chain')")
+        if self.stage != "score":
+            return
+        if list(record["candidates"]) != self.candidates(doc):
+            raise ValueError(f"{where}: the hinted numbers {record['candidates'][1:]} are not "
+                             f"this run's {self.candidates(doc)[1:]}; use the same seed as stage 2")
+        if len(doc[HINTED_FIELD]) != len(self.prompt_plans(doc)) - 1:
+            raise ValueError(f"{where}: {len(doc[HINTED_FIELD])} hinted chains, this run has "
+                             f"{len(self.prompt_plans(doc)) - 1} hinted prompts; use the same m")
 
     # ------------------------------------------------------------------ prompts
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
@@ -250,57 +333,96 @@ class OpenEndedTask(CaliDistTask):
     def distracted_doc(self, doc: dict[str, Any], plan: PromptPlan) -> dict[str, Any]:
         return {**doc, HINT: number_hint(plan.template, self.candidates(doc)[plan.hint_label])}
 
+    def hinted_prompts(self, doc: dict[str, Any]) -> list[Any]:
+        """The hinted prompts, in ``prompt_plans`` order, built as lm-eval built the original."""
+        return [self.variant_prompt(self.distracted_doc(doc, plan))
+                for plan in self.prompt_plans(doc)[1:]]
+
+    def scorings(self, doc: dict[str, Any]) -> list[Scoring]:
+        """Stage 3: how C0 and then each hinted chain are scored."""
+        base = self.candidates(doc)
+        return [chain_scoring(chain, base) for chain in [doc[CHAIN_FIELD], *doc[HINTED_FIELD]]]
+
     def construct_requests(self, doc: dict[str, Any], ctx: str, **kwargs: Any) -> list[Instance]:
         kwargs.pop("apply_chat_template", None)
         kwargs.pop("chat_template", None)
-        if not self.stage2:
-            arguments = (ctx, deepcopy(self.config.generation_kwargs))
-            return [Instance(request_type="generate_until", doc=doc, arguments=arguments, idx=0,
-                             **kwargs)]
-        candidates = self.candidates(doc)
-        if not candidates:  # no number to distract from: one placeholder so the doc is logged
-            return [Instance(request_type="loglikelihood", doc=doc, arguments=(ctx, " 0"), idx=0,
-                             **kwargs)]
-        prompts = [ctx] + [self.variant_prompt(self.distracted_doc(doc, plan))
-                           for plan in self.prompt_plans(doc)[1:]]
-        return [
-            Instance(request_type="loglikelihood", doc=doc, arguments=(prompt, f" {candidate}"),
-                     idx=i * len(candidates) + j, **kwargs)
-            for i, prompt in enumerate(prompts)
-            for j, candidate in enumerate(candidates)
-        ]
+        generation = deepcopy(self.config.generation_kwargs)
+        if self.stage == "answer":
+            requests = [("generate_until", (ctx, generation))]
+        elif not self.candidates(doc):  # no number to distract from: a placeholder, to be logged
+            requests = [("generate_until", (ctx, {**generation, "max_gen_toks": 1}))
+                        if self.stage == "chains" else ("loglikelihood", (ctx, " 0"))]
+        elif self.stage == "chains":
+            requests = [("generate_until", (prompt, deepcopy(generation)))
+                        for prompt in self.hinted_prompts(doc)]
+        else:
+            prompts = [ctx, *self.hinted_prompts(doc)]
+            requests = [("loglikelihood", (prompt + scoring.text, candidate))
+                        for prompt, scoring in zip(prompts, self.scorings(doc), strict=True)
+                        for candidate in scoring.candidates]
+        return [Instance(request_type=kind, doc=doc, arguments=arguments, idx=i, **kwargs)
+                for i, (kind, arguments) in enumerate(requests)]
 
     # ------------------------------------------------------------------ results
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         target = doc[self.config.doc_to_target]
         where = {"index": doc["calidist_index"], "split": doc["calidist_split"],
                  "requests": len(results)}
-        if not self.stage2:
+        if self.stage == "answer":
             answer = parse_number(results[0])
             record = {"label": target, "prediction": answer, "parsed": answer is not None,
-                      "correct": int(same_number(answer, target)), **where}
-            return dict.fromkeys(self._metric_fn_list, record)
-        candidates = self.candidates(doc)
-        if not candidates:
-            return dict.fromkeys(self._metric_fn_list, unreadable_record(target, where))
-        plans, n = self.prompt_plans(doc), len(candidates)
-        if len(results) != len(plans) * n:
-            raise ValueError(f"{self.config.task} document {doc['calidist_index']}: expected "
-                             f"{len(plans) * n} answers, got {len(results)}")
-        outcomes = []
-        for i in range(len(plans)):
-            logprobs = [ll for ll, _ in results[i * n:(i + 1) * n]]
-            probs = softmax(logprobs)
-            best = 0 if i == 0 else int(np.argmax(probs))  # the original's prediction is ŷ
-            outcomes.append(Outcome(best, float(probs[best]), tuple(logprobs)))
-        correct = same_number(candidates[0], target)
-        record = join_document(plans, outcomes, 0 if correct else -1, self.settings.delta_mode)
-        record.update(label=target, prediction=candidates[0], candidates=candidates, **where)
+                      "correct": int(same_number(answer, target)), "chain": results[0],
+                      "generations": 1, "parse_failures": int(answer is None), **where}
+        elif not self.candidates(doc):
+            record = unreadable_record(target, where)
+            if self.stage == "chains":  # carried on to stage 3
+                record.update(chain=doc[CHAIN_FIELD], candidates=[], chains=[], answers=[])
+        elif self.stage == "chains":
+            record = self.chains_record(doc, results, target, where)
+        else:
+            record = self.scored_record(doc, results, target, where)
         return dict.fromkeys(self._metric_fn_list, record)
+
+    def chains_record(self, doc: dict[str, Any], chains: list[str], target: str,
+                      where: dict[str, Any]) -> dict[str, Any]:
+        """Stage 2: the hinted chains and their numbers, with what stage 3 needs of stage 1."""
+        self._check_count(doc, len(chains), len(self.prompt_plans(doc)) - 1)
+        answers = [parse_number(chain) for chain in chains]
+        return {"label": target, "prediction": doc[ANSWER_FIELD], "chain": doc[CHAIN_FIELD],
+                "correct": int(same_number(doc[ANSWER_FIELD], target)),
+                "candidates": self.candidates(doc), "chains": list(chains), "answers": answers,
+                "parsed": None not in answers, "generations": 1 + len(chains),
+                "parse_failures": answers.count(None), **where}
+
+    def scored_record(self, doc: dict[str, Any], results: list[Any], target: str,
+                      where: dict[str, Any]) -> dict[str, Any]:
+        """Stage 3: p and every p'_j (``chain_outcome``), joined into CaliDist's record."""
+        scorings = self.scorings(doc)
+        self._check_count(doc, len(results), sum(len(s.candidates) for s in scorings))
+        outcomes, start = [], 0
+        for j, scoring in enumerate(scorings):
+            values = [ll for ll, _ in results[start:start + len(scoring.candidates)]]
+            start += len(scoring.candidates)
+            name = "original chain" if j == 0 else f"hinted chain {j}"
+            outcomes.append(chain_outcome(values, scoring, f"{self.config.task} document "
+                                          f"{doc['calidist_source']} {name}"))
+        correct = same_number(doc[ANSWER_FIELD], target)
+        record = join_document(self.prompt_plans(doc), outcomes, 0 if correct else -1,
+                               self.settings.delta_mode)
+        answers = [s.candidates[s.answer] if s.answer is not None else None for s in scorings]
+        record.update(label=target, prediction=doc[ANSWER_FIELD], candidates=self.candidates(doc),
+                      answers=answers[1:], generations=len(outcomes),
+                      parse_failures=sum(not o.parsed for o in outcomes), **where)
+        return record
+
+    def _check_count(self, doc: dict[str, Any], got: int, expected: int) -> None:
+        if got != expected:
+            raise ValueError(f"{self.config.task} document {doc['calidist_source']}: expected "
+                             f"{expected} answers, got {got}")
 
     # ------------------------------------------------------------------ metrics
     def reported_metrics(self) -> list[str]:
-        if self.stage2:
+        if self.stage == "score":
             return [*super().reported_metrics(), "parse_fail_rate"]
         return ["acc", "parse_fail_rate", "requests_per_doc", "n_calibration", "n_evaluation"]
 
@@ -309,13 +431,13 @@ class OpenEndedTask(CaliDistTask):
         if not evaluation:
             raise ValueError(f"{self.config.task}: no evaluation documents reached the aggregation")
         summary = {
-            "parse_fail_rate": float(np.mean([not r["parsed"] for r in evaluation])),
-            "acc": float(np.mean([r["correct"] for r in evaluation])),
-            "requests_per_doc": float(np.mean([r["requests"] for r in evaluation])),
+            "parse_fail_rate": parse_fail_rate(evaluation),
+            "acc": sum(r["correct"] for r in evaluation) / len(evaluation),
+            "requests_per_doc": sum(r["requests"] for r in evaluation) / len(evaluation),
             "n_calibration": float(len(items) - len(evaluation)),
             "n_evaluation": float(len(evaluation)),
         }
-        return {**super().summarize(items), **summary} if self.stage2 else summary
+        return {**super().summarize(items), **summary} if self.stage == "score" else summary
 
     def calibrator_context(self) -> dict[str, Any]:
         return {**super().calibrator_context(), "labels": "open-ended numbers"}

@@ -1,20 +1,22 @@
-"""GSM8K's verbalized (black-box) variants: the two stages of ``open_ended`` answered by
-generation with a stated 0-100% confidence, so they run on any backend that generates (chat APIs
-included); see docs/gsm8k.md.
+"""GSM8K's verbalized (black-box) variants: the stages of ``open_ended`` answered by generation
+with a stated 0-100% confidence, so they run on any backend that generates (chat APIs included);
+see docs/gsm8k.md.
 
 1. ``calidist_gsm8k_verbalized``: one greedy worked answer per document that ends with the final
    number and a stated confidence (the paper's "Mention your confidence level in your answer
-   (0-100)%"). ŷ is read by ``open_ended.parse_number``, the confidence by
+   (0-100)%"). ŷ is read by ``open_ended.parse_number``, the confidence p by
    ``verbalized.parse_confidence``. Reports what every family's ``*_verbalized`` task reports.
-2. ``calidist_gsm8k_assertion_verbalized``: reads stage 1's samples (ŷ and its stated
-   confidence), builds ``calidist_gsm8k_assertion``'s hints (numbers near ŷ) and asks again, one
-   greedy generation per hinted prompt; a hinted reply agrees when its number equals ŷ. The
-   outcomes are joined by ``joining.join_document`` and calibrated as every CaliDist task.
+2. ``calidist_gsm8k_assertion_verbalized``: reads stage 1's samples (ŷ and p), builds the hints
+   of ``calidist_gsm8k_assertion_chains`` (numbers near ŷ), and the model writes a new worked
+   answer under each hint (one greedy generation per hinted prompt): ỹ_j is its number, p'_j the
+   confidence it states, and it agrees when ỹ_j equals ŷ. The outcomes are joined by
+   ``joining.join_document`` and calibrated as every CaliDist task. The confidence is in the
+   reply, so unlike the logit path no scoring stage follows.
 
 Unreadable replies follow ``verbalized.outcome_from_parse`` with c = ∞, since an open answer has
-no finite option set: no number = wrong at confidence 0; a number without a readable confidence =
-that number at confidence 0 (as ``calidist_gsm8k_assertion`` gives an unreadable answer
-confidence 0). Both count in ``parse_fail_rate``.
+no finite option set: no number = wrong (a hinted reply: a changed answer) at confidence 0; a
+number without a readable confidence = that number at confidence 0 (as ``calidist_gsm8k_assertion``
+gives a stage-1 answer without a number confidence 0). Both count in ``parse_fail_rate``.
 """
 
 from __future__ import annotations
@@ -83,11 +85,15 @@ class NumberFilter(Filter):
 class VerbalizedOpenEndedTask(OpenEndedTask):
     """Stage 1 (``distractor: none``) or stage 2 (``assertion``) of GSM8K, verbalized."""
 
-    ORIGINAL_FIELDS = ("prediction", "confidence", "parsed")
+    def original_record_fields(self) -> tuple[str, ...]:
+        return ("prediction", "confidence", "parsed")
 
     def original_fields(self, record: dict[str, Any]) -> dict[str, Any]:
-        return {**super().original_fields(record), CONFIDENCE_FIELD: float(record["confidence"]),
-                PARSED_FIELD: bool(record["parsed"])}
+        return {ANSWER_FIELD: record["prediction"] or "",
+                CONFIDENCE_FIELD: float(record["confidence"]), PARSED_FIELD: bool(record["parsed"])}
+
+    def check_original(self, doc: dict[str, Any], record: dict[str, Any], path: Any) -> None:
+        """Nothing to check: stage 1's reply is not logged in its record, only what was read."""
 
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
         """The question (with the paper's request, in the YAML), any hint, then the format."""
@@ -126,8 +132,7 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
             return dict.fromkeys(self._metric_fn_list, record)
         candidates = self.candidates(doc)
         if not candidates:
-            record = {**unreadable_record(target, where), "generations": 1, "parse_failures": 1}
-            return dict.fromkeys(self._metric_fn_list, record)
+            return dict.fromkeys(self._metric_fn_list, unreadable_record(target, where))
         plans = self.prompt_plans(doc)
         if len(readings) != len(plans) - 1:
             raise ValueError(f"{self.config.task} document {doc['calidist_index']}: expected "

@@ -1,5 +1,5 @@
-"""Tiny local data sets in the local formats of docs/method.md, one writer per benchmark (used by the family,
-few-shot and GSM8K tests). Rows are made up, short, and cycle through every label."""
+"""Tiny local data sets in the formats of docs/method.md, one writer per benchmark (used by the
+family, few-shot and GSM8K tests). Rows are made up, short, and cycle through every label."""
 
 from __future__ import annotations
 

@@ -38,7 +38,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_family_end_to_end(tiny_model_dir: Path, data_dir: Path) -> None:
-    """All 24 classification tasks in one in-process lm-eval run; every metric of the README's table, in range."""
+    """All 24 classification tasks in one in-process lm-eval run; every metric of the README's
+    table, in range."""
     tasks = [f"calidist_{b}{s}" for b in FAMILIES for s in STYLES]
     metadata = {"data_dir": str(data_dir), "calib_size": 3, "eval_size": 4, "m": 1}
     out = run_lm_eval(tasks, tiny_model_dir, metadata, batch_size=64)
@@ -272,28 +273,46 @@ def test_prompt_snapshots(benchmark: str, request: pytest.FixtureRequest) -> Non
     calib_size = 8 if benchmark in ("mnli", "ppdb") else 6
     metadata = {"data_dir": str(data_dir), "calib_size": calib_size, "eval_size": 4}
     parts = []
-    for style in STYLES:
+    for style in (*STYLES, "_verbalized", "_assertion_verbalized", "_consistency"):
         task = load_task(f"calidist_{benchmark}{style}", metadata)
         doc = task.eval_docs[calib_size]  # the first evaluation document
         prompts = _prompts(task, doc)
-        index, what = (0, "original prompt") if not style else (1, "first hinted prompt")
+        hinted = style not in ("", "_verbalized", "_consistency")
+        index, what = (1, "first hinted prompt") if hinted else (0, "original prompt")
         parts.append(f"===== calidist_{benchmark}{style}: {what} =====\n{prompts[index]}\n")
     _snapshot(benchmark, "".join(parts))
 
 
 def test_gsm8k_prompt_snapshot(data_dir: Path, tmp_path: Path) -> None:
+    """The three GSM8K stages' prompts for one document (docs/gsm8k.md), with scripted chains:
+    stage 1's generation prompt, stage 2's first hinted generation prompt, and stage 3's scoring
+    contexts (continued by each candidate number) of the original and the first hinted chain."""
     metadata = {"data_dir": str(data_dir), "calib_size": 3, "eval_size": 4}
     stage1 = load_task("calidist_gsm8k", metadata)
     doc = stage1.eval_docs[3]
-    samples = [{"doc": {"question": d["question"]}, "acc": {"prediction": d["target"]}}
+    samples = [{"doc": {"question": d["question"]},
+                "acc": {"prediction": d["target"], "chain": f" So {d['target']}.\nThe answer is "
+                                                            f"{d['target']}."}}
                for d in stage1.eval_docs]
-    path = _write(tmp_path / "samples.jsonl", samples)
-    stage2 = load_task("calidist_gsm8k_assertion", {**metadata, "original_samples": str(path)})
-    prompts = _prompts(stage2, stage2.eval_docs[3])
+    path = _write(tmp_path / "stage1.jsonl", samples)
+    stage2 = load_task("calidist_gsm8k_assertion_chains",
+                       {**metadata, "original_samples": str(path)})
+    samples = []
+    for d in stage2.eval_docs:
+        hinted = stage2.candidates(d)[1]
+        chains = [f" The hint says {hinted}.\nThe answer is {hinted}."] * len(_prompts(stage2, d))
+        samples.append({"doc": {"question": d["question"]},
+                        "acc": stage2.process_results(d, chains)["acc"]})
+    path = _write(tmp_path / "stage2.jsonl", samples)
+    stage3 = load_task("calidist_gsm8k_assertion", {**metadata, "original_samples": str(path)})
+    chains, scored = _prompts(stage2, stage2.eval_docs[3]), _prompts(stage3, stage3.eval_docs[3])
     _snapshot("gsm8k", f"===== calidist_gsm8k: generation prompt =====\n{_prompts(stage1, doc)[0]}"
-                       f"\n===== calidist_gsm8k_assertion: original readout =====\n{prompts[0]}"
-                       f"\n===== calidist_gsm8k_assertion: first hinted readout =====\n"
-                       f"{prompts[1]}\n")
+                       f"\n===== calidist_gsm8k_assertion_chains: first hinted generation prompt "
+                       f"=====\n{chains[0]}"
+                       f"\n===== calidist_gsm8k_assertion: scoring context of the original chain "
+                       f"=====\n{scored[0]}"
+                       f"\n===== calidist_gsm8k_assertion: scoring context of the first hinted "
+                       f"chain =====\n{scored[1]}\n")
 
 
 @pytest.mark.parametrize("benchmark, changed", [
