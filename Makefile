@@ -1,4 +1,4 @@
-.PHONY: demo test bench bench-quick
+.PHONY: demo test bench bench-quick bench-report
 
 demo:
 	bash scripts/demo.sh
@@ -14,3 +14,7 @@ bench:
 
 bench-quick:
 	bash scripts/setup.sh && .venv/bin/python benchmarks/run.py --quick
+
+# BENCHMARKS.md from the committed records in benchmarks/results/ (no model runs)
+bench-report:
+	.venv/bin/python benchmarks/run.py --steps analysis

@@ -1,46 +1,52 @@
-"""Benchmark analysis: everything from lm-eval's logged samples, then BENCHMARKS.md.
+"""Benchmark analysis on the committed records: the report's numbers plus what is the benchmark's.
 
-Per task run (an lm-eval ``--output_path`` folder) the analysis reads the per-document records
-that ``process_results`` logged (``samples_<task>_*.jsonl``) and the requests' arguments; every
-calibrator is refitted on the calibration records and scored on the evaluation records, with
-95% percentile-bootstrap intervals over documents. Ablations subsample what was logged: an
-assertion run with m distractors per label holds the first 1..m templates of smaller runs too
-(``distractors.choose_templates`` draws templates so that m=1 is a prefix of m=3).
+Everything ``calidist report`` computes comes from ``calidist_tasks.report``: the per-method
+confidences (``methods.leaderboard_cells``: vanilla, the logit baselines, CaliDist per style
+refitted with the run's own logged settings, verbalized, consistency), the CaliDist refit
+(``methods.calidist_confidences``), mu / delta / lambda_raw of a record for another m or delta
+mode (``methods.instability``, the same calidist_metrics functions the task's joining uses),
+bootstrap intervals and paired differences (``tables.score_intervals`` /
+``tables.paired_difference``) and the per-document prompt counts (``cost``). Added here, and only
+here: the paired comparisons against Vanilla and temperature scaling across tasks (documents
+paired by their origin), the calibrator variants, the ablations, the cost rows of the benchmark's
+tasks with their m-subsets, and the default-run estimates.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import shlex
-import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import partial
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from calidist_metrics import (
-    BehaviourCalibrator,
-    CaliDistCalibrator,
-    auroc,
-    bootstrap_interval,
-    brier_score,
-    confidence_instability,
-    expected_calibration_error,
-    paired_bootstrap_test,
-    prediction_instability,
-    reliability_score,
+from benchmarks.commands import BENCH_NAMES, default_documents, parse_args
+from benchmarks.records import Stored
+from calidist_metrics import BehaviourCalibrator, CalibrationWarning
+from calidist_tasks.aggregation import SCORES, split_records
+from calidist_tasks.report.methods import (
+    METHODS,
+    Cell,
+    calidist_confidences,
+    calidist_context,
+    column,
+    first_m,
+    hints_of,
+    hints_per_label,
+    instability,
+    leaderboard_cells,
+    settings_of,
+    with_instability,
 )
-from calidist_tasks.aggregation import baseline_confidences, split_records
+from calidist_tasks.report.tables import accuracy, paired_difference, score_intervals, verdict
 
-ECE = partial(expected_calibration_error, n_bins=10, strategy="uniform")
-SCORES: dict[str, Callable] = {"ECE": ECE, "Brier": brier_score, "AUROC": auroc}
-STYLE = {"_assertion": "As.", "_probe": "Pr.", "_corruption": "Sa."}
-BENCH_NAMES = {"ppdb": "PPDB", "aqua": "AQuA"}
+SMALL = 300  # rows with fewer evaluation documents are flagged
+INTERVAL_SCORES: dict[str, Callable] = {"acc": accuracy, **SCORES}
+STYLES = {"_assertion": "As.", "_probe": "Pr.", "_corruption": "Sa."}
+CALIBRATION_SIZES = (50, 100, 200)
+SIZE_DRAWS = 20
 # The paper's Table 1 (logit confidence, x100), for orientation only: other models (8B).
 PAPER_TABLE1 = {
     "Llama-3.1 8B": {
@@ -66,475 +72,473 @@ PAPER_TABLE1 = {
 }
 
 
-# ------------------------------------------------------------------------------ loading
+# ------------------------------------------------------------------------------ scored methods
 
 
 @dataclass
-class Run:
-    """One finished task run: its per-document records, requests and lm-eval results."""
+class Scored:
+    """One method's confidence on the evaluation documents of one run."""
 
+    label: str
     task: str
-    model: str
-    benchmark: str
-    suffix: str
-    records: list[dict]
-    # per document, per request: (prompt, letter scored or None when generating, generations)
-    requests: list[list[tuple[str, str | None, list[str]]]]
-    results: dict
-    wall_s: float  # the whole `calidist eval` process, start-up and model load included
+    confidence: np.ndarray | None  # None: results-file numbers only
+    correct: np.ndarray | None
+    sources: list[str] = field(default_factory=list)  # per evaluation document: its origin
+    values: dict[str, float] = field(default_factory=dict)  # score -> fraction
+    intervals: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
     @property
-    def eval_seconds(self) -> float:
-        return float(self.results.get("total_evaluation_time_seconds") or self.wall_s)
+    def n(self) -> int:
+        return 0 if self.correct is None else int(self.correct.size)
 
 
-def load_run(folder: Path, model: str, benchmark: str, suffix: str, task: str) -> Run | None:
-    samples = sorted(folder.rglob(f"samples_{task}_*.jsonl"), key=lambda p: p.stat().st_mtime)
-    results = sorted(folder.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
-    info = folder / "run.json"
-    if not samples or not results:
+def evaluation_sources(stored_run: Any) -> list[str]:
+    """Origins of a TaskRun's evaluation documents, in ``split_records`` order."""
+    records = stored_run.records
+    sources = stored_run.sources or [None] * len(records)
+    ordered = sorted(zip(records, sources, strict=True), key=lambda pair: pair[0]["index"])
+    return [source if source is not None else f"{stored_run.task}#{record['index']}"
+            for record, source in ordered if record["split"] == "evaluation"]
+
+
+def aligned(a: Scored, b: Scored) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in a and b of the evaluation documents both scored (paired by origin)."""
+    where = {source: i for i, source in enumerate(b.sources)}
+    pairs = [(i, where[source]) for i, source in enumerate(a.sources) if source in where]
+    if not pairs:
+        return np.zeros(0, int), np.zeros(0, int)
+    first, second = zip(*pairs, strict=True)
+    return np.asarray(first), np.asarray(second)
+
+
+def compare(a: Scored, b: Scored, score: str, n_boot: int) -> dict[str, float] | None:
+    """Paired difference a - b of one score on the documents both scored (None: none shared)."""
+    if a.confidence is None or b.confidence is None:
         return None
-    records, requests = [], []
-    for line in samples[-1].read_text(encoding="utf-8").splitlines():
-        sample = json.loads(line)
-        records.append(next(v for v in sample.values() if isinstance(v, dict) and "split" in v))
-        resps = sample.get("resps") or []
-        requests.append([
-            (a["arg_0"], a.get("arg_1") if isinstance(a.get("arg_1"), str) else None,
-             [r for r in (resps[i] if i < len(resps) else []) if isinstance(r, str)])
-            for i, a in enumerate(sample["arguments"].values())
-        ])
-    wall = json.loads(info.read_text())["wall_s"] if info.exists() else math.nan
-    return Run(task, model, benchmark, suffix, records, requests,
-               json.loads(results[-1].read_text(encoding="utf-8")), wall)
+    ia, ib = aligned(a, b)
+    if ia.size == 0:
+        return None
+    return paired_difference(SCORES[score], a.confidence[ia], a.correct[ia],
+                             b.confidence[ib], b.correct[ib], n_boot, seed=0)
 
 
-# ------------------------------------------------------------------------------ recomputation
+def quietly(fn: Callable, notes: list[str], where: str) -> Callable:
+    """``fn`` with its CalibrationWarnings collected into ``notes`` (reported, not printed)."""
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CalibrationWarning)
+            value = fn(*args, **kwargs)
+        notes.extend(dict.fromkeys(f"{where}: {str(w.message).split(';')[0]}" for w in caught
+                                   if issubclass(w.category, CalibrationWarning)))
+        return value
+    return wrapped
 
 
-def column(records: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
-    return np.asarray([r[key] for r in records], dtype=float)
+@dataclass
+class Analysis:
+    """Everything BENCHMARKS.md shows, computed once from the committed records."""
+
+    stored: list[Stored]
+    n_boot: int
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # (model, benchmark) -> methods in METHODS order
+    methods: dict[tuple[str, str], list[Scored]] = field(default_factory=dict)
+    # (model, benchmark, label) -> {"Vanilla"/"TS": {score: test}}
+    paired: dict[tuple[str, str, str], dict[str, dict[str, dict]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.runs = {(s.model, s.benchmark, s.suffix): s for s in self.stored}
+        cells = quietly(leaderboard_cells, self.notes, "refits")(
+            [s.run for s in self.stored], self.problems, self.notes)
+        order = {m.label: i for i, m in enumerate(METHODS)}
+        for cell in sorted(cells, key=lambda c: (c.model, c.benchmark, order[c.method.label])):
+            self.methods.setdefault((cell.model, cell.benchmark), []).append(self._scored(cell))
+        for (model, benchmark), rows in self.methods.items():
+            by_label = {row.label: row for row in rows}
+            for row in rows:
+                tests = {}
+                for name, label in (("Vanilla", "Vanilla"), ("TS", "Temperature scaling")):
+                    other = by_label.get(label)
+                    if other is None or other is row:
+                        continue
+                    tests[name] = {score: compare(row, other, score, self.n_boot)
+                                   for score in ("ece", "brier")}
+                self.paired[(model, benchmark, row.label)] = tests
+
+    def _scored(self, cell: Cell) -> Scored:
+        row = Scored(cell.method.label, cell.run.task, cell.confidence, cell.correct,
+                     values=dict(cell.values))
+        if cell.confidence is not None:
+            row.sources = evaluation_sources(cell.run)
+            row.intervals = quietly(score_intervals, self.notes, "bootstrap")(
+                cell.confidence, cell.correct, self.n_boot, 0, INTERVAL_SCORES)
+        return row
+
+    def rows(self, model: str, benchmark: str) -> list[Scored]:
+        return self.methods.get((model, benchmark), [])
+
+    def run_problems(self, stored: Stored) -> list[str]:
+        return [p for p in self.problems if stored.run.name in p]
 
 
-def kept_hints(record: Mapping[str, Any], m: int | None) -> list[list]:
-    """The record's hints naming a label other than the prediction, the first m per label."""
-    seen: dict[int, int] = {}
-    kept = []
-    for hint in record["hints"]:
-        seen[hint[0]] = seen.get(hint[0], 0) + 1
-        if hint[0] != record["prediction"] and (m is None or seen[hint[0]] <= m):
-            kept.append(hint)
-    return kept
+def verdict_line(tests: Mapping[str, Mapping[str, dict | None]]) -> str:
+    """'vs Vanilla: ECE better, Brier not distinguishable; vs TS: ...' from paired intervals."""
+    parts = []
+    for reference, by_score in tests.items():
+        said = [f"{name} {verdict(test) if test else 'no shared documents'}"
+                for name, test in (("ECE", by_score.get("ece")), ("Brier", by_score.get("brier")))]
+        parts.append(f"vs {reference}: " + ", ".join(said))
+    return "; ".join(parts) if parts else "(reference)"
 
 
-def behaviour(records: Sequence[Mapping[str, Any]], m: int | None = None,
-              delta_mode: str = "mean") -> dict[str, np.ndarray]:
-    """mu, delta and lambda_raw per record, recomputed from the logged hints (docs/method.md)."""
-    mu, delta = [], []
-    for record in records:
-        hints = kept_hints(record, m)
-        predictions, confidences = [h[2] for h in hints], [h[3] for h in hints]
-        mu.append(prediction_instability(record["prediction"], predictions, confidences))
-        delta.append(confidence_instability(record["confidence"], confidences, mode=delta_mode))
-    mu, delta = np.asarray(mu), np.asarray(delta)
-    raw = np.minimum(reliability_score(mu, delta), 1e10)
-    return {"mu": mu, "delta": delta, "lambda_raw": raw}
+def target_one(analysis: Analysis, model: str, benchmark: str) -> str | None:
+    """The best CaliDist style by ECE: lower than Vanilla's and not worse than TS's?"""
+    styles = [r for r in analysis.rows(model, benchmark)
+              if r.label.startswith("CaliDist (") and r.confidence is not None]
+    if not styles:
+        return None
+    best = min(styles, key=lambda r: r.values["ece"])
+    tests = analysis.paired.get((model, benchmark, best.label), {})
+    vanilla, ts = (tests.get(k, {}).get("ece") for k in ("Vanilla", "TS"))
+    if vanilla is None or ts is None:
+        return (f"{model} / {BENCH_NAMES.get(benchmark, benchmark)}: best style {best.label} "
+                f"(ECE {100 * best.values['ece']:.2f}); no Vanilla or TS on the same documents")
+    met = verdict(vanilla) == "better" and verdict(ts) != "worse"
+    return (f"{model} / {BENCH_NAMES.get(benchmark, benchmark)}: best style {best.label} "
+            f"(ECE {100 * best.values['ece']:.2f}, n={best.n}); vs Vanilla ΔECE {diff(vanilla)} "
+            f"-> {verdict(vanilla)}; vs TS ΔECE {diff(ts)} -> {verdict(ts)}: "
+            + ("**met**" if met else "**not met**"))
 
 
-def quiet(fn: Callable, *args: Any, **kwargs: Any) -> Any:
-    """Run a fit with its CalibrationWarnings collected (they are reported, not printed)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        value = fn(*args, **kwargs)
-    return value, [str(w.message).split(";")[0] for w in caught]
-
-
-def calidist_scores(calibration: list, evaluation: list, *, m: int | None = None,
-                    delta_mode: str = "mean", variant: str = "minmax",
-                    fixed: bool = False) -> tuple[np.ndarray, dict]:
-    """Calibrated evaluation confidences of one CaliDist variant fitted on the calibration set.
-
-    ``variant``: a ``lambda_scale`` (minmax = the paper, log, rank) or ``behaviour``
-    (BehaviourCalibrator on logit p, mu, delta). ``fixed``: alpha = 0, beta = 1 (no fit).
-    """
-    cal, ev = behaviour(calibration, m, delta_mode), behaviour(evaluation, m, delta_mode)
-    p_cal, p_ev = column(calibration, "confidence"), column(evaluation, "confidence")
-    y_cal = column(calibration, "correct")
-    if variant == "behaviour":
-        fit, notes = quiet(BehaviourCalibrator().fit, p_cal, cal["mu"], cal["delta"], y_cal)
-        return fit.predict(p_ev, ev["mu"], ev["delta"]), {"notes": notes}
-    grids = {"method": "default_sigmoid"} if fixed else {}
-    fit, notes = quiet(CaliDistCalibrator(lambda_scale=variant, **grids).fit,
-                       cal["lambda_raw"], p_cal, y_cal)
-    info = {"alpha": fit.alpha_, "beta": fit.beta_, "grid_edge": fit.grid_edge_,
-            "share_lambda_below_1": float(np.mean(fit.scaled_reliability(ev["lambda_raw"]) < 1)),
-            "notes": notes}
-    return fit.predict(ev["lambda_raw"], p_ev), info
-
-
-def with_intervals(confidence: np.ndarray, correct: np.ndarray, n_boot: int) -> dict:
-    out = {}
-    for name, metric in SCORES.items():
-        (point, low, high), _ = quiet(bootstrap_interval, metric, confidence, correct,
-                                      n_resamples=n_boot, seed=0)
-        out[name] = (point, low, high)
-    out["acc"] = float(np.mean(correct))
-    return out
-
-
-# ------------------------------------------------------------------------------ tables
-
-
-def cell(value: tuple | float | None, interval: bool = True) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+def diff(test: Mapping[str, float] | None) -> str:
+    if not test:
         return "-"
-    if isinstance(value, tuple):
-        point, low, high = value
-        return f"{100 * point:.2f} [{100 * low:.1f}, {100 * high:.1f}]" if interval \
-            else f"{100 * point:.2f}"
-    return f"{100 * value:.1f}"
+    return (f"{100 * test['difference']:+.2f} [{100 * test['low']:+.2f}, "
+            f"{100 * test['high']:+.2f}]")
 
 
-def method_confidences(runs: Mapping[tuple, Run], model: str, benchmark: str
-                       ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Every method's evaluation confidences (and correctness) for one model and dataset."""
-    methods: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    original = runs.get((model, benchmark, ""))
-    # The distractor tasks log the original prompt's letter log-probabilities too, so the logit
-    # baselines can come from them when the original task did not run.
-    source = original or next((runs[(model, benchmark, s)] for s in STYLE
-                               if (model, benchmark, s) in runs), None)
-    if source is not None and "letter_logprobs" in source.records[0]:
-        cal, ev = split_records(source.records)
-        methods["Vanilla"] = (column(ev, "confidence"), column(ev, "correct"))
-        (baselines, _), _ = quiet(baseline_confidences, cal, ev)
-        names = {"ts": "Temperature Scaling", "platt": "Platt", "isotonic": "Isotonic",
-                 "vector": "Vector scaling"}
-        methods.update({names[k]: v for k, v in baselines.items()})
-    for suffix, short in STYLE.items():
-        run = runs.get((model, benchmark, suffix))
-        if run is not None:
-            cal, ev = split_records(run.records)
-            methods[f"CaliDist ({short})"] = (calidist_scores(cal, ev)[0], column(ev, "correct"))
-    for (run_model, run_benchmark, suffix), run in sorted(runs.items()):
-        if (run_model, run_benchmark) == (model, benchmark) and suffix not in ("", *STYLE):
-            methods.update(generation_methods(run))
-    return methods
+def interval(value: tuple[float, float, float] | None, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    point, low, high = value
+    return f"{100 * point:.{digits}f} [{100 * low:.1f}, {100 * high:.1f}]"
 
 
-def generation_methods(run: Run) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Verbalized / consistency tasks: the confidences their records hold (as lm-eval scored)."""
-    cal, ev = split_records(run.records)
-    correct = column(ev, "correct")
-    if run.suffix == "_verbalized":
-        return {"Verbalized": (column(ev, "confidence"), correct)}
-    if run.suffix.endswith("_verbalized"):
-        style = STYLE["_" + run.suffix.split("_")[1]]
-        return {f"CaliDist-verbalized ({style})": (calidist_scores(cal, ev)[0], correct)}
-    if run.suffix == "_consistency":
-        names = {"consistency": "Consistency", "entropy": "Entropy", "fsd": "FSD"}
-        return {name: (np.asarray([r["confidences"][key] for r in ev]), correct)
-                for key, name in names.items()}
-    return {}
+# ------------------------------------------------------------------------------ variants
 
 
-def calibration_table(runs: Mapping[tuple, Run], models: Sequence[str], n_boot: int) -> str:
-    benchmarks = [b for b in BENCH_NAMES if any(k[1] == b for k in runs)]
-    lines = []
-    header = "| model | method | " + " | ".join(
-        f"{BENCH_NAMES[b]} acc | {BENCH_NAMES[b]} ECE | {BENCH_NAMES[b]} Brier | "
-        f"{BENCH_NAMES[b]} AUROC" for b in benchmarks) + " |"
-    lines += [header, "|---|---|" + "---:|" * (4 * len(benchmarks))]
-    for model in models:
-        per_bench = {b: method_confidences(runs, model, b) for b in benchmarks}
-        order = ["Temperature Scaling", "Platt", "Isotonic", "Vector scaling", "Vanilla",
-                 "Verbalized", "Consistency", "Entropy", "FSD",
-                 *[f"CaliDist ({s})" for s in STYLE.values()],
-                 *[f"CaliDist-verbalized ({s})" for s in STYLE.values()]]
-        for method in order:
-            if not any(method in per_bench[b] for b in benchmarks):
-                continue
-            cells = []
-            for b in benchmarks:
-                if method not in per_bench[b]:
-                    cells += ["-"] * 4
-                    continue
-                scores = with_intervals(*per_bench[b][method], n_boot)
-                cells += [cell(scores["acc"]), cell(scores["ECE"]), cell(scores["Brier"]),
-                          cell(scores["AUROC"])]
-            lines.append(f"| {model} | {method} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+@dataclass
+class Variant:
+    label: str
+    confidence: np.ndarray
+    fit: str = ""
+    as_run: bool = False
 
 
-def paper_table() -> str:
-    lines = ["| paper model | method | PPDB ECE | PPDB Brier | AQuA ECE | AQuA Brier |",
-             "|---|---|---:|---:|---:|---:|"]
-    for model, methods in PAPER_TABLE1.items():
-        for method, values in methods.items():
-            (pe, pb), (ae, ab) = values["ppdb"], values["aqua"]
-            lines.append(f"| {model} | {method} | {pe:.2f} | {pb:.2f} | {ae:.2f} | {ab:.2f} |")
-    return "\n".join(lines)
+def variants(stored: Stored, notes: list[str]) -> tuple[list[Variant], np.ndarray, list[str]]:
+    """CaliDist with each lambda_scale and fit, and the behaviour calibrator, on one run's
+    documents; the first is the paper's default (lambda_scale=minmax, fit=grid)."""
+    run = stored.run
+    settings = replace(settings_of(run), calibrator=None)
+    context = calidist_context(run, settings)
+    calibration, evaluation = split_records(run.records)
+    fit = quietly(calidist_confidences, notes, f"{run.name} variants")
+    default = replace(settings, lambda_scale="minmax", fit="grid")
+    found = []
+    for label, chosen in (
+        ("paper default: lambda_scale=minmax, fit=grid", default),
+        ("lambda_scale=log", replace(default, lambda_scale="log")),
+        ("lambda_scale=rank", replace(default, lambda_scale="rank")),
+        ("fit=refine", replace(default, fit="refine")),
+        ("fit=default_sigmoid (alpha=0, beta=1)", replace(default, fit="default_sigmoid")),
+    ):
+        confidence, calibrator = fit(calibration, evaluation, chosen, context)
+        scaled = calibrator.scaled_reliability(column(evaluation, "lambda_raw"))
+        shown = (f"alpha={calibrator.alpha_:.2f} beta={calibrator.beta_:.2f}"
+                 + (" EDGE" if getattr(calibrator, "grid_edge_", False) else "")
+                 + f"; {100 * np.mean(scaled < 1):.0f}% lambda<1")
+        as_run = (chosen.lambda_scale, chosen.fit) == (settings.lambda_scale, settings.fit)
+        found.append(Variant(label, confidence, shown, as_run))
+    behaviour = quietly(BehaviourCalibrator().fit, notes, f"{run.name} behaviour")(
+        column(calibration, "confidence"), column(calibration, "mu"),
+        column(calibration, "delta"), column(calibration, "correct"))
+    found.append(Variant("behaviour calibrator (LR on logit p, mu, delta)",
+                         behaviour.predict(column(evaluation, "confidence"),
+                                           column(evaluation, "mu"), column(evaluation, "delta"))))
+    return found, column(evaluation, "correct"), evaluation_sources(run)
 
 
-def variants_table(runs: Mapping[tuple, Run], n_boot: int) -> tuple[str, list[str]]:
-    """Item 4: lambda_scale variants and the behaviour calibrator vs the paper's formula and TS."""
-    lines = ["| model | dataset | style | method | ECE | Brier | AUROC | ECE - TS [95%] | "
-             "ECE - paper [95%] | fit |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---|"]
-    wins = []
-    for (model, benchmark, suffix), run in sorted(runs.items()):
-        if suffix not in STYLE:
+def variant_rows(analysis: Analysis, stored: Stored) -> tuple[list[list[str]], list[str]]:
+    """Table rows of one run's variants, and the variants recommended over the default."""
+    found, correct, sources = variants(stored, analysis.notes)
+    n_boot = analysis.n_boot
+    ts = next((r for r in analysis.rows(stored.model, stored.benchmark)
+               if r.label == "Temperature scaling" and r.confidence is not None), None)
+    default = Scored("default", stored.task, found[0].confidence, correct, sources)
+    rows, wins = [], []
+    for variant in found:
+        this = Scored(variant.label, stored.task, variant.confidence, correct, sources)
+        scores = quietly(score_intervals, analysis.notes, "bootstrap")(
+            variant.confidence, correct, n_boot, 0,
+            {k: SCORES[k] for k in ("ece", "brier", "auroc")})
+        vs_default = None if variant is found[0] else {
+            score: compare(this, default, score, n_boot) for score in ("ece", "brier")}
+        vs_ts = compare(this, ts, "ece", n_boot) if ts is not None else None
+        if vs_default is None:
+            said = "(reference)"
+        else:
+            said = (f"ECE {verdict(vs_default['ece'])}, Brier {verdict(vs_default['brier'])}")
+            if verdict(vs_default["ece"]) == "better" and verdict(vs_default["brier"]) != "worse":
+                wins.append(f"{variant.label} on {stored.model} / "
+                            f"{BENCH_NAMES.get(stored.benchmark, stored.benchmark)} / "
+                            f"{STYLES.get(stored.suffix, stored.suffix)} (ΔECE "
+                            f"{diff(vs_default['ece'])})")
+        rows.append([
+            stored.model, BENCH_NAMES.get(stored.benchmark, stored.benchmark),
+            STYLES.get(stored.suffix, stored.suffix),
+            variant.label + (" (as run)" if variant.as_run else ""), size_cell(len(correct)),
+            interval(scores["ece"]), interval(scores["brier"]), interval(scores["auroc"]),
+            diff(vs_default["ece"]) if vs_default else "-",
+            diff(vs_default["brier"]) if vs_default else "-",
+            diff(vs_ts), said, variant.fit])
+    return rows, wins
+
+
+def size_cell(n: int) -> str:
+    return f"{n} ⚠" if n < SMALL else str(n)
+
+
+# ------------------------------------------------------------------------------ ablations
+
+
+def ablation_rows(analysis: Analysis, stored: Stored, seed: int = 0) -> tuple[list[list[str]],
+                                                                             str]:
+    """m, delta mode, default sigmoid and calibration size, from one run's logged records."""
+    run = stored.run
+    settings = replace(settings_of(run), calibrator=None)
+    context = calidist_context(run, settings)
+    fit = quietly(calidist_confidences, analysis.notes, f"{run.name} ablations")
+    n_boot = analysis.n_boot
+    calibration, evaluation = split_records(run.records)
+    correct = column(evaluation, "correct")
+    sources = evaluation_sources(run)
+    m_run = hints_per_label(run.records[0])
+    reference_conf, _ = fit(calibration, evaluation, settings, context)
+    reference = Scored("as run", stored.task, reference_conf, correct, sources)
+    check = consistency_check(run.records, settings.delta_mode)
+    settings_rows: list[tuple[str, list, list, Any]] = [
+        (f"as run: m={m_run}, delta_mode={settings.delta_mode}, fit={settings.fit}",
+         calibration, evaluation, settings)]
+    for m in range(1, m_run):
+        settings_rows.append((f"m={m} (first {m} hint(s) per label of the logged prompts)",
+                              with_instability(calibration, m, settings.delta_mode),
+                              with_instability(evaluation, m, settings.delta_mode), settings))
+    other = "worst_case" if settings.delta_mode == "mean" else "mean"
+    settings_rows.append((f"delta_mode={other}", with_instability(calibration, None, other),
+                          with_instability(evaluation, None, other), settings))
+    if settings.fit != "default_sigmoid":
+        settings_rows.append(("fit=default_sigmoid (alpha=0, beta=1: no fit)", calibration,
+                              evaluation, replace(settings, fit="default_sigmoid")))
+    rows = []
+    for label, cal, ev, chosen in settings_rows:
+        confidence = reference_conf if cal is calibration and ev is evaluation and \
+            chosen is settings else fit(cal, ev, chosen, context)[0]
+        this = Scored(label, stored.task, confidence, correct, sources)
+        scores = quietly(score_intervals, analysis.notes, "bootstrap")(
+            confidence, correct, n_boot, 0, {k: SCORES[k] for k in ("ece", "brier", "auroc")})
+        test = None if confidence is reference_conf else compare(this, reference, "ece", n_boot)
+        rows.append([label, str(len(cal)), size_cell(len(ev)), interval(scores["ece"]),
+                     interval(scores["brier"]), interval(scores["auroc"]), diff(test),
+                     verdict(test) if test else "(reference)"])
+    rng = np.random.default_rng(seed)
+    full_ece = SCORES["ece"](reference_conf, correct)
+    for size in CALIBRATION_SIZES:
+        if size >= len(calibration):
+            rows.append([f"calibration size {size}: "
+                         + ("the whole calibration set, the 'as run' row" if size ==
+                            len(calibration) else "more than the run's calibration set"),
+                         str(min(size, len(calibration))), size_cell(len(evaluation)),
+                         *(["see 'as run'"] * 3 if size == len(calibration) else ["-"] * 3),
+                         "-", "-"])
             continue
-        cal, ev = split_records(run.records)
-        correct = column(ev, "correct")
-        (baselines, _), _ = quiet(baseline_confidences, cal, ev)
-        ts = baselines["ts"][0]
-        paper, _ = calidist_scores(cal, ev)
-        rows = [("Vanilla", column(ev, "confidence"), ""), ("TS", ts, "")]
-        for variant in ("minmax", "log", "rank", "behaviour"):
-            conf, info = calidist_scores(cal, ev, variant=variant)
-            label = "CaliDist (paper, minmax)" if variant == "minmax" else (
-                "behaviour (LR on logit p, mu, delta)" if variant == "behaviour"
-                else f"CaliDist lambda_scale={variant}")
-            fit = "" if variant == "behaviour" else (
-                f"alpha={info['alpha']:.2f} beta={info['beta']:.2f}"
-                + (" EDGE" if info["grid_edge"] else "")
-                + f"; {100 * info['share_lambda_below_1']:.0f}% lambda<1")
-            rows.append((label, conf, fit))
-        for label, conf, fit in rows:
-            scores = with_intervals(conf, correct, n_boot)
-            vs_ts, vs_paper = (paired_bootstrap_test(ECE, conf, other, correct,
-                                                     n_resamples=n_boot) for other in (ts, paper))
-            lines.append(
-                f"| {model} | {BENCH_NAMES[benchmark]} | {STYLE[suffix]} | {label} | "
-                f"{cell(scores['ECE'])} | {cell(scores['Brier'])} | {cell(scores['AUROC'])} | "
-                f"{diff(vs_ts)} | {diff(vs_paper)} | {fit} |")
-            if label not in ("Vanilla", "TS", "CaliDist (paper, minmax)") and \
-                    vs_ts["high"] < 0 and vs_paper["high"] < 0:
-                wins.append(f"{label} on {model} / {BENCH_NAMES[benchmark]} / {STYLE[suffix]}")
-    return "\n".join(lines), wins
+        eces, briers, aurocs = [], [], []
+        for _ in range(SIZE_DRAWS):
+            chosen = sorted(rng.choice(len(calibration), size, replace=False))
+            confidence, _ = fit([calibration[i] for i in chosen], evaluation, settings, context)
+            eces.append(SCORES["ece"](confidence, correct))
+            briers.append(SCORES["brier"](confidence, correct))
+            aurocs.append(quietly(SCORES["auroc"], analysis.notes, "auroc")(confidence, correct))
+        gaps = np.asarray(eces) - full_ece
+        rows.append([f"calibration size {size} ({SIZE_DRAWS} random subsets; brackets: 2.5-97.5% "
+                     "of the subsets, not a bootstrap)", str(size), size_cell(len(evaluation)),
+                     spread(eces), spread(briers), spread(aurocs), spread(gaps, signed=True),
+                     f"worse than the full set in {np.mean(gaps > 0) * 100:.0f}% of subsets"])
+    caption = (f"**{stored.model} / {BENCH_NAMES.get(stored.benchmark, stored.benchmark)} / "
+               f"{STYLES.get(stored.suffix, stored.suffix)}** ({len(calibration)} calibration + "
+               f"{len(evaluation)} evaluation documents; logged with m={m_run}; {check})")
+    return rows, caption
 
 
-def diff(test: Mapping[str, float]) -> str:
-    return (f"{100 * test['difference']:+.2f} [{100 * test['low']:+.1f}, "
-            f"{100 * test['high']:+.1f}]")
+def spread(values: Sequence[float], signed: bool = False) -> str:
+    values = np.asarray(values, dtype=float)
+    low, high = np.quantile(values, [0.025, 0.975])
+    sign = "+" if signed else ""
+    return (f"{100 * values.mean():{sign}.2f} [{100 * low:{sign}.1f}, {100 * high:{sign}.1f}]")
 
 
-def ablation_tables(runs: Mapping[tuple, Run], n_boot: int, seed: int = 0) -> str:
-    """Item 5 from logged assertion samples: m, delta mode, fitted sigmoid, calibration size."""
-    out = []
-    for (model, benchmark, suffix), run in sorted(runs.items()):
-        if suffix != "_assertion":
+def consistency_check(records: Sequence[Mapping[str, Any]], delta_mode: str) -> str:
+    """Whether ``instability`` reproduces the logged mu, delta and lambda_raw of every record."""
+    differ = 0
+    checked = 0
+    for record in records:
+        if not record.get("hints"):
             continue
-        cal, ev = split_records(run.records)
-        correct = column(ev, "correct")
-        m_run = max(sum(1 for h in run.records[0]["hints"] if h[0] == label)
-                    for label in {h[0] for h in run.records[0]["hints"]})
-        rows = ["| setting | ECE | Brier | AUROC |", "|---|---:|---:|---:|"]
-        settings = [(f"m={m}", {"m": m}) for m in range(1, m_run + 1)]
-        settings += [("delta = worst case max(0, p - min p')", {"delta_mode": "worst_case"}),
-                     ("alpha=0, beta=1 (no fit)", {"fixed": True}),
-                     ("fitted alpha, beta (default)", {})]
-        for label, kwargs in settings:
-            scores = with_intervals(calidist_scores(cal, ev, **kwargs)[0], correct, n_boot)
-            rows.append(f"| {label} | {cell(scores['ECE'])} | {cell(scores['Brier'])} | "
-                        f"{cell(scores['AUROC'])} |")
-        rng = np.random.default_rng(seed)
-        sizes = sorted({s for s in (10, 20, 50, 100, 200, 400) if s < len(cal)} | {len(cal)})
-        for size in sizes:
-            draws = [rng.choice(len(cal), size, replace=False) for _ in range(20 if size < len(cal)
-                                                                           else 1)]
-            eces = [ECE(calidist_scores([cal[i] for i in d], ev)[0], correct) for d in draws]
-            spread = f" (mean of {len(draws)} random subsets, sd {100 * np.std(eces):.2f})" \
-                if len(draws) > 1 else ""
-            rows.append(f"| calibration size {size}{spread} | {100 * np.mean(eces):.2f} | | |")
-        out.append(f"**{model} / {BENCH_NAMES[benchmark]} / assertion** (logged with m={m_run}; "
-                   f"{len(cal)} calibration + {len(ev)} evaluation documents)\n\n"
-                   + "\n".join(rows))
-    return "\n\n".join(out)
+        checked += 1
+        mu, delta, lam = instability(record, None, delta_mode)
+        if not (math.isclose(mu, record["mu"], abs_tol=1e-12)
+                and math.isclose(delta, record["delta"], abs_tol=1e-12)
+                and math.isclose(lam, record["lambda_raw"], rel_tol=1e-9)):
+            differ += 1
+    if differ:
+        return (f"**{differ} of {checked} records' logged mu / delta / lambda_raw differ from "
+                "their recomputation**")
+    return f"mu, delta, lambda_raw recomputed from the hints equal the logged ones ({checked})"
 
 
 # ------------------------------------------------------------------------------ cost
 
 
-def cost_rows(run: Run, tokens: Callable[[str], int], m: int | None = None) -> dict[str, Any]:
-    """Per document: requests, forward passes, prompt tokens and generated tokens.
-
-    A scored prompt (log-likelihood) is one forward pass however many letters it scores (lm-eval
-    caches the prompt's logits); a generation request is one pass per sample it returns, each
-    reading its prompt again. ``m``: count only the prompts an assertion run with the first m
-    templates per label would send (the logged run's prompts are ordered original, then m_run
-    per label).
-    """
-    requests, passes, prompt_tokens, generated, all_tokens = [], [], [], [], []
-    for doc in run.requests:
-        scored = doc[0][1] is not None
-        if scored:
-            prompts = list(dict.fromkeys(prompt for prompt, _, _ in doc))
-            letters = len(doc) // len(prompts)
-            kept = prompts
-            if m is not None:
-                m_run = (len(prompts) - 1) // letters
-                kept = [p for i, p in enumerate(prompts) if i == 0 or (i - 1) % m_run < m]
-            requests.append(len(kept) * letters)
-            passes.append(len(kept))
-            prompt_tokens.append(sum(tokens(p) for p in kept))
-            all_tokens.append(sum(tokens(p) for p in prompts))
-            generated.append(0)
+def cost_row(stored: Stored, m: int | None = None) -> dict[str, Any]:
+    """Per document: requests, forward passes, prompt tokens (each forward pass's prompt once)
+    and generated tokens; ``m``: only the prompts a run with the first m hints per label sends
+    (m=0: the original prompt alone). Wall seconds per document: lm-eval's evaluation time,
+    in proportion to the prompt tokens kept when ``m`` is given."""
+    requests, passes, prompt_tokens, generated, kept_tokens, all_tokens = ([] for _ in range(6))
+    for record, doc in zip(stored.run.records, stored.costs, strict=True):
+        prompts = doc["prompts"]
+        if m is not None:
+            hints = hints_of(record)
+            if len(prompts) != 1 + len(hints):
+                raise ValueError(f"{stored.run.name}: {len(prompts)} prompts for "
+                                 f"{len(hints)} hints; cannot take an m-subset")
+            prompts = [prompts[0]] + [prompts[1 + i] for i in first_m(hints, m)] if m else \
+                [prompts[0]]
+        if stored.scored:
+            tokens = sum(t for t, _ in prompts)
+            passes.append(len(prompts))
+            all_tokens.append(sum(t for t, _ in doc["prompts"]))
         else:
-            samples = [max(len(outs), 1) for _, _, outs in doc]
-            requests.append(len(doc))
-            passes.append(sum(samples))
-            prompt_tokens.append(sum(tokens(p) * n for (p, _, _), n in zip(doc, samples,
-                                                                            strict=True)))
-            all_tokens.append(prompt_tokens[-1])
-            generated.append(sum(tokens(o) for _, _, outs in doc for o in outs))
-    share = sum(prompt_tokens) / max(sum(all_tokens), 1)  # m < m_run: time ~ prompt tokens
-    return {"requests": np.mean(requests), "passes": np.mean(passes),
-            "prompt_tokens": np.mean(prompt_tokens), "generated_tokens": np.mean(generated),
-            "seconds": run.eval_seconds * share / len(run.requests), "estimated": m is not None}
+            tokens = sum(t * n for t, n in prompts)
+            passes.append(sum(n for _, n in prompts))
+            all_tokens.append(sum(t * n for t, n in doc["prompts"]))
+        requests.append(sum(n for _, n in prompts))
+        prompt_tokens.append(tokens)
+        kept_tokens.append(tokens)
+        generated.append(doc["generated"])
+    share = sum(kept_tokens) / max(sum(all_tokens), 1)
+    return {"documents": len(requests), "requests": float(np.mean(requests)),
+            "passes": float(np.mean(passes)), "prompt_tokens": float(np.mean(prompt_tokens)),
+            "generated_tokens": float(np.mean(generated)),
+            "seconds": stored.eval_seconds * share / len(requests),
+            "estimated": m is not None, "tokens": stored.header.get("tokens", "")}
 
 
-def consistency_prompt_cost(benchmark: str, metadata: Mapping[str, Any],
-                            tokens: Callable[[str], int]) -> dict[str, Any]:
-    """15-sample consistency's requests and prompt tokens per document, from its own requests.
-
-    Built by lm-eval from ``calidist_<benchmark>_consistency`` with the given ``--metadata``
-    (no model runs): a lower bound of its cost, since its generated tokens only add to it.
-    """
-    from lm_eval.tasks import TaskManager
-
-    from calidist_tasks import task_folder
-
-    name = f"calidist_{benchmark}_consistency"
-    manager = TaskManager(include_path=task_folder(), include_defaults=False,
-                          metadata=dict(metadata))
-    task = manager.load([name])["tasks"][name]
-    task.build_all_requests(rank=0, world_size=1)
-    per_doc: dict[int, list] = {}
-    for instance in task.instances:
-        per_doc.setdefault(instance.doc_id, []).append(instance)
-    docs = list(per_doc.values())
-    return {"requests": np.mean([len(d) for d in docs]),
-            "passes": np.mean([sum(i.repeats for i in d) for d in docs]),
-            "prompt_tokens": np.mean([sum(tokens(i.args[0]) * i.repeats for i in d)
-                                      for d in docs]),
-            "generated_tokens": math.nan, "seconds": math.nan, "estimated": True}
-
-
-def run_metadata(info: Mapping[str, Any]) -> dict[str, Any]:
-    """The --metadata of a run's lm-eval command (run.json)."""
-    words = shlex.split(info["command"])
-    return json.loads(words[words.index("--metadata") + 1])
-
-
-def cost_table(runs: Mapping[tuple, Run], model_dirs: Mapping[str, str],
-               infos: Mapping[tuple, Mapping[str, Any]] | None = None
-               ) -> tuple[str, dict[tuple[str, str, str], dict]]:
-    """The cost table, and its rows keyed by (model, benchmark, row name)."""
-    from transformers import AutoTokenizer
-
-    lines = ["| model | dataset | method | requests/doc | forward passes/doc | prompt tokens/doc "
-             "| generated tokens/doc | wall s/doc | tokens (prompt+gen) vs Vanilla | "
-             "wall vs Vanilla |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    costs: dict[tuple[str, str, str], dict] = {}
-    for model in sorted({k[0] for k in runs}):
-        tokenizer = AutoTokenizer.from_pretrained(model_dirs[model])
-        cache: dict[str, int] = {}
-
-        def tokens(text: str, tokenizer: Any = tokenizer, cache: dict = cache) -> int:
-            if text not in cache:
-                cache[text] = len(tokenizer(text, add_special_tokens=False)["input_ids"])
-            return cache[text]
-        for benchmark in BENCH_NAMES:
-            rows = []
-            for suffix in ("", *STYLE, "_verbalized", "_assertion_verbalized",
-                           "_probe_verbalized", "_corruption_verbalized", "_consistency"):
-                run = runs.get((model, benchmark, suffix))
-                if run is None:
-                    continue
-                name = {"": "Vanilla (calidist_{b})"}.get(suffix, suffix.lstrip("_"))
-                if suffix == "_assertion":
-                    m_run = max(sum(1 for h in run.records[0]["hints"] if h[0] == label)
-                                for label in {h[0] for h in run.records[0]["hints"]})
-                    rows.append((f"assertion m={m_run} (as run)", cost_rows(run, tokens)))
-                    if m_run > 1:
-                        rows.append(("assertion m=1 (subset of the same prompts)",
-                                     cost_rows(run, tokens, m=1)))
-                else:
-                    rows.append((name.format(b=benchmark), cost_rows(run, tokens)))
-            if not rows:
+def cost_rows(analysis: Analysis) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The cost rows of every model and benchmark, keyed (model, benchmark, row name)."""
+    costs: dict[tuple[str, str, str], dict[str, Any]] = {}
+    order = ("", *STYLES, "_verbalized", "_assertion_verbalized", "_probe_verbalized",
+             "_corruption_verbalized", "_consistency")
+    for model, benchmark in sorted({(s.model, s.benchmark) for s in analysis.stored}):
+        rows: list[tuple[str, dict]] = []
+        assertion = analysis.runs.get((model, benchmark, "_assertion"))
+        for suffix in order:
+            stored = analysis.runs.get((model, benchmark, suffix))
+            if stored is None:
                 continue
-            assertion = runs.get((model, benchmark, "_assertion"))
-            if not rows[0][0].startswith("Vanilla") and assertion is not None:
-                # no original-prompt run: its prompts are the assertion run's first prompts
-                rows.insert(0, ("Vanilla (the assertion run's original prompts)",
-                                cost_rows(assertion, tokens, m=0)))
-            if assertion is not None and (model, benchmark, "_consistency") not in runs \
-                    and infos and (model, benchmark, "_assertion") in infos:
-                # not run: its prompt tokens from its own requests on the same documents
-                metadata = run_metadata(infos[(model, benchmark, "_assertion")])
-                metadata.pop("m", None)
-                rows.append(("consistency, 15 samples (NOT run: prompt tokens of its requests "
-                             "on the same documents, a lower bound)",
-                             consistency_prompt_cost(benchmark, metadata, tokens)))
-            base = rows[0][1] if rows[0][0].startswith("Vanilla") else None
-            for name, row in rows:
-                costs[(model, benchmark, name)] = row
-                total = row["prompt_tokens"] + np.nan_to_num(row["generated_tokens"])
-                ratio = (f"{total / (base['prompt_tokens'] + base['generated_tokens']):.2f}x"
-                         if base else "-")
-                wall = (f"{row['seconds'] / base['seconds']:.2f}x"
-                        if base and math.isfinite(row["seconds"]) else "-")
-                seconds = ("-" if not math.isfinite(row["seconds"]) else
-                           f"{row['seconds']:.2f}" + (" (est.)" if row["estimated"] else ""))
-                generated = ("not run" if not math.isfinite(row["generated_tokens"])
-                             else f"{row['generated_tokens']:.0f}")
-                lines.append(f"| {model} | {BENCH_NAMES[benchmark]} | {name} | "
-                             f"{row['requests']:.1f} | {row['passes']:.1f} | "
-                             f"{row['prompt_tokens']:.0f} | {generated} | "
-                             f"{seconds} | {ratio} | {wall} |")
-    return "\n".join(lines), costs
+            try:
+                if suffix == "_assertion":
+                    m_run = hints_per_label(stored.run.records[0])
+                    rows.append((f"assertion m={m_run} (as run)", cost_row(stored)))
+                    for m in range(1, m_run):
+                        rows.append((f"assertion m={m} (subset of the same prompts)",
+                                     cost_row(stored, m)))
+                else:
+                    rows.append((f"Vanilla ({stored.task})" if not suffix else
+                                 suffix.lstrip("_"), cost_row(stored)))
+            except ValueError as error:
+                analysis.problems.append(f"cost: {error}")
+        if assertion is not None and (not rows or not rows[0][0].startswith("Vanilla")):
+            rows.insert(0, ("Vanilla (the assertion run's original prompts)",
+                            cost_row(assertion, m=0)))
+        estimate = assertion.header.get("consistency_estimate") if assertion else None
+        if (model, benchmark, "_consistency") not in analysis.runs and estimate:
+            rows.append(("consistency, 15 samples (NOT run: prompt tokens of its requests on the "
+                         "same documents, a lower bound)",
+                         {**estimate, "generated_tokens": math.nan, "seconds": math.nan,
+                          "estimated": True, "tokens": assertion.header.get("tokens", "")}))
+        for name, row in rows:
+            costs[(model, benchmark, name)] = row
+    return costs
 
 
-# ------------------------------------------------------------------------------ state / write
+def default_run_estimate(costs: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> str:
+    """Hours the default sizes' logit tasks would take, at the lowest seconds per prompt token
+    measured for the model in this run, for each model with a measured logit row."""
+    default = parse_args([])
+    documents = default_documents()
+    sizes = {"ppdb": (documents["ppdb"], default.ppdb_m, 2),
+             "aqua": (documents["aqua"], default.aqua_m, 5)}
+    found = []
+    for model in sorted({key[0] for key in costs}):
+        rows: dict[str, list] = {key[1]: [] for key in costs}
+        for (name, benchmark, _), row in costs.items():
+            if name == model and row["generated_tokens"] == 0 and not row["estimated"]:
+                rows[benchmark].append(row)
+        measured = [row for benchmark_rows in rows.values() for row in benchmark_rows]
+        if not measured:
+            continue
+        # the least loaded run is the best guess for an idle machine (others shared the CPU)
+        per_token = min(r["seconds"] / r["prompt_tokens"] for r in measured)
+        hours, parts = 0.0, []
+        for benchmark, (docs, m, labels) in sizes.items():
+            if not rows.get(benchmark):
+                continue
+            per_pass = (sum(r["prompt_tokens"] for r in rows[benchmark])
+                        / sum(r["passes"] for r in rows[benchmark]))
+            passes = 1 + (1 + labels * m) + 2 * (1 + labels)  # original, As., Pr., Sa.
+            part = docs * passes * per_pass * per_token / 3600
+            hours += part
+            parts.append(f"{BENCH_NAMES[benchmark]} {docs} docs x {passes} prompts: {part:.1f} h")
+        found.append(f"{model}: {hours:.1f} h ({'; '.join(parts)})")
+    return "; ".join(found)
 
 
-@dataclass
-class State:
-    args: Any
-    machine: str
-    models: list[str]
-    runs: dict = field(default_factory=dict)  # (model, benchmark, suffix) -> Run
-    infos: dict = field(default_factory=dict)  # (model, benchmark, suffix) -> run.json content
-    model_dirs: dict = field(default_factory=dict)
-    missing: set = field(default_factory=set)
-    overhead: dict | None = None
-    multiprocess: dict | None = None
-
-    def add_run(self, model: str, benchmark: str, suffix: str, task: str, out: Path,
-                info: dict) -> None:
-        self.infos[(model, benchmark, suffix)] = info
-        if info["returncode"] == 0:
-            run = load_run(out, model, benchmark, suffix, task)
-            if run is not None:
-                self.runs[(model, benchmark, suffix)] = run
-
-    def load_existing(self, suffixes: Sequence[str]) -> None:
-        """Pick up every finished run under --out (from this or an earlier invocation)."""
-        for info in sorted(Path(self.args.out).glob("*/*/run.json")):
-            model, task = info.parent.parent.name, info.parent.name
-            for benchmark in BENCH_NAMES:
-                suffix = task.removeprefix(f"calidist_{benchmark}")
-                if suffix != task and suffix in suffixes:
-                    self.add_run(model, benchmark, suffix, task, info.parent,
-                                 json.loads(info.read_text()))
-
-
-def write(state: State) -> None:
-    try:
-        from benchmarks.markdown import render
-
-        Path(state.args.markdown).write_text(render(state), encoding="utf-8")
-    except Exception:  # a report bug must never stop the model runs
-        traceback.print_exc()
+def cost_target(costs: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> str:
+    """Token ratio CaliDist As. m=1 / 15-sample consistency, per model and dataset with both."""
+    found = []
+    for (model, benchmark, name), row in costs.items():
+        if not (name.startswith("assertion m=1 ") or name == "assertion m=1 (as run)"):
+            continue
+        for other_name, other in costs.items():
+            if other_name[:2] != (model, benchmark) or not other_name[2].startswith(
+                    "consistency"):
+                continue
+            measured = math.isfinite(other["generated_tokens"])
+            ratio = ((row["prompt_tokens"] + row["generated_tokens"])
+                     / (other["prompt_tokens"] + np.nan_to_num(other["generated_tokens"])))
+            if measured:
+                said = "met" if ratio <= 1 / 3 else "NOT met"
+            else:
+                said = "met" if ratio <= 1 / 3 else "undetermined (only an upper bound)"
+            found.append(
+                f"{model} / {BENCH_NAMES.get(benchmark, benchmark)}: {ratio:.2f}x of "
+                "consistency's "
+                + ("prompt + generated tokens" if measured else
+                   "prompt tokens alone (consistency did not run, so its generated tokens, "
+                   "which only add to its cost, are not counted: the true ratio is lower)")
+                + f" -> {said}")
+    if found:
+        return "; ".join(found)
+    return ("not measured: no consistency run, and no estimate of its prompts beside an "
+            "assertion run (see the runs section and the problems at the end)")

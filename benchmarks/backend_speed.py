@@ -31,7 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import run as bench  # noqa: E402
+from benchmarks import commands as bench  # noqa: E402
+from calidist_tasks.report.loading import read_jsonl  # noqa: E402
+from calidist_tasks.report.methods import hints_of  # noqa: E402
 
 BACKENDS = ("hf", "hf-prefix-cache")
 BEGIN, END = "<!-- backend-speed:begin -->", "<!-- backend-speed:end -->"
@@ -61,9 +63,7 @@ def finished(target: Path, tasks: list[str]) -> tuple[float, float, dict[str, li
     seconds = request_seconds((target / "lm_eval.log").read_text(encoding="utf-8"))
     samples = {}
     for task in tasks:
-        logged = sorted(target.rglob(f"samples_{task}_*.jsonl"))[-1]
-        samples[task] = [json.loads(line)
-                         for line in logged.read_text(encoding="utf-8").splitlines()]
+        samples[task] = read_jsonl(sorted(target.rglob(f"samples_{task}_*.jsonl"))[-1])
     return seconds, total - seconds, samples
 
 
@@ -93,7 +93,7 @@ def run_backend(args: argparse.Namespace, folder: str, benchmark: str, backend: 
                 key = (task, sample["doc_id"])
                 loglikelihoods[key] = [float(r[0][0]) for r in sample["resps"]]
                 record = next(v for v in sample.values() if isinstance(v, dict) and "split" in v)
-                hints = [hint[2] for hint in record.get("hints", [])]  # each hint's prediction
+                hints = [hint.prediction for hint in hints_of(record)]
                 predictions[key] = (record["prediction"], hints)
     return {"seconds": seconds, "fixed": fixed, "loglikelihoods": loglikelihoods,
             "predictions": predictions}

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.commands import ROOT, portable
+
 SAMPLE = ROOT / "calidist_tasks" / "sample_data" / "twitter_url_corpus" / "test.tsv"
 
 
@@ -157,15 +158,15 @@ def check_multiprocess(out: Path, processes: int = 2) -> dict:
         ranks = sum(f"on rank {r}..." in text for r in range(processes))
         metrics = _metrics(out / name) if list((out / name).rglob("results_*.json")) else None
         found[name] = {"ranks": ranks, "metrics": metrics,
-                       "command": "python " + " ".join(command[1:]).replace(str(out), "OUT")
-                       .replace(str(ROOT) + "/", "")}
+                       "command": "python " + portable(" ".join(command[1:])
+                                                       .replace(str(out), "OUT"))}
     single = found["one"]["metrics"]
     lines = [f"Tiny random model, `calidist_ppdb` and `calidist_ppdb_assertion`, 20 "
              f"calibration + 40 evaluation documents, one process vs {processes}:\n"]
     for name in ("torchrun", "accelerate"):
         entry = found[name]
         if entry["metrics"] is None:
-            lines.append(f"- `{name}`: failed (see {out / (name + '.log')}).")
+            lines.append(f"- `{name}`: failed (see {portable(str(out / (name + '.log')))}).")
             continue
         pairs = [(f"{task}/{k}", v, entry["metrics"].get(task, {}).get(k, np.nan))
                  for task, values in single.items() for k, v in values.items()]

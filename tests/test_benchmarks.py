@@ -1,10 +1,22 @@
-"""The benchmark harness's own arithmetic (the model runs themselves are not run in CI)."""
+"""The benchmark harness's own arithmetic (the model runs themselves are not run in CI).
+
+The analysis tests build what ``benchmarks/run.py`` leaves behind for a finished task (run.json,
+lm-eval's results file and samples file) from tiny synthetic records made by the task's own
+joining and aggregation, export them to committed records and render BENCHMARKS.md from those.
+"""
 
 from __future__ import annotations
 
+import gzip
+import json
+import shlex
+import warnings
+from pathlib import Path
+
+import numpy as np
 import pytest
 
-from benchmarks.markdown import default_run_estimate
+from benchmarks.analysis import default_run_estimate
 from benchmarks.overhead import measure_overhead
 
 
@@ -82,7 +94,7 @@ def test_request_seconds_read_the_final_progress_bars():
 
 
 def test_generation_tasks_run_at_their_own_batch_size(tmp_path):
-    from benchmarks import run
+    from benchmarks import commands as run
 
     args = run.parse_args(["--batch-size", "8", "--gen-batch-size", "48"])
     batch = {suffix: (command := run.task_command(args, "/model", f"calidist_ppdb{suffix}",
@@ -93,3 +105,266 @@ def test_generation_tasks_run_at_their_own_batch_size(tmp_path):
     command = run.task_command(run.parse_args(["--device", "cuda"]), "/model", "calidist_ppdb",
                                "", "ppdb", tmp_path)
     assert command[command.index("--device") + 1] == "cuda"
+
+
+# --------------------------------------------------------------------------- analysis fixture
+STAMP = "2026-01-01T10-00-00.000001"
+MODEL_DIR = "/home/someone/.cache/calidist/tiny-model"  # an absolute path, as on a real machine
+DATA_DIR = "/srv/data/shared/data"
+CALIB, EVAL, M = 60, 80, 2
+
+
+def _records(task: str, seed: int = 0) -> list[dict]:
+    """Records as calidist_ppdb / calidist_ppdb_assertion log them, from the task's joining."""
+    from calidist_tasks.joining import PromptPlan, join_document, outcome_from_loglikelihoods
+
+    rng = np.random.default_rng(seed)
+    hinted = task.endswith("_assertion")
+    plans = [PromptPlan()] + ([PromptPlan(label, template) for label in (0, 1)
+                               for template in range(M)] if hinted else [])
+    records = []
+    for index in range(CALIB + EVAL):
+        label = int(rng.integers(2))
+        margin = rng.normal(0.8 if rng.random() < 0.7 else -0.8, 1.0)
+        original = [margin, 0.0] if label == 0 else [0.0, margin]
+        outcomes = [outcome_from_loglikelihoods(original, "fixture")]
+        for plan in plans[1:]:  # a hint pulls towards its label, more so when the model is unsure
+            pull = rng.normal(1.5 - abs(margin), 0.5)
+            values = list(original)
+            values[plan.hint_label] += pull
+            outcomes.append(outcome_from_loglikelihoods(values, "fixture"))
+        record = join_document(plans, outcomes, label)
+        record.update(index=index, split="calibration" if index < CALIB else "evaluation",
+                      requests=2 * len(plans))
+        records.append(record)
+    return records, plans
+
+
+def write_finished_task(out: Path, model: str, task: str, text: str = "question") -> Path:
+    """runs/<out>/<model>/<task>/: run.json, results file and samples file of one finished task."""
+    from calidist_tasks.aggregation import summarize_baselines, summarize_calidist
+    from calidist_tasks.settings import RunSettings
+
+    folder = out / model / task
+    (folder / "model").mkdir(parents=True)
+    records, plans = _records(task)
+    metadata = {"data_dir": DATA_DIR, "calib_size": CALIB, "eval_size": EVAL, "seed": 0,
+                "split_seed": 0, **({"m": M} if task.endswith("_assertion") else {})}
+    settings = RunSettings.from_metadata(metadata)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        summary = (summarize_calidist if task.endswith("_assertion") else summarize_baselines)(
+            records, settings, {"task": task, "labels": ["no", "yes"], "model": MODEL_DIR})
+    command = ["calidist", "eval", "--model", "hf-prefix-cache", "--model_args",
+               f"pretrained={MODEL_DIR},dtype=float32", "--tasks", task, "--device", "cpu",
+               "--batch_size", "8", "--metadata", json.dumps(metadata), "--output_path",
+               str(folder), "--log_samples", "--use_cache", str(out / model / "lm_cache")]
+    results = {
+        "results": {task: {"alias": task, **{f"{k},none": v for k, v in summary.items()}}},
+        "group_subtasks": {}, "n-samples": {task: {"original": 500, "effective": len(records)}},
+        "configs": {task: {"task": task, "output_type": "loglikelihood",
+                           "doc_to_choice": ["no", "yes"],
+                           "metadata": {**metadata, "pretrained": MODEL_DIR}}},
+        "config": {"model": "hf-prefix-cache", "model_args": f"pretrained={MODEL_DIR}"},
+        "total_evaluation_time_seconds": "120.5"}
+    (folder / "model" / f"results_{STAMP}.json").write_text(json.dumps(results))
+    with open(folder / "model" / f"samples_{task}_{STAMP}.jsonl", "w", encoding="utf-8") as f:
+        for record in records:
+            doc = {"sentence1": f"{text} {record['index']}", "calidist_index": record["index"],
+                   "calidist_split": record["split"],
+                   "calidist_source": f"test.tsv:{record['index'] + 2}"}
+            prompts = [f"{text} {record['index']}" + " hint" * i for i in range(len(plans))]
+            line = {"doc_id": record["index"], "doc": doc, "target": str(record["label"]),
+                    "arguments": {f"gen_args_{i * 2 + j}": {"arg_0": p, "arg_1": f" {letter}"}
+                                  for i, p in enumerate(prompts) for j, letter in enumerate("AB")},
+                    "resps": [[["-0.5", "False"]] for _ in range(2 * len(plans))],
+                    "filter": "none", "metrics": ["acc", "ece"], "acc": record, "ece": record}
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")  # as lm-eval writes them
+    info = {"command": shlex.join(command), "returncode": 0, "wall_s": 130.0,
+            "benchmark_command": "python benchmarks/run.py --out /srv/work/repo/runs/bench "
+                                 "--markdown /srv/work/repo/BENCHMARKS.md --ppdb-calib 60",
+            "finished": 1.0e9 + len(task)}
+    (folder / "run.json").write_text(json.dumps(info))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory):
+    """Two finished tasks of one model, exported to committed records (a consistency estimate
+    cannot be built: the data folder does not exist here, which is reported)."""
+    from benchmarks import records
+
+    root = tmp_path_factory.mktemp("bench")
+    write_finished_task(root / "runs", "tiny", "calidist_ppdb", "Is it\u2028the same\u0085?")
+    write_finished_task(root / "runs", "tiny", "calidist_ppdb_assertion", "Is it\u2028the same?")
+    problems: list[str] = []
+    written = records.export_finished(root / "runs", root / "results", problems)
+    return root, written, problems
+
+
+def _state(root: Path, **extra):
+    from benchmarks.commands import parse_args
+    from benchmarks.markdown import State
+
+    args = parse_args(["--steps", "analysis", "--bootstrap", "30", "--models", "tiny",
+                       "--benchmarks", "ppdb", "--out", str(root / "runs"), "--results",
+                       str(root / "results"), "--markdown", str(root / "BENCHMARKS.md"),
+                       *extra.pop("argv", [])])
+    return State(args=args, machine="test machine", **extra)
+
+
+def test_export_keeps_what_the_analysis_needs_and_no_absolute_path(exported):
+    from benchmarks import records
+    from benchmarks.commands import ABSOLUTE_PATH
+
+    root, written, problems = exported
+    assert sorted(p.name for p in written) == ["calidist_ppdb.jsonl.gz",
+                                               "calidist_ppdb_assertion.jsonl.gz"]
+    assert any("consistency's prompt tokens not estimated" in p for p in problems), problems
+    text = gzip.decompress(written[1].read_bytes()).decode()
+    assert ABSOLUTE_PATH.findall(text) == [] and "/home/someone" not in text
+    assert "Is it" not in text  # no document or prompt text is kept
+    header = json.loads(text.split("\n")[0])
+    assert header["requested"] == {"calib_size": CALIB, "eval_size": EVAL, "m": M, "seed": 0,
+                                   "split_seed": 0}
+    assert "pretrained=$(calidist model tiny),dtype=float32" in header["command"]
+    assert '"data_dir": "../' in header["command"]  # relative to the repository root
+    assert header["lm_eval"]["config"]["metadata"]["pretrained"] == "$(calidist model tiny)"
+    loaded = records.load(root / "results", problems)
+    assertion = next(s for s in loaded if s.task == "calidist_ppdb_assertion")
+    assert len(assertion.run.records) == CALIB + EVAL  # U+2028 / U+0085 in the text kept
+    assert assertion.run.sources[0] == "test.tsv:2"
+    # per prompt sent: its tokens (characters / 4: no tokenizer here) and its two letters
+    doc = assertion.costs[0]
+    assert [n for _, n in doc["prompts"]] == [2] * (1 + 2 * M)
+    # the same sizes are not run again; other sizes are
+    metadata = {"data_dir": "elsewhere", "calib_size": CALIB, "eval_size": EVAL, "seed": 0,
+                "split_seed": 0, "m": M}
+    assert records.matches(root / "results", "tiny", "calidist_ppdb_assertion", metadata)
+    assert not records.matches(root / "results", "tiny", "calidist_ppdb_assertion",
+                               {**metadata, "eval_size": 1000})
+    # a second export of the same finished runs writes nothing (same run, same bytes)
+    assert records.export_finished(root / "runs", root / "results", []) == []
+
+
+def test_instability_reproduces_the_joining_and_subsamples_m():
+    from calidist_tasks.report.methods import first_m, hints_of, instability, with_instability
+
+    records, _ = _records("calidist_ppdb_assertion", seed=3)
+    for record in records:
+        assert instability(record) == pytest.approx(
+            (record["mu"], record["delta"], record["lambda_raw"]), rel=1e-12)
+    record = records[0]
+    hints = hints_of(record)
+    assert [h.label for h in hints] == [0, 0, 1, 1] and first_m(hints, 1) == [0, 2]
+    other = [h for h in hints if h.label != record["prediction"]]
+    mu, delta, _ = instability(record, m=1, delta_mode="worst_case")
+    assert mu == pytest.approx(other[0].confidence * (other[0].prediction
+                                                      != record["prediction"]))
+    assert delta == pytest.approx(max(0.0, record["confidence"] - other[0].confidence))
+    assert with_instability([record], m=1)[0]["mu"] == pytest.approx(mu)
+    assert "mu" in record and record is not with_instability([record])[0]
+
+
+def test_analysis_renders_from_committed_records_alone(exported, tmp_path):
+    import shutil
+
+    from benchmarks import records
+    from benchmarks.commands import ABSOLUTE_PATH
+    from benchmarks.markdown import render
+
+    root, _, _ = exported
+    alone = tmp_path / "copy"  # the records without the lm-eval folders they came from
+    shutil.copytree(root / "results", alone / "results")
+    problems: list[str] = []
+    state = _state(alone, stored=records.load(alone / "results", problems), problems=problems)
+    text = render(state)
+    assert ABSOLUTE_PATH.findall(text) == [], ABSOLUTE_PATH.findall(text)
+    assert "$(calidist model tiny)" in text and "../" in text
+    # every method of the two tasks, with intervals, sizes flagged below 300 documents
+    for method in ("Vanilla", "Temperature scaling", "Platt", "Isotonic", "Vector scaling",
+                   "CaliDist (As.)"):
+        assert f"| {method} | `calidist_ppdb" in text, method
+    assert "| 80 ⚠ |" in text
+    # the report's refits reproduce the numbers lm-eval saved for both tasks
+    assert text.count("dtype=float32") >= 2 and "do not reproduce" not in text
+    # verdicts from paired intervals, variants with a recommendation line, every ablation
+    assert "vs Vanilla: ECE " in text and "vs TS: ECE " in text
+    assert "**Recommendation.**" in text
+    for setting in ("as run: m=2, delta_mode=mean, fit=grid", "m=1 (first 1 hint(s)",
+                    "delta_mode=worst_case", "fit=default_sigmoid (alpha=0, beta=1: no fit)",
+                    "calibration size 50 (20 random subsets"):
+        assert setting in text, setting
+    assert "mu, delta, lambda_raw recomputed from the hints equal the logged ones (140)" in text
+    # cost: the m=1 subset of the logged m=2 prompts
+    assert "| tiny | PPDB | assertion m=1 (subset of the same prompts) | 140 | 6.0 | 3.0 |" in text
+
+
+def test_verdicts_follow_the_paired_interval():
+    from calidist_tasks.report.tables import paired_difference, verdict
+
+    assert verdict({"low": -0.2, "high": -0.1}) == "better"
+    assert verdict({"low": 0.1, "high": 0.2}) == "worse"
+    assert verdict({"low": -0.1, "high": 0.2}) == "not distinguishable"
+    assert verdict({"low": 0.1, "high": 0.2}, higher_is_better=True) == "better"
+    rng = np.random.default_rng(0)
+    correct = (rng.random(400) < 0.7).astype(float)
+    good = np.clip(0.7 + rng.normal(0, 0.02, 400), 0.5, 1)  # calibrated: 70% are correct
+    bad = np.full(400, 0.99)
+    from calidist_tasks.aggregation import SCORES
+
+    test = paired_difference(SCORES["ece"], good, correct, bad, correct, 200)
+    assert verdict(test) == "better" and test["n"] == 400
+    # two methods with their own correctness (different predictions): resampled jointly
+    flipped = correct.copy()
+    flipped[:20] = 1 - flipped[:20]
+    mixed = paired_difference(SCORES["ece"], good, correct, bad, flipped, 200)
+    assert mixed["difference"] == pytest.approx(SCORES["ece"](good, correct)
+                                                - SCORES["ece"](bad, flipped))
+    assert verdict(mixed) == "better"
+
+
+def test_portable_commands():
+    from benchmarks.commands import ABSOLUTE_PATH, portable
+
+    root = Path("/srv/work/repo")
+    command = ("calidist eval --model_args pretrained=/home/u/.cache/calidist/smollm2,"
+               "dtype=float32 --metadata '{\"data_dir\": \"/srv/work/shared/data\"}' "
+               "--output_path /srv/work/repo/runs/bench/smollm2/calidist_ppdb")
+    shown = portable(command, {"smollm2": "/home/u/.cache/calidist/smollm2"}, root)
+    assert shown == ("calidist eval --model_args pretrained=$(calidist model smollm2),"
+                     "dtype=float32 --metadata '{\"data_dir\": \"../shared/data\"}' "
+                     "--output_path runs/bench/smollm2/calidist_ppdb")
+    assert not ABSOLUTE_PATH.search(shown)
+    # prose with slashes is left alone
+    assert portable("tokens/doc, 1/3, (prompt+gen)/doc, https://example.org/a/b") == \
+        "tokens/doc, 1/3, (prompt+gen)/doc, https://example.org/a/b"
+
+
+def test_benchmark_modules_import_in_one_direction():
+    import ast
+
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    order = ["commands", "records", "analysis", "backend_speed", "overhead", "markdown", "run"]
+    for position, name in enumerate(order):
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        imported = {alias.name.split(".")[-1] if node.module == "benchmarks" else
+                    node.module.split(".")[-1]
+                    for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    and node.module and node.module.startswith("benchmarks")
+                    for alias in node.names}
+        assert imported <= set(order[:position]), (name, imported - set(order[:position]))
+
+
+def test_analysis_step_runs_no_model_and_writes_the_markdown(exported, tmp_path):
+    from benchmarks import run
+    from benchmarks.commands import ABSOLUTE_PATH
+
+    root, _, _ = exported
+    markdown = tmp_path / "BENCHMARKS.md"
+    run.main(["--steps", "analysis", "--out", str(root / "runs"), "--results",
+              str(root / "results"), "--markdown", str(markdown), "--bootstrap", "20",
+              "--models", "tiny", "--benchmarks", "ppdb"])
+    text = markdown.read_text(encoding="utf-8")
+    assert "### tiny / PPDB" in text and not ABSOLUTE_PATH.findall(text)
+    assert "python benchmarks/run.py --steps analysis" in text

@@ -8,6 +8,7 @@ evaluation documents, two labels), and results-file numbers from the tasks' own 
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import math
 import shutil
@@ -344,6 +345,30 @@ def _mismatch(root: Path) -> str:
 def _garbage_results(root: Path) -> str:
     (root / "org__model-a" / f"results_{STAMP_OTHER}.json").write_text("{not json")
     return "unreadable results file"
+
+
+def test_samples_reader_keeps_documents_with_unicode_line_separators(runs: Path,
+                                                                     tmp_path: Path) -> None:
+    """lm-eval writes samples with ensure_ascii=False: U+2028 / U+0085 / U+2029 stay raw inside
+    JSON strings, and the reader must split lines at "\\n" only (str.splitlines() would not)."""
+    from calidist_tasks.report.loading import json_lines, load_runs, read_jsonl
+
+    path = runs / "org__model-a" / f"samples_calidist_toy_{STAMP_A}.jsonl"
+    lines = [json.loads(line) for line in path.read_text().split("\n") if line]
+    text = "Is it\u2028the same\u0085question?\u2029"
+    with open(path, "w", encoding="utf-8") as f:
+        for line in lines:
+            line["doc"]["text"] = text
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    assert len(path.read_text(encoding="utf-8").splitlines()) > len(lines)  # the trap
+    assert len(json_lines(path)) == len(lines) and read_jsonl(path)[0]["doc"]["text"] == text
+    loaded = load_runs([runs / "org__model-a"])
+    run = next(r for r in loaded.runs if r.task == "calidist_toy")
+    assert not [p for p in loaded.problems if path.name in p], loaded.problems
+    assert run.records is not None and len(run.records) == len(lines) == 12
+    packed = tmp_path / "samples.jsonl.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert read_jsonl(packed) == read_jsonl(path)
 
 
 @pytest.mark.parametrize(("damage", "affected"), [

@@ -42,6 +42,28 @@ def token_counter(model: str) -> tuple[Callable[[str], float], str]:
     return lambda text: len(text) / CHARS_PER_TOKEN, f"characters / {CHARS_PER_TOKEN}"
 
 
+def prompt_groups(prompts: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """(prompt, times sent) per prompt of one document, in the order sent: consecutive requests
+    with the same prompt (a log-likelihood prompt once per option letter) are one prompt."""
+    groups: list[tuple[str, int]] = []
+    for prompt, times in prompts:
+        if groups and groups[-1][0] == prompt:
+            groups[-1] = (prompt, groups[-1][1] + times)
+        else:
+            groups.append((prompt, times))
+    return groups
+
+
+def document_cost(prompts: list[tuple[str, int]], tokens: Callable[[str], float]
+                  ) -> dict[str, float]:
+    """One document's cost: ``requests`` and ``prompt_tokens`` count every request as sent,
+    ``distinct_prompts`` the different prompt texts, ``original_tokens`` the first prompt's."""
+    return {"requests": float(sum(times for _, times in prompts)),
+            "distinct_prompts": float(len({prompt for prompt, _ in prompts})),
+            "prompt_tokens": float(sum(tokens(p) * times for p, times in prompts)),
+            "original_tokens": float(tokens(prompts[0][0])) if prompts else 0.0}
+
+
 def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
     """One row per model and task: requests, distinct prompts and prompt tokens per document."""
     table = Table(["model", "task", "methods", "documents", "requests / doc",
@@ -64,10 +86,11 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
             counters[run.model] = (lru_cache(maxsize=None)(count), how)  # prompts repeat a lot
         tokens, how = counters[run.model]
         docs = run.prompts
-        requests = np.mean([sum(times for _, times in doc) for doc in docs])
-        distinct = np.mean([len({prompt for prompt, _ in doc}) for doc in docs])
-        total = np.mean([sum(tokens(p) * times for p, times in doc) for doc in docs])
-        original = np.mean([tokens(doc[0][0]) for doc in docs if doc])
+        costs = [document_cost(doc, tokens) for doc in docs]
+        requests, distinct, total = (np.mean([c[key] for c in costs]) for key in
+                                     ("requests", "distinct_prompts", "prompt_tokens"))
+        original = np.mean([c["original_tokens"] for c, doc in zip(costs, docs, strict=True)
+                            if doc])
         table.rows.append([names[run.model], run.task, methods, str(len(docs)),
                            float(requests), float(distinct), float(total),
                            float(total / original) if original else None, how])

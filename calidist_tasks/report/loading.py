@@ -9,6 +9,7 @@ cells that need it are left out.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from collections import defaultdict
@@ -39,6 +40,10 @@ class TaskRun:
     samples_file: Path | None = None
     records: list[dict[str, Any]] | None = None  # per-document records; None when not usable
     prompts: list[list[tuple[str, int]]] | None = None  # per document: (prompt, times sent)
+    # per document (same order as records): the texts the model generated (empty for scored
+    # tasks), and the document's origin (``calidist_source``: file and line) when logged
+    generations: list[list[str]] | None = None
+    sources: list[str | None] | None = None
 
     @property
     def name(self) -> str:
@@ -162,6 +167,35 @@ def _attach(sample_file: Path, runs: list[TaskRun], problems: list[str]) -> None
             problems.append(f"{sample_file}: no results file with its date {stamp}; left out")
 
 
+def json_lines(path: str | Path) -> list[str]:
+    """The lines of a JSON-lines file (gzip-compressed when its name ends in ``.gz``).
+
+    The one reader of samples files in this project. Lines end at "\\n" only: lm-eval writes
+    samples with ``ensure_ascii=False``, so a document's text keeps U+2028, U+2029, U+0085 (and
+    other characters ``str.splitlines()`` treats as line ends) unescaped inside JSON strings.
+    A trailing "\\n" gives no extra empty line. Raises OSError / UnicodeDecodeError.
+    """
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", newline="\n") as file:  # only "\n" ends a line
+        return [line[:-1] if line.endswith("\n") else line for line in file]
+
+
+def read_jsonl(path: str | Path) -> list[Any]:
+    """Every JSON value of a JSON-lines file (see ``json_lines``); blank lines are skipped.
+
+    A line that is not valid JSON raises ValueError naming the file and the line.
+    """
+    values = []
+    for number, text in enumerate(json_lines(path), start=1):
+        if not text.strip():
+            continue
+        try:
+            values.append(json.loads(text))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+    return values
+
+
 def _prompts(line: Mapping[str, Any]) -> list[tuple[str, int]]:
     """(prompt, times sent) per request of one logged document; repeats count each sample."""
     arguments = line.get("arguments") or {}
@@ -175,6 +209,15 @@ def _prompts(line: Mapping[str, Any]) -> list[tuple[str, int]]:
     return prompts
 
 
+def _generations(line: Mapping[str, Any]) -> list[str]:
+    """The texts a generation task's requests returned (none for log-likelihood requests)."""
+    texts = []
+    for resp in line.get("resps") or []:
+        if isinstance(resp, list):
+            texts += [text for text in resp if isinstance(text, str)]
+    return texts
+
+
 def _record(line: Mapping[str, Any], metric_names: Iterable[str]) -> dict[str, Any] | None:
     # process_results returns the same record under every metric name
     for name in [*(line.get("metrics") or []), *metric_names]:
@@ -184,15 +227,21 @@ def _record(line: Mapping[str, Any], metric_names: Iterable[str]) -> dict[str, A
     return None
 
 
+def _source(line: Mapping[str, Any]) -> str | None:
+    doc = line.get("doc")
+    source = doc.get("calidist_source") if isinstance(doc, dict) else None
+    return str(source) if source is not None else None
+
+
 def _read_samples(run: TaskRun, problems: list[str]) -> None:
     """Fill run.records and run.prompts from its samples file, or name why they are unusable."""
     path = run.samples_file
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = json_lines(path)
     except (OSError, UnicodeDecodeError) as error:
         problems.append(f"{path}: unreadable ({error}); {run.name} has no per-document data")
         return
-    records, prompts, doc_ids, bad = [], [], [], []
+    records, prompts, generations, sources, doc_ids, bad = [], [], [], [], [], []
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
@@ -210,6 +259,8 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
             continue
         records.append(record)
         prompts.append(_prompts(line))
+        generations.append(_generations(line))
+        sources.append(_source(line))
         doc_ids.append(line.get("doc_id", record["index"]))
     expected = run.expected_docs
     if expected is None and "n_evaluation" in run.metrics:
@@ -230,6 +281,8 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
     order = sorted(range(len(records)), key=lambda i: records[i]["index"])
     run.records = [records[i] for i in order]
     run.prompts = [prompts[i] for i in order]
+    run.generations = [generations[i] for i in order]
+    run.sources = [sources[i] for i in order]
 
 
 def load_runs(paths: Sequence[str | Path]) -> Loaded:

@@ -13,14 +13,21 @@ paper's grid search alone): never with ``refine`` unless the run asked for it.
 
 from __future__ import annotations
 
+import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from calidist_metrics import CalibrationWarning
+from calidist_metrics import (
+    CalibrationWarning,
+    CaliDistCalibrator,
+    confidence_instability,
+    prediction_instability,
+    reliability_score,
+)
 from calidist_tasks.aggregation import (
     SCORES,
     baseline_confidences,
@@ -124,6 +131,92 @@ def _fit_hint(run: TaskRun, method: Method) -> str:
             "search alone (runs made before --metadata fit existed refined it by default)")
 
 
+class Hint(NamedTuple):
+    """One hinted prompt of a record, as ``joining.join_document`` logs it (a JSON list)."""
+
+    label: int  # the label the hint names
+    template: int | None  # assertion template index (None for fixed templates)
+    prediction: Any  # the model's answer under the hint
+    confidence: float
+
+
+def hints_of(record: Mapping[str, Any]) -> list[Hint]:
+    """The record's hinted prompts in the order they were sent (prompt 1, 2, ... after the
+    original); [] for a record without hints."""
+    return [Hint(*hint) for hint in record.get("hints") or []]
+
+
+def first_m(hints: Sequence[Hint], m: int | None) -> list[int]:
+    """Positions of the hints among the first ``m`` per label (all when ``m`` is None).
+
+    The templates of a run with m distractors per label start with those of a run with fewer
+    (``distractors.choose_templates``), so the first m per label are what an m-run sends.
+    """
+    seen: dict[Any, int] = {}
+    kept = []
+    for position, hint in enumerate(hints):
+        seen[hint.label] = seen.get(hint.label, 0) + 1
+        if m is None or seen[hint.label] <= m:
+            kept.append(position)
+    return kept
+
+
+def hints_per_label(record: Mapping[str, Any]) -> int:
+    """The m a record was logged with: the largest number of hints naming one label."""
+    counts: dict[Any, int] = {}
+    for hint in hints_of(record):
+        counts[hint.label] = counts.get(hint.label, 0) + 1
+    return max(counts.values(), default=0)
+
+
+def instability(record: Mapping[str, Any], m: int | None = None,
+                delta_mode: str = "mean") -> tuple[float, float, float]:
+    """(mu, delta, lambda_raw) of a record from its logged hints, as ``joining`` computes them.
+
+    Only hints naming a label other than the original prediction count; ``m`` keeps the first
+    m hints per label (the subsample an m-run would have sent), ``delta_mode`` is the run's
+    (``mean``) or the ablation's (``worst_case``). With ``m=None`` and the run's delta_mode this
+    reproduces the record's logged mu, delta and lambda_raw (a non-finite lambda_raw is logged
+    as 1e10).
+    """
+    hints = hints_of(record)
+    kept = [hints[i] for i in first_m(hints, m) if hints[i].label != record["prediction"]]
+    if not kept:
+        raise ValueError(f"record {record.get('index')}: no hint naming another label than the "
+                         f"prediction among the first m={m} per label")
+    predictions = [hint.prediction for hint in kept]
+    confidences = [hint.confidence for hint in kept]
+    mu = prediction_instability(record["prediction"], predictions, confidences)
+    delta = confidence_instability(record["confidence"], confidences, mode=delta_mode)
+    lambda_raw = reliability_score(mu, delta)
+    return (float(mu), float(delta),
+            float(lambda_raw) if math.isfinite(lambda_raw) else 1e10)
+
+
+def with_instability(records: Sequence[Mapping[str, Any]], m: int | None = None,
+                     delta_mode: str = "mean") -> list[dict[str, Any]]:
+    """Copies of the records with mu, delta and lambda_raw recomputed by ``instability``
+    (records without hints are copied unchanged): the ablations' input to the usual refit."""
+    found = []
+    for record in records:
+        copy = dict(record)
+        if record.get("hints"):
+            copy["mu"], copy["delta"], copy["lambda_raw"] = instability(record, m, delta_mode)
+        found.append(copy)
+    return found
+
+
+def calidist_confidences(calibration: Sequence[Mapping[str, Any]],
+                         evaluation: Sequence[Mapping[str, Any]], settings: RunSettings,
+                         context: Mapping[str, Any]) -> tuple[np.ndarray, CaliDistCalibrator]:
+    """CaliDist's calibrated confidence per evaluation record, fitted as the task's own
+    aggregation fits it (``aggregation.calidist_calibrator`` with the given settings)."""
+    calibrator = calidist_calibrator(list(calibration), settings, context)
+    calibrated = calibrator.predict(column(evaluation, "lambda_raw"),
+                                    column(evaluation, "confidence"))
+    return np.asarray(calibrated, dtype=float), calibrator
+
+
 def calidist_context(run: TaskRun, settings: RunSettings) -> dict[str, Any]:
     choices = run.config.get("doc_to_choice")
     labels = list(choices) if isinstance(choices, list) else f"per-document {choices}"
@@ -137,9 +230,8 @@ def refit(run: TaskRun, kinds: set[str]) -> dict[str, tuple[np.ndarray, np.ndarr
     found = {"vanilla": (column(evaluation, "confidence"), correct)}
     if "calidist" in kinds:
         settings = settings_of(run)
-        calibrator = calidist_calibrator(calibration, settings, calidist_context(run, settings))
-        calibrated = calibrator.predict(column(evaluation, "lambda_raw"),
-                                        column(evaluation, "confidence"))
+        calibrated, _ = calidist_confidences(calibration, evaluation, settings,
+                                             calidist_context(run, settings))
         found["calidist"] = (calibrated, correct)
     if any(kind.startswith("baseline:") for kind in kinds):
         baselines, _ = baseline_confidences(calibration, evaluation)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -130,6 +130,75 @@ def leaderboard(cells: list[Cell], names: dict[str, str]) -> Table:
     return table
 
 
+def accuracy(confidence: np.ndarray, correct: np.ndarray) -> float:
+    """Share of correct documents (a score of the same signature, for its interval)."""
+    return float(np.mean(correct))
+
+
+def score_intervals(confidence: np.ndarray, correct: np.ndarray, n_resamples: int,
+                    seed: int = 0, scores: Mapping[str, Callable] | None = None
+                    ) -> dict[str, tuple[float, float, float]]:
+    """(value, 95% low, 95% high) per score (default ``aggregation.SCORES``), each a percentile
+    bootstrap over the documents (``calidist_metrics.bootstrap_interval``, numpy seed ``seed``).
+    Degenerate resamples warn (CalibrationWarning) as in ``bootstrap_interval``."""
+    return {name: bootstrap_interval(fn, confidence, correct, n_resamples, seed=seed)
+            for name, fn in (scores or SCORES).items()}
+
+
+def paired_difference(metric: Callable, confidence_a: np.ndarray, correct_a: np.ndarray,
+                      confidence_b: np.ndarray, correct_b: np.ndarray | None = None,
+                      n_resamples: int = 1000, seed: int = 0) -> dict[str, float]:
+    """metric(a) - metric(b) on the same documents, with its 95% paired bootstrap interval.
+
+    With one correctness for both (the same predictions) this is
+    ``calidist_metrics.paired_bootstrap_test``. Two methods that predict differently (vector
+    scaling, verbalized or sampled answers) score the same documents with their own
+    correctness: the documents are then resampled jointly in the same way (same seed, same
+    resample indices) and each method is scored on its own correctness.
+    Returns ``difference``, ``low``, ``high``, ``p_value`` and ``n``.
+    """
+    confidence_a, confidence_b = np.asarray(confidence_a, float), np.asarray(confidence_b, float)
+    correct_a = np.asarray(correct_a, float)
+    correct_b = correct_a if correct_b is None else np.asarray(correct_b, float)
+    if not (confidence_a.size == confidence_b.size == correct_a.size == correct_b.size):
+        raise ValueError("paired_difference: a and b must score the same documents")
+    if np.array_equal(correct_a, correct_b):
+        test = paired_bootstrap_test(metric, confidence_a, confidence_b, correct_a, n_resamples,
+                                     seed=seed)
+        return {**test, "n": int(correct_a.size)}
+    observed = float(metric(confidence_a, correct_a) - metric(confidence_b, correct_b))
+    rng = np.random.default_rng(seed)
+    indices = rng.integers(0, correct_a.size, size=(n_resamples, correct_a.size))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CalibrationWarning)
+        values = np.array([metric(confidence_a[i], correct_a[i])
+                           - metric(confidence_b[i], correct_b[i]) for i in indices])
+    degenerate = sum(issubclass(w.category, CalibrationWarning) for w in caught)
+    if degenerate:
+        warnings.warn(f"paired_difference: {degenerate} metric warnings over {n_resamples} "
+                      "resamples (e.g. resamples holding one class only)", CalibrationWarning,
+                      stacklevel=2)
+    low, high = np.quantile(values, [0.025, 0.975])
+    if observed > 0:
+        p_value = 2.0 * np.mean(values <= 0)
+    elif observed < 0:
+        p_value = 2.0 * np.mean(values >= 0)
+    else:
+        p_value = 1.0
+    return {"difference": observed, "low": float(low), "high": float(high),
+            "p_value": float(min(1.0, p_value)), "n": int(correct_a.size)}
+
+
+def verdict(test: Mapping[str, float], higher_is_better: bool = False) -> str:
+    """"better", "worse" or "not distinguishable": whether the paired 95% interval of
+    a - b excludes 0, and on which side (lower is better unless ``higher_is_better``)."""
+    if test["high"] < 0:
+        return "worse" if higher_is_better else "better"
+    if test["low"] > 0:
+        return "better" if higher_is_better else "worse"
+    return "not distinguishable"
+
+
 def significant(test: dict[str, float]) -> bool:
     """p < 0.05 and a difference that shows at the printed precision (x100, 2 decimals)."""
     return test["p_value"] < SIGNIFICANT and round(100 * test["difference"], 2) != 0
@@ -159,9 +228,10 @@ def intervals(cells: list[Cell], names: dict[str, str], n_resamples: int, seed: 
         warnings.simplefilter("always", CalibrationWarning)
         for cell in ranked:
             shown, tests = [], []
+            found = score_intervals(cell.confidence, cell.correct, n_resamples, seed,
+                                    {score: SCORES[score] for score in scores})
             for score in scores:
-                value, low, high = bootstrap_interval(SCORES[score], cell.confidence,
-                                                      cell.correct, n_resamples, seed=seed)
+                value, low, high = found[score]
                 shown.append(f"{100 * value:.2f} ({100 * low:.2f} to {100 * high:.2f})")
                 if not cell.paired:
                     tests.append("–")
@@ -169,8 +239,8 @@ def intervals(cells: list[Cell], names: dict[str, str], n_resamples: int, seed: 
                                       cell.method.label, score, cell.n, 100 * value, 100 * low,
                                       100 * high, None, None, None, None])
                     continue
-                test = paired_bootstrap_test(SCORES[score], cell.confidence, cell.vanilla[0],
-                                             cell.correct, n_resamples, seed=seed)
+                test = paired_difference(SCORES[score], cell.confidence, cell.correct,
+                                         cell.vanilla[0], None, n_resamples, seed=seed)
                 diff = [100 * test["difference"], 100 * test["low"], 100 * test["high"]]
                 tests.append(f"{diff[0]:+.2f} ({diff[1]:+.2f} to {diff[2]:+.2f}), "
                              f"p={test['p_value']:.3f}")

@@ -1,0 +1,266 @@
+"""The benchmark's defaults, flags and commands, in one place (imports no other benchmark module).
+
+Every other script takes its defaults from here: ``run.py`` (the entry point), ``records.py``
+(committed per-document records), ``analysis.py`` / ``markdown.py`` (BENCHMARKS.md) and
+``backend_speed.py``. The import direction is commands <- records <- analysis <- markdown <- run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"  # committed compact records (records.py)
+CALIDIST = [sys.executable, "-m", "calidist_tasks.cli"]
+MODELS = {"smollm2": "SmolLM2-135M-Instruct", "qwen-coder": "Qwen2.5-Coder-0.5B-Instruct"}
+BENCHMARKS = ("ppdb", "aqua")
+BENCH_NAMES = {"ppdb": "PPDB", "aqua": "AQuA"}
+# Task suffix -> step. Logit tasks cost one forward pass per prompt and run first; generation
+# (verbalized, consistency) is much slower on a CPU and runs after every model's logit tasks.
+LOGIT = ("", "_assertion", "_probe", "_corruption")
+GENERATE = ("_verbalized", "_assertion_verbalized", "_probe_verbalized",
+            "_corruption_verbalized", "_consistency")
+# The --metadata keys that decide which documents and prompts a task ran (a committed record
+# file is reused only when they match the request; data_dir is where, not what).
+SIZE_KEYS = ("calib_size", "eval_size", "m", "seed", "split_seed")
+# An absolute path of two or more parts, where a command or a log would hold one.
+ABSOLUTE_PATH = re.compile(r"(?:^|(?<=[\s'\"=(`\[,:]))/[\w.~+-]+(?:/[\w.~+$-]+)+/?")
+
+
+def available_tasks() -> set[str]:
+    out = subprocess.run([*CALIDIST, "tasks"], capture_output=True, text=True, check=True)
+    return {line.split("\t")[0] for line in out.stdout.splitlines() if line.endswith("\ttask")}
+
+
+def model_folder(name: str) -> str:
+    out = subprocess.run([*CALIDIST, "model", name], capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def portable(text: str, model_dirs: Mapping[str, str] | None = None, root: Path = ROOT) -> str:
+    """``text`` as a user of another machine would type it: each model folder becomes
+    ``$(calidist model NAME)``, every other absolute path is made relative to the repository
+    root (the data in ``../shared/data``, outputs under ``runs/``)."""
+    for name, folder in sorted((model_dirs or {}).items(), key=lambda item: -len(item[1])):
+        folder = str(folder).rstrip("/")
+        if folder:
+            text = re.sub(re.escape(folder) + r"(?![\w.-])", f"$(calidist model {name})", text)
+    return ABSOLUTE_PATH.sub(lambda found: os.path.relpath(found.group(0), root), text)
+
+
+def sizes_for(args: argparse.Namespace, benchmark: str, suffix: str) -> dict[str, int]:
+    calib, evaluation = {"ppdb": (args.ppdb_calib, args.ppdb_eval),
+                         "aqua": (args.aqua_calib, args.aqua_eval)}[benchmark]
+    if suffix in GENERATE:
+        calib, evaluation = args.gen_calib, args.gen_eval
+    if suffix == "_consistency":
+        calib, evaluation = args.consistency_calib, args.consistency_eval
+    return {"calib_size": calib, "eval_size": evaluation}
+
+
+def task_metadata(args: argparse.Namespace, benchmark: str, suffix: str) -> dict[str, Any]:
+    """The ``--metadata`` of one task run."""
+    metadata: dict[str, Any] = {"data_dir": str(args.data_dir),
+                                **sizes_for(args, benchmark, suffix), "seed": 0, "split_seed": 0}
+    if suffix == "_assertion":
+        # m > 1 lets the analysis subsample m = 1 .. m from the same prompts
+        metadata["m"] = {"ppdb": args.ppdb_m, "aqua": args.aqua_m}[benchmark]
+    return metadata
+
+
+def requested(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run's metadata says about its documents and prompts (``SIZE_KEYS``)."""
+    return {key: metadata[key] for key in SIZE_KEYS if metadata.get(key) is not None}
+
+
+def task_command(args: argparse.Namespace, model_dir: str, task: str, suffix: str,
+                 benchmark: str, out: Path) -> list[str]:
+    command = [
+        "calidist", "eval", "--model", args.backend,
+        "--model_args", f"pretrained={model_dir},dtype=float32",
+        "--tasks", task, "--device", args.device,
+        "--batch_size", str(args.gen_batch_size if suffix in GENERATE else args.batch_size),
+        "--metadata", json.dumps(task_metadata(args, benchmark, suffix)),
+        "--output_path", str(out), "--log_samples",
+        # one answer cache per model: a killed run resumes, and the original prompts that every
+        # task of a benchmark sends are computed once
+        "--use_cache", str(out.parent / "lm_cache"),
+    ]
+    if suffix in GENERATE:
+        command += ["--gen_kwargs", f"max_gen_toks={args.max_gen_toks}"]
+        if args.chat_template:  # instruct models answer in the asked format only in their template
+            command.append("--apply_chat_template")
+    return command
+
+
+def command_metadata(command: str) -> dict[str, Any]:
+    """The ``--metadata`` of an lm-eval command line."""
+    words = shlex.split(command)
+    return json.loads(words[words.index("--metadata") + 1]) if "--metadata" in words else {}
+
+
+def command_model_dir(command: str) -> str | None:
+    """The ``pretrained=`` folder of an lm-eval command line."""
+    words = shlex.split(command)
+    if "--model_args" not in words:
+        return None
+    args = dict(part.split("=", 1) for part in words[words.index("--model_args") + 1].split(",")
+                if "=" in part)
+    return args.get("pretrained")
+
+
+def without_markdown(command: str) -> str:
+    """A benchmark command without its --markdown (the last command rewrites the report)."""
+    words = shlex.split(command)
+    if "--markdown" in words:
+        at = words.index("--markdown")
+        del words[at:at + 2]
+    return shlex.join(words)
+
+
+def run_task(command: list[str], out: Path) -> dict:
+    """Run one task (niced: the machine is shared); record the command and wall time."""
+    done = out / "run.json"
+    if done.exists():  # finished before with the same documents and prompts: kept
+        info = json.loads(done.read_text())
+        if info["returncode"] == 0 and requested(command_metadata(info["command"])) == \
+                requested(command_metadata(shlex.join(command))):
+            return info
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    start = time.perf_counter()
+    with open(out / "lm_eval.log", "w") as log:
+        code = subprocess.run(["nice", "-n", str(os.environ.get("BENCH_NICE", 19)),
+                               *CALIDIST, *command[1:]], stdout=log, stderr=subprocess.STDOUT,
+                              env=env, check=False).returncode
+    info = {"command": shlex.join(command), "returncode": code,
+            "wall_s": time.perf_counter() - start,
+            "benchmark_command": shlex.join(["python", "benchmarks/run.py", *sys.argv[1:]]),
+            "finished": time.time()}
+    done.write_text(json.dumps(info, indent=1))
+    print(f"[bench] {command[command.index('--tasks') + 1]}: rc={code} "
+          f"{info['wall_s']:.0f}s -> {out}", flush=True)
+    return info
+
+
+USAGE = """Benchmarks: calibration quality and cost of every calidist method on real models.
+
+    python benchmarks/run.py                    # the issue's sizes (PPDB 200 + 1000, AQuA dev +
+                                                # test), both models, every method
+    python benchmarks/run.py --steps analysis   # BENCHMARKS.md from benchmarks/results/ alone
+    python benchmarks/run.py --quick            # a smoke run (about ten minutes): runs/bench-quick/
+
+Every task runs once per model through ``calidist eval`` (lm-eval's own CLI with our include
+path) with ``--log_samples``. After each finished task its per-document records are written to
+``--results`` (benchmarks/results/<model>/<task>.jsonl.gz, committed); the analysis works from
+those alone, so ablations and calibrator variants need no second model run, and a task whose
+records match the requested sizes is not run again.
+"""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=USAGE,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="SmolLM2 only, original + assertion (m=1), PPDB 20 + 30 and AQuA "
+                             "15 + 20 documents, 20,000 overhead documents")
+    parser.add_argument("--models", default="smollm2,qwen-coder",
+                        help=f"comma-separated, from {sorted(MODELS)}")
+    parser.add_argument("--benchmarks", default=",".join(BENCHMARKS))
+    parser.add_argument("--steps", default="logit,generate,analysis,overhead,multiprocess",
+                        help="which of logit, generate, analysis, overhead, multiprocess to run")
+    parser.add_argument("--variants", default="original,assertion,probe,corruption,verbalized,"
+                        "assertion_verbalized,probe_verbalized,corruption_verbalized,consistency",
+                        help="which task variants to run (original = calidist_<benchmark>)")
+    parser.add_argument("--ppdb-calib", type=int, default=200)
+    parser.add_argument("--ppdb-eval", type=int, default=1000)
+    parser.add_argument("--aqua-calib", type=int, default=254, help="AQuA dev has 254 rows")
+    parser.add_argument("--aqua-eval", type=int, default=254, help="AQuA test has 254 rows")
+    parser.add_argument("--gen-calib", type=int, default=100,
+                        help="calibration documents of the verbalized tasks")
+    parser.add_argument("--gen-eval", type=int, default=200,
+                        help="evaluation documents of the verbalized tasks")
+    parser.add_argument("--consistency-calib", type=int, default=50)
+    parser.add_argument("--consistency-eval", type=int, default=100)
+    parser.add_argument("--max-gen-toks", type=int, default=32,
+                        help="generation cap (the consistency YAML samples 32 tokens)")
+    parser.add_argument("--chat-template", action=argparse.BooleanOptionalAction, default=True,
+                        help="generation tasks (verbalized, consistency) through the model's "
+                             "chat template (lm-eval's --apply_chat_template)")
+    parser.add_argument("--ppdb-m", type=int, default=3,
+                        help="assertion distractors per label on PPDB (the analysis subsamples "
+                             "m = 1..this from the logged prompts)")
+    parser.add_argument("--aqua-m", type=int, default=2,
+                        help="assertion distractors per label on AQuA (5 labels: m costs 5x)")
+    parser.add_argument("--batch-size", type=int, default=8, help="batch of the logit tasks")
+    parser.add_argument("--gen-batch-size", type=int, default=64,
+                        help="batch of the generation tasks: each decoding step reads every "
+                             "weight, so on a CPU a step of 64 rows costs little more than one "
+                             "of 8 (benchmarks/backend_speed.py measures both)")
+    parser.add_argument("--backend", default="hf-prefix-cache", choices=("hf", "hf-prefix-cache"),
+                        help="lm-eval model backend; hf-prefix-cache gives hf's log-likelihoods "
+                             "and runs each document's shared prompt prefix once "
+                             "(benchmarks/backend_speed.py measures both)")
+    parser.add_argument("--device", default="cpu",
+                        help="lm-eval's --device (cuda on a GPU machine)")
+    parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
+    parser.add_argument("--overhead-docs", type=int, default=100_000)
+    parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench",
+                        help="lm-eval output folders (kept; finished tasks are skipped); the "
+                             "analysis step also exports every finished task found here into "
+                             "--results")
+    parser.add_argument("--results", type=Path, default=RESULTS,
+                        help="compact per-document records, one <model>/<task>.jsonl.gz per "
+                             "finished task (committed): the analysis reads only these, and a "
+                             "task whose records match the requested sizes is not run again")
+    parser.add_argument("--markdown", type=Path, default=ROOT / "BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    if args.quick:  # about ten minutes on an idle 2-core CPU
+        args.models, args.variants = "smollm2", "original,assertion"
+        args.steps = args.steps.replace("generate,", "")
+        args.ppdb_calib, args.ppdb_eval, args.aqua_calib, args.aqua_eval = 20, 30, 15, 20
+        args.ppdb_m, args.aqua_m, args.overhead_docs = 1, 1, 20_000
+        if args.out == ROOT / "runs" / "bench":
+            args.out = ROOT / "runs" / "bench-quick"
+        if args.results == RESULTS:  # a smoke run never replaces the committed records
+            args.results = args.out / "results"
+        if args.markdown == ROOT / "BENCHMARKS.md":  # ... nor the report
+            args.markdown = args.out / "BENCHMARKS.md"
+    args.argv = sys.argv[1:] if argv is None else argv
+    return args
+
+
+def default_documents() -> dict[str, int]:
+    """Documents (calibration + evaluation) per benchmark of the default command's logit tasks."""
+    default = parse_args([])
+    return {"ppdb": default.ppdb_calib + default.ppdb_eval,
+            "aqua": default.aqua_calib + default.aqua_eval}
+
+
+def machine() -> str:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return (f"{cpu}, {os.cpu_count()} logical CPUs, {gpu}; Python {platform.python_version()}, "
+            f"torch {torch.__version__}, {platform.system()} {platform.release()}")

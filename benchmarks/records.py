@@ -1,0 +1,254 @@
+"""Committed per-document records: ``benchmarks/results/<model>/<task>.jsonl.gz``.
+
+After each finished task the benchmark keeps what its analysis needs, read from lm-eval's
+output folder by ``calidist_tasks.report.loading`` (the project's one samples reader):
+
+- line 1, the header: the task, the model's short name, the sizes it was asked for, the exact
+  lm-eval and benchmark commands (portable: no absolute paths; the model folder written as
+  ``$(calidist model NAME)``), the run's wall time, and from lm-eval's results file the task's
+  numbers, its config (the run's metadata: lambda_scale, delta_mode, fit, ...; output type;
+  options) and its evaluation time;
+- one line per document: the calidist record that ``process_results`` logged (every field the
+  report's refits read), the document's origin (``calidist_source``: file and line, which pairs
+  documents across tasks), and its cost: per prompt sent, its token count (the model's own
+  tokenizer) and how many requests sent it, plus the generated tokens.
+
+No prompt or document text is kept: a few hundred bytes per document, gzip-compressed.
+``load`` turns the files back into the report's ``TaskRun`` objects, so the analysis runs the
+report's own refits on them, with no lm-eval folder and no model.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from benchmarks.commands import (
+    command_metadata,
+    command_model_dir,
+    machine,
+    portable,
+    requested,
+)
+from calidist_tasks.report.cost import prompt_groups, token_counter
+from calidist_tasks.report.loading import TaskRun, load_runs, read_jsonl
+from calidist_tasks.report.methods import split_task
+
+FORMAT = "calidist-benchmark-records/1"
+
+
+@dataclass
+class Stored:
+    """One committed task run: the report's TaskRun plus the benchmark's header and costs."""
+
+    model: str  # short name (smollm2, qwen-coder)
+    task: str
+    header: dict[str, Any]
+    run: TaskRun
+    costs: list[dict[str, Any]]  # per document, as ``run.records``
+    path: Path
+
+    @property
+    def benchmark(self) -> str:
+        return split_task(self.task)[0]
+
+    @property
+    def suffix(self) -> str:
+        variant = split_task(self.task)[1]
+        return f"_{variant}" if variant else ""
+
+    @property
+    def scored(self) -> bool:
+        """Log-likelihood requests (one forward pass per prompt), not generation."""
+        return self.header["lm_eval"]["config"].get("output_type") != "generate_until"
+
+    @property
+    def eval_seconds(self) -> float:
+        seconds = self.header["lm_eval"].get("total_evaluation_time_seconds")
+        return float(seconds) if seconds not in (None, "") else float(self.header["wall_s"])
+
+
+def path_for(results: Path, model: str, task: str) -> Path:
+    return Path(results) / model / f"{task}.jsonl.gz"
+
+
+def read_header(path: Path) -> dict[str, Any] | None:
+    """The header of a records file, or None when there is no usable one."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8", newline="\n") as file:
+            header = json.loads(file.readline())
+    except (OSError, EOFError, ValueError):
+        return None
+    return header if isinstance(header, dict) and header.get("format") == FORMAT else None
+
+
+def matches(results: Path, model: str, task: str, metadata: Mapping[str, Any]) -> bool:
+    """Whether committed records of ``task`` exist for the sizes ``metadata`` asks for."""
+    header = read_header(path_for(results, model, task))
+    return header is not None and header.get("requested") == requested(metadata)
+
+
+def _write(path: Path, lines: list[dict[str, Any]]) -> None:
+    """gzip with a fixed timestamp (the same records give the same bytes), written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as packed:
+        for line in lines:
+            packed.write((json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8"))
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(buffer.getvalue())
+    os.replace(partial, path)
+
+
+def consistency_estimate(benchmark: str, metadata: Mapping[str, Any],
+                         tokens: Callable[[str], float]) -> dict[str, float]:
+    """15-sample consistency's requests, forward passes and prompt tokens per document, from
+    the requests lm-eval builds for ``calidist_<benchmark>_consistency`` on the same documents
+    (no model runs): a lower bound of its cost, since its generated tokens only add to it."""
+    from lm_eval.tasks import TaskManager
+
+    from calidist_tasks import task_folder
+
+    name = f"calidist_{benchmark}_consistency"
+    manager = TaskManager(include_path=task_folder(), include_defaults=False,
+                          metadata={k: v for k, v in metadata.items() if k != "m"})
+    task = manager.load([name])["tasks"][name]
+    task.build_all_requests(rank=0, world_size=1)
+    per_doc: dict[int, list] = {}
+    for instance in task.instances:
+        per_doc.setdefault(instance.doc_id, []).append(instance)
+    docs = list(per_doc.values())
+    return {"documents": len(docs),
+            "requests": sum(sum(i.repeats for i in d) for d in docs) / len(docs),
+            "passes": sum(sum(i.repeats for i in d) for d in docs) / len(docs),
+            "prompt_tokens": sum(sum(tokens(i.args[0]) * i.repeats for i in d)
+                                 for d in docs) / len(docs)}
+
+
+def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str, Any],
+           problems: list[str]) -> Path | None:
+    """Write ``results/<model>/<task>.jsonl.gz`` from one finished lm-eval output folder.
+
+    ``info`` is the folder's run.json (command, wall time). Returns the file written, or None
+    (with the reason in ``problems``) when the folder holds no usable samples of ``task``.
+    """
+    loaded = load_runs([folder])
+    found = [r for r in loaded.runs if r.task == task]
+    if not found or found[0].records is None:
+        problems.append(f"{folder}: no usable logged samples of {task}, not exported ("
+                        + "; ".join(loaded.problems or ["no results file"]) + ")")
+        return None
+    run = found[0]
+    command = str(info["command"])
+    model_dir = command_model_dir(command) or run.model
+    models = {model: model_dir}
+    count, how = token_counter(model_dir)
+    tokens = lru_cache(maxsize=None)(count)  # the original prompt repeats in every task
+    results_json = json.loads(Path(run.results_file).read_text(encoding="utf-8"))
+    config = results_json.get("configs", {}).get(task, {})
+    kept_config = {key: config[key] for key in ("output_type", "doc_to_choice", "num_fewshot",
+                                                "metadata") if key in config}
+    benchmark, variant = split_task(task)
+    header: dict[str, Any] = {
+        "format": FORMAT, "model": model, "task": task,
+        "requested": requested(command_metadata(command)),
+        "command": portable(command, models),
+        "benchmark_command": portable(str(info.get("benchmark_command", "")), models),
+        "returncode": info.get("returncode", 0), "wall_s": info.get("wall_s"),
+        "finished": info.get("finished"),
+        "exported_on": machine(),
+        "tokens": how,
+        "lm_eval": {
+            "metrics": run.metrics, "filter": run.filter_name, "documents": len(run.records),
+            "config": json.loads(portable(json.dumps(kept_config), models)),
+            "total_evaluation_time_seconds": results_json.get("total_evaluation_time_seconds"),
+            "date": results_json.get("date"),
+            "lm_eval_version": results_json.get("lm_eval_version")
+            or (results_json.get("versions") or {}).get(task),
+        },
+    }
+    if variant == "assertion" and config.get("output_type") != "generate_until":
+        try:
+            header["consistency_estimate"] = consistency_estimate(
+                benchmark, command_metadata(command), tokens)
+        except Exception as error:  # noqa: BLE001 - an estimate only; its absence is reported
+            problems.append(f"{task} [{model}]: consistency's prompt tokens not estimated "
+                            f"({type(error).__name__}: {error})")
+    lines: list[dict[str, Any]] = [header]
+    for record, prompts, generations, source in zip(run.records, run.prompts, run.generations,
+                                                    run.sources, strict=True):
+        lines.append({"source": source, "record": record,
+                      "prompts": [[_number(tokens(p)), times] for p, times in
+                                  prompt_groups(prompts)],
+                      "generated": _number(sum(tokens(text) for text in generations))})
+    path = path_for(results, model, task)
+    _write(path, lines)
+    return path
+
+
+def _number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else round(float(value), 2)
+
+
+def export_finished(out: Path, results: Path, problems: list[str]) -> list[Path]:
+    """Export every finished task under ``out`` (``<model>/<task>/run.json`` with return code 0)
+    whose committed records are missing or come from an earlier run of the same sizes.
+
+    Committed records of other sizes are kept (named in ``problems``): ``run.py`` replaces them
+    only when it runs the task for the sizes asked.
+    """
+    written = []
+    for done in sorted(Path(out).glob("*/*/run.json")):
+        try:
+            info = json.loads(done.read_text())
+        except (OSError, ValueError):
+            continue
+        if info.get("returncode") != 0:
+            continue
+        model, task = done.parent.parent.name, done.parent.name
+        header = read_header(path_for(results, model, task))
+        if header is not None and header.get("finished") == info.get("finished"):
+            continue
+        if header is not None and header.get("requested") != requested(
+                command_metadata(str(info.get("command", "")))):
+            problems.append(f"{done.parent}: not exported; the committed records of {model} / "
+                            f"{task} have other sizes ({header.get('requested')}); delete "
+                            f"{path_for(results, model, task).name} to replace them")
+            continue
+        path = export(done.parent, model, task, results, info, problems)
+        if path is not None:
+            written.append(path)
+            print(f"[bench] records of {model} / {task} -> {path}", flush=True)
+    return written
+
+
+def load(results: Path, problems: list[str]) -> list[Stored]:
+    """Every committed records file under ``results``, as the report's TaskRun objects."""
+    stored = []
+    for path in sorted(Path(results).glob("*/*.jsonl.gz")):
+        try:
+            lines = read_jsonl(path)
+        except (OSError, EOFError, ValueError) as error:
+            problems.append(f"{path}: unreadable ({error}); left out")
+            continue
+        header = lines[0] if lines else {}
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            problems.append(f"{path}: no {FORMAT} header; left out")
+            continue
+        docs = lines[1:]
+        lm = header["lm_eval"]
+        run = TaskRun(header["task"], header["model"], str(header.get("finished")), path,
+                      dict(lm["metrics"]), dict(lm["config"]), len(docs),
+                      lm.get("filter", "none"), path,
+                      records=[d["record"] for d in docs],
+                      sources=[d.get("source") for d in docs])
+        costs = [{"prompts": d["prompts"], "generated": d.get("generated", 0)} for d in docs]
+        stored.append(Stored(header["model"], header["task"], header, run, costs, path))
+    return stored
