@@ -7,6 +7,7 @@ lm-eval's aggregation calls here. Numbers are fractions in [0, 1] (the paper pri
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from calidist_metrics import (
+    CalibrationWarning,
     CaliDistCalibrator,
     IsotonicCalibration,
     PlattScaling,
@@ -207,25 +209,31 @@ def baseline_confidences(
     Returns ({baseline: (confidence, correct) per evaluation document}, {"temperature",
     "acc_vector"}); ``calidist report`` uses the per-document values for intervals and plots.
     """
-    logits_c = np.asarray([r["letter_logprobs"] for r in calibration])
-    logits_e = np.asarray([r["letter_logprobs"] for r in evaluation])
+    logits_c = [r["letter_logprobs"] for r in calibration]
+    logits_e = [r["letter_logprobs"] for r in evaluation]
     labels_c = _column(calibration, "label").astype(int)
     labels_e = _column(evaluation, "label").astype(int)
     conf_c, conf_e = _column(calibration, "confidence"), _column(evaluation, "confidence")
     correct_c, correct_e = _column(calibration, "correct"), _column(evaluation, "correct")
 
-    temperature = TemperatureScaling().fit(logits_c, labels_c)
-    vector = VectorScaling().fit(logits_c, labels_c)
-    vector_probs = vector.predict_proba(logits_e)  # may change the prediction, unlike the rest
-    vector_correct = (vector_probs.argmax(axis=1) == labels_e).astype(float)
+    temperature = TemperatureScaling().fit(logits_c, labels_c)  # any option count per document
     confidences = {
         "ts": (temperature.predict_proba(logits_e).max(axis=1), correct_e),
         "platt": (PlattScaling().fit(conf_c, correct_c).predict(conf_e), correct_e),
         "isotonic": (IsotonicCalibration().fit(conf_c, correct_c).predict(conf_e), correct_e),
-        "vector": (vector_probs.max(axis=1), vector_correct),
     }
-    extras = {"temperature": float(temperature.temperature_),
-              "acc_vector": float(vector_correct.mean())}
+    extras = {"temperature": float(temperature.temperature_), "acc_vector": math.nan}
+    counts = sorted({len(row) for row in logits_c + logits_e})
+    if len(counts) > 1:  # one weight per option: undefined when the option count varies
+        warnings.warn(f"vector scaling skipped (its metrics are NaN): the documents have "
+                      f"{' and '.join(map(str, counts))} options, and vector scaling needs the "
+                      "same number in every document", CalibrationWarning, stacklevel=2)
+        return confidences, extras
+    vector = VectorScaling().fit(np.asarray(logits_c), labels_c)
+    vector_probs = vector.predict_proba(np.asarray(logits_e))  # may change the prediction
+    vector_correct = (vector_probs.argmax(axis=1) == labels_e).astype(float)
+    confidences["vector"] = (vector_probs.max(axis=1), vector_correct)
+    extras["acc_vector"] = float(vector_correct.mean())
     return confidences, extras
 
 
@@ -238,8 +246,11 @@ def summarize_baselines(
         raise ValueError(f"{context['task']}: no calibration documents to fit the baselines on")
     confidences, extras = baseline_confidences(calibration, evaluation)
     results = _common(calibration, evaluation)
-    for name, (confidence, correct) in confidences.items():
-        results.update(_scores(confidence, correct, f"_{name}"))
+    for name in BASELINES:
+        if name in confidences:
+            results.update(_scores(*confidences[name], f"_{name}"))
+        else:  # skipped (vector scaling on documents with different option counts)
+            results.update({f"{score}_{name}": math.nan for score in SCORES})
     return {**results, **extras}
 
 
@@ -262,6 +273,11 @@ def generation_metric_names(confidence: str, distracted: bool) -> list[str]:
     return ["acc", *vanilla, *baselines, *GENERATION_EXTRAS]
 
 
+# Above this share of unreadable replies the scores describe the parser's fallback (1/c), not
+# the model: every calibration score is then NaN, with a warning, so no table shows a good ECE.
+UNREADABLE_LIMIT = 0.5
+
+
 def parse_fail_rate(records: Sequence[Mapping[str, Any]]) -> float:
     """Share of the records' generations whose answer (or needed confidence) was unreadable."""
     generations = sum(r["generations"] for r in records)
@@ -276,6 +292,30 @@ def summarize_generations(
     distracted: bool,
 ) -> dict[str, float]:
     """Metrics of a generation task; a distracted verbalized task is CaliDist's summary."""
+    results = _summarize_generations(records, settings, context, confidence, distracted)
+    if results["parse_fail_rate"] > UNREADABLE_LIMIT:
+        warnings.warn(
+            f"{results['parse_fail_rate']:.0%} of the evaluation replies were unreadable (more "
+            f"than {UNREADABLE_LIMIT:.0%}): every calibration score of this task is NaN, since it "
+            "would measure the parser's fallback, not the model; see docs/backends.md",
+            CalibrationWarning, stacklevel=2)
+        return _unreadable(results)
+    return results
+
+
+def _unreadable(results: dict[str, float]) -> dict[str, float]:
+    """Every score (ECE, Brier, AUROC under any suffix) NaN; accuracy and counts kept."""
+    return {name: math.nan if name.startswith(tuple(SCORES)) else value
+            for name, value in results.items()}
+
+
+def _summarize_generations(
+    records: Sequence[Mapping[str, Any]],
+    settings: RunSettings,
+    context: Mapping[str, Any],
+    confidence: str,
+    distracted: bool,
+) -> dict[str, float]:
     calibration, evaluation = split_records(records)
     results = {"parse_fail_rate": parse_fail_rate(evaluation)}
     if distracted:

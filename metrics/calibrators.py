@@ -429,7 +429,26 @@ class CaliDistCalibrator:
 # Logit baselines
 
 
-def _check_logits(logits, name: str = "logits") -> np.ndarray:
+def _is_ragged(logits) -> bool:
+    """A list of rows (sequences) whose lengths differ."""
+    if isinstance(logits, np.ndarray) or not isinstance(logits, (list, tuple)) or not logits:
+        return False
+    if not all(isinstance(row, (list, tuple, np.ndarray)) for row in logits):
+        return False
+    return len({len(row) for row in logits}) > 1
+
+
+def _check_logits(logits, name: str = "logits", *, ragged: bool = False) -> np.ndarray:
+    """(n, c) logits; with ``ragged``, rows of different lengths (documents whose option count
+    varies) are accepted and padded with -inf, a class of probability 0."""
+    if ragged and _is_ragged(logits):
+        rows = [as_float_array(row, f"{name}[{i}]") for i, row in enumerate(logits)]
+        if min(row.size for row in rows) < 2:
+            raise ValueError(f"{name} must have at least 2 classes in every row")
+        padded = np.full((len(rows), max(row.size for row in rows)), -np.inf)
+        for i, row in enumerate(rows):
+            padded[i, :row.size] = row
+        return padded
     array = as_float_array(logits, name, ndim=2)
     if array.shape[1] < 2:
         raise ValueError(f"{name} must have at least 2 columns (classes), got {array.shape[1]}")
@@ -455,7 +474,9 @@ class TemperatureScaling:
     T is searched on log T within [1e-3, 1e3] (bounded Brent; the bounds and T = 1 are also
     tried and the lowest NLL kept); a CalibrationWarning is issued when T ends at a bound (an
     all-correct calibration set pushes T to 0, uninformative logits push it to infinity).
-    Temperature never changes the argmax.
+    Temperature never changes the argmax. Logits may be ragged (a list of rows whose option
+    count varies, e.g. AQuA rows with 4 options beside rows with 5): a missing option is a class
+    of probability 0, and ``predict_proba`` returns rows padded with zeros to the widest row.
     """
 
     kind = "temperature"
@@ -465,9 +486,11 @@ class TemperatureScaling:
         self.temperature_: float | None = None
 
     def fit(self, logits: ArrayLike, labels: ArrayLike) -> TemperatureScaling:
-        """Fit T on (n, c) logits and (n,) integer labels; return self."""
-        logits = _check_logits(logits)
+        """Fit T on (n, c) logits (or ragged rows) and (n,) integer labels; return self."""
+        logits = _check_logits(logits, ragged=True)
         labels = _check_labels(labels, logits.shape[0], logits.shape[1])
+        if not np.all(np.isfinite(logits[np.arange(labels.size), labels])):
+            raise ValueError("labels name an option that a row of ragged logits does not have")
         rows = np.arange(labels.size)
         margins = logits - logits[rows, labels][:, None]
         margins[rows, labels] = -np.inf
@@ -492,7 +515,7 @@ class TemperatureScaling:
     def predict_proba(self, logits: ArrayLike) -> np.ndarray:
         """Calibrated class probabilities softmax(logits / T), shape (n, c)."""
         _check_fitted(self, "temperature_")
-        return np.exp(_log_softmax(_check_logits(logits) / self.temperature_))
+        return np.exp(_log_softmax(_check_logits(logits, ragged=True) / self.temperature_))
 
     def to_dict(self) -> dict:
         """JSON-serialisable state."""
