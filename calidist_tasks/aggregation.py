@@ -57,8 +57,14 @@ def metric_names(distracted: bool) -> list[str]:
     return ["acc", *vanilla, *baselines, *BASELINE_EXTRAS]
 
 
-def higher_is_better(name: str) -> bool:
-    return name.startswith(("acc", "auroc"))
+def higher_is_better(name: str) -> bool | None:
+    """True for accuracy and AUROC, False for ECE, Brier and the unreadable share; None (lm-eval
+    then prints no arrow) for diagnostics such as alpha, beta, lambda bounds and counts."""
+    if name.startswith(("acc", "auroc")):
+        return True
+    if name.startswith(("ece", "brier", "parse_fail_rate")):
+        return False
+    return None
 
 
 def _scores(confidence: np.ndarray, correct: np.ndarray, suffix: str = "") -> dict[str, float]:

@@ -333,3 +333,14 @@ def test_task_aggregation_fits_once_for_identical_or_copied_records(ppdb_data_di
     assert aggregation["ece"](copies) == first and len(fits) == 1
     aggregation["ece"](make_records(seed=5))
     assert len(fits) == 2
+
+
+def test_diagnostics_carry_no_better_or_worse_arrow():
+    from calidist_tasks.aggregation import higher_is_better, metric_names
+
+    arrows = {name: higher_is_better(name) for name in metric_names(True) + metric_names(False)}
+    for name in ("alpha", "beta", "lambda_min", "lambda_max", "temperature", "n_calibration",
+                 "n_evaluation", "requests_per_doc", "mu_mean", "delta_mean", "flip_rate"):
+        assert arrows[name] is None, name
+    assert arrows["ece"] is False and arrows["brier_ts"] is False and arrows["auroc"] is True
+    assert arrows["acc"] is True and higher_is_better("parse_fail_rate") is False
