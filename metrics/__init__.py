@@ -17,12 +17,18 @@ from .calibrators import (
 from .instability import confidence_instability, prediction_instability, reliability_score
 from .scores import (
     ReliabilityBins,
+    accuracy_at_coverage,
+    aurc,
     auroc,
     bootstrap_interval,
     brier_score,
     expected_calibration_error,
+    maximum_calibration_error,
     paired_bootstrap_test,
     reliability_bins,
+    risk_coverage_curve,
+    smooth_ece,
+    smooth_ece_bandwidth,
 )
 
 __all__ = [
@@ -35,6 +41,8 @@ __all__ = [
     "ReliabilityBins",
     "TemperatureScaling",
     "VectorScaling",
+    "accuracy_at_coverage",
+    "aurc",
     "auroc",
     "bootstrap_interval",
     "brier_score",
@@ -42,10 +50,14 @@ __all__ = [
     "confidence_instability",
     "expected_calibration_error",
     "load_calibrator",
+    "maximum_calibration_error",
     "paired_bootstrap_test",
     "prediction_instability",
     "reliability_bins",
     "reliability_score",
     "reliability_sigmoid",
+    "risk_coverage_curve",
     "save_calibrator",
+    "smooth_ece",
+    "smooth_ece_bandwidth",
 ]

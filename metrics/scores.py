@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy.fft import dct
+from scipy.optimize import brentq
 from scipy.stats import rankdata
 
 from ._validation import (
@@ -24,12 +26,18 @@ from ._validation import (
 
 __all__ = [
     "ReliabilityBins",
+    "accuracy_at_coverage",
+    "aurc",
     "auroc",
     "bootstrap_interval",
     "brier_score",
     "expected_calibration_error",
+    "maximum_calibration_error",
     "paired_bootstrap_test",
     "reliability_bins",
+    "risk_coverage_curve",
+    "smooth_ece",
+    "smooth_ece_bandwidth",
 ]
 
 _STRATEGIES = ("uniform", "quantile")
@@ -104,6 +112,129 @@ def expected_calibration_error(
     bins = reliability_bins(confidence, correct, n_bins=n_bins, strategy=strategy)
     weights = bins.counts / bins.counts.sum()
     return float(np.clip(np.sum(weights * bins.gaps), 0.0, 1.0))
+
+
+def maximum_calibration_error(
+    confidence: ArrayLike, correct: ArrayLike, n_bins: int = 10, strategy: str = "uniform"
+) -> float:
+    """MCE: the largest |accuracy - mean confidence| over the non-empty bins of
+    :func:`reliability_bins` (Naeini et al. 2015), a fraction in [0, 1]."""
+    bins = reliability_bins(confidence, correct, n_bins=n_bins, strategy=strategy)
+    return float(np.max(bins.gaps[bins.counts > 0]))
+
+
+# Smooth ECE (Blasiok & Nakkiran 2023, "Smooth ECE: principled reliability diagrams via kernel
+# smoothing"). The residuals y - f are smoothed with the reflected Gaussian kernel (every mirror
+# image of a point in 0 and 1 counted, so no mass leaves [0, 1]); smECE_sigma is the integral
+# over [0, 1] of |smoothed residual density|. The reflected Gaussian is the heat kernel of [0, 1]
+# with reflecting ends, so it acts on cosine coefficients as a factor exp(-(pi k sigma)^2 / 2):
+# the residuals are put on a fine grid and smoothed exactly there with a discrete cosine
+# transform. smECE_sigma does not grow with sigma, and smECE is its value at the fixed point
+# sigma* = smECE_sigma* (found by root search on [SMECE_MIN_BANDWIDTH, 1]).
+SMECE_MIN_BANDWIDTH = 1e-3  # as relplot's eps
+_SMECE_GRID = 4096  # cells on [0, 1]: 4 per SMECE_MIN_BANDWIDTH
+
+
+def _residual_cosines(confidence: np.ndarray, correct: np.ndarray) -> np.ndarray:
+    """Cosine coefficients of (1/n) sum_i (y_i - f_i) delta(f_i) on a grid of cell centres."""
+    position = np.clip(confidence * _SMECE_GRID - 0.5, 0.0, _SMECE_GRID - 1.0)
+    low = np.minimum(np.floor(position).astype(int), _SMECE_GRID - 2)
+    upper = position - low  # linear split between the two nearest cell centres
+    residual = (correct - confidence) / confidence.size
+    mass = np.bincount(low, weights=residual * (1.0 - upper), minlength=_SMECE_GRID)
+    mass += np.bincount(low + 1, weights=residual * upper, minlength=_SMECE_GRID)
+    return dct(mass, type=2)  # 2 sum_j mass_j cos(pi k x_j)
+
+
+def _smece_at(cosines: np.ndarray, bandwidth: float) -> float:
+    # the smoothed density holds no frequency above ~3 / bandwidth: read it at 16+ points per
+    # bandwidth (the cell centres of a coarser grid), not at all 4096
+    points = min(cosines.size, 2 ** int(np.ceil(np.log2(16.0 / bandwidth))))
+    k = np.arange(points)
+    smoothed = cosines[:points] * np.exp(-0.5 * (np.pi * k * bandwidth) ** 2) / 2.0
+    density = dct(smoothed, type=3)  # the smoothed residual density at the cell centres
+    return float(np.mean(np.abs(density)))
+
+
+def _check_bandwidth(bandwidth) -> float:
+    if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or not (
+            SMECE_MIN_BANDWIDTH <= bandwidth <= 1.0):
+        raise ValueError(f"bandwidth must be a number in [{SMECE_MIN_BANDWIDTH}, 1], "
+                         f"got {bandwidth!r}")
+    return float(bandwidth)
+
+
+def smooth_ece_bandwidth(confidence: ArrayLike, correct: ArrayLike) -> float:
+    """The bandwidth sigma* of :func:`smooth_ece`: the fixed point sigma = smECE_sigma, kept in
+    [1e-3, 1] (1e-3 when smECE_sigma < sigma already there, as for perfectly calibrated data)."""
+    confidence, correct = _check_pair(confidence, correct)
+    cosines = _residual_cosines(confidence, correct)
+    return _fixed_point(cosines)
+
+
+def _fixed_point(cosines: np.ndarray) -> float:
+    def excess(bandwidth: float) -> float:
+        return _smece_at(cosines, bandwidth) - bandwidth
+
+    if excess(SMECE_MIN_BANDWIDTH) <= 0.0:
+        return SMECE_MIN_BANDWIDTH
+    if excess(1.0) >= 0.0:
+        return 1.0
+    return float(brentq(excess, SMECE_MIN_BANDWIDTH, 1.0, xtol=1e-5))
+
+
+def smooth_ece(confidence: ArrayLike, correct: ArrayLike, bandwidth: float | None = None) -> float:
+    """Smooth ECE (Blasiok & Nakkiran 2023; relplot's ``smECE``), a fraction in [0, 1].
+
+    smECE_sigma = integral over t in [0, 1] of |(1/n) sum_i K_sigma(t, f_i) (y_i - f_i)| dt,
+    with K_sigma the Gaussian kernel of width sigma reflected at 0 and 1. With ``bandwidth``
+    None (default) sigma is the fixed point sigma* = smECE_sigma* (:func:`smooth_ece_bandwidth`);
+    otherwise the given sigma in [1e-3, 1]. 0 when the residuals cancel wherever documents
+    share a confidence; unlike binned ECE it moves continuously with the confidences.
+    """
+    confidence, correct = _check_pair(confidence, correct)
+    cosines = _residual_cosines(confidence, correct)
+    sigma = _fixed_point(cosines) if bandwidth is None else _check_bandwidth(bandwidth)
+    return float(np.clip(_smece_at(cosines, sigma), 0.0, 1.0))
+
+
+def risk_coverage_curve(confidence: ArrayLike, correct: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Selective prediction: (coverage, risk), one point per k = 1..n documents kept.
+
+    The k most confident documents are kept (coverage k/n) and risk is their error rate. Tied
+    confidences are admitted together: inside a tie the errors are counted at the tie's average
+    rate (the mean over every order of the tied documents), so the curve does not depend on the
+    input order.
+    """
+    confidence, correct = _check_pair(confidence, correct)
+    order = np.argsort(-confidence, kind="stable")
+    ranked, errors = confidence[order], 1.0 - correct[order]
+    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+    sizes = np.diff(np.r_[starts, ranked.size])
+    group_errors = np.add.reduceat(errors, starts)
+    before = np.cumsum(group_errors) - group_errors  # errors of the more confident ties
+    group = np.repeat(np.arange(starts.size), sizes)
+    kept = np.arange(1, ranked.size + 1)
+    wrong = before[group] + (kept - starts[group]) * group_errors[group] / sizes[group]
+    return kept / ranked.size, wrong / kept
+
+
+def aurc(confidence: ArrayLike, correct: ArrayLike) -> float:
+    """Area under the risk-coverage curve (Geifman & El-Yaniv 2017): the mean risk over the
+    coverages 1/n, ..., n/n of :func:`risk_coverage_curve`; lower is better, in [0, 1]."""
+    _, risk = risk_coverage_curve(confidence, correct)
+    return float(np.mean(risk))
+
+
+def accuracy_at_coverage(confidence: ArrayLike, correct: ArrayLike, coverage: float = 0.8) -> float:
+    """Accuracy of the ceil(coverage * n) most confident documents (ties as in
+    :func:`risk_coverage_curve`); ``coverage`` in (0, 1]."""
+    if isinstance(coverage, bool) or not isinstance(coverage, (int, float)) or not (
+            0.0 < coverage <= 1.0):
+        raise ValueError(f"coverage must be a number in (0, 1], got {coverage!r}")
+    _, risk = risk_coverage_curve(confidence, correct)
+    kept = max(1, int(np.ceil(coverage * risk.size - 1e-9)))
+    return float(1.0 - risk[kept - 1])
 
 
 def brier_score(confidence: ArrayLike, correct: ArrayLike) -> float:

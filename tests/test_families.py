@@ -29,7 +29,7 @@ from calidist_tasks.aggregation import metric_names
 FAMILIES = {"mscinli": 4, "yahoo": 10, "hellaswag": 4, "csqa": 5, "aqua": 5, "contractnli": 3}
 STYLES = ("", "_assertion", "_probe", "_corruption")
 SNAPSHOTS = Path(__file__).parent / "snapshots"
-SCORES = ("acc", "ece", "ece_adaptive", "brier", "auroc")
+SCORES = ("acc", "ece", "ece_adaptive", "brier", "auroc", "mce", "smece", "aurc")
 
 
 @pytest.fixture(scope="module")

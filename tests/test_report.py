@@ -23,18 +23,32 @@ from calidist_metrics import (
     CaliDistCalibrator,
     bootstrap_interval,
     expected_calibration_error,
+    smooth_ece,
 )
-from calidist_tasks.aggregation import SCORES, summarize_baselines, summarize_calidist
+from calidist_tasks.aggregation import (
+    SCORES,
+    UNREADABLE_LIMIT,
+    summarize_baselines,
+    summarize_calidist,
+)
 from calidist_tasks.cli import main
 from calidist_tasks.report import write_report
 from calidist_tasks.report.loading import (
     RESULTS_NAME,
     SAMPLES_NAME,
+    TaskRun,
     model_name,
     short_names,
 )
 from calidist_tasks.report.methods import METHODS, Cell, split_task
-from calidist_tasks.report.tables import escape, leaderboard
+from calidist_tasks.report.tables import (
+    ALWAYS_ZERO,
+    IDENTICAL,
+    escape,
+    intervals,
+    leaderboard,
+    more_scores,
+)
 from calidist_tasks.settings import RunSettings
 
 STAMP_A, STAMP_B, STAMP_OTHER = ("2026-01-01T10-00-00.000001", "2026-01-02T10-00-00.000001",
@@ -196,10 +210,14 @@ def test_leaderboard_values_by_hand(full) -> None:
     lowest = min(v for v, _ in column)
     for value, r in column:
         assert ("toy_ece" in r["best"].split(";")) == (round(value, 2) == round(lowest, 2))
+    # accuracy beside every method; no unreadable share for tasks that score the letters
+    assert float(vanilla["toy_acc"]) == pytest.approx(100 * 4 / 6, abs=1e-4)
+    assert vanilla["toy_parse_fail_rate"] == vanilla["average_parse_fail_rate"] == ""
     markdown = files["leaderboard.md"].read_text()
-    # benchmarks outside the paper's list come in alphabetical order
-    assert "| model-a | Vanilla | 10.83 | 18.29 | 75.00 | 18.33 | 21.58 | 75.00 | 14.58 |" \
-        in markdown
+    # benchmarks outside the paper's list come in alphabetical order; per benchmark: Acc, ECE,
+    # Brier, AUROC, Unreadable
+    assert ("| model-a | Vanilla | 66.67 | 10.83 | 18.29 | 75.00 | – | 66.67 | 18.33 | 21.58 | "
+            "75.00 | – | 66.67 | 14.58 |") in markdown
 
 
 def test_best_marks_ties_and_results_only_cells() -> None:
@@ -217,11 +235,65 @@ def test_best_marks_ties_and_results_only_cells() -> None:
     table = leaderboard(cells, {"m": "m", "n": "n"})
     labels = [r[1] for r in table.rows]
     assert labels == ["Vanilla", "Platt", "CaliDist (As.) †", "Vanilla"]
-    assert table.columns[2:] == ["Toy ECE↓", "Toy Brier↓", "Toy AUROC↑"]  # one benchmark
-    # ECE: Platt and CaliDist tie at 10.00 (marked both); Brier: all tie; AUROC: highest
-    assert {(i, j) for i, j in table.marks if j == 2} == {(1, 2), (2, 2), (3, 2)}
-    assert {(i, j) for i, j in table.marks if j == 4} == {(2, 4), (3, 4)}
-    assert "| m | CaliDist (As.) † | **10.00** | **20.00** | **70.00** |" in table.markdown()
+    assert table.columns[2:] == ["Toy Acc", "Toy ECE↓", "Toy Brier↓", "Toy AUROC↑",
+                                 "Toy Unreadable"]  # one benchmark
+    # ECE: Platt and CaliDist tie at 10.00 (marked both); Brier: all tie; AUROC: highest;
+    # accuracy and the unreadable share are never marked
+    assert {(i, j) for i, j in table.marks if j == 3} == {(1, 3), (2, 3), (3, 3)}
+    assert {(i, j) for i, j in table.marks if j == 5} == {(2, 5), (3, 5)}
+    assert not {j for _, j in table.marks} & {2, 6}
+    assert "| m | CaliDist (As.) † | – | **10.00** | **20.00** | **70.00** | – |" \
+        in table.markdown()
+
+
+def test_mostly_unreadable_method_is_flagged_and_never_best() -> None:
+    """parse_fail_rate 0.9 (> aggregation.UNREADABLE_LIMIT): the lowest ECE and the highest
+    AUROC of the column, yet flagged and not bold; the other rows get the marks."""
+    def cell(label: str, ece: float, auroc: float, metrics: dict) -> Cell:
+        method = next(m for m in METHODS if m.label == label)
+        run = TaskRun(f"calidist_toy_{label.lower()}", "m", STAMP_A, Path("r.json"), metrics, {})
+        return Cell("m", "toy", method, run, {"ece": ece, "brier": 0.2, "auroc": auroc})
+
+    assert UNREADABLE_LIMIT == 0.5
+    cells = [cell("Vanilla", 0.30, 0.60, {"acc": 0.7}),
+             cell("Verbalized", 0.01, 0.99, {"acc": 0.4, "parse_fail_rate": 0.9}),
+             cell("SPUQ", 0.20, 0.65, {"acc": 0.6, "parse_fail_rate": 0.5})]  # at the limit
+    assert [c.unreadable for c in cells] == [False, True, False]
+    table = leaderboard(cells, {"m": "m"})
+    assert [r[1] for r in table.rows] == ["Vanilla †", "Verbalized † ⚠", "SPUQ †"]
+    assert table.rows[1][2:] == [40.0, 1.0, 20.0, 99.0, 90.0]  # shown, x100
+    assert not any(i == 1 for i, _ in table.marks)
+    assert {j for i, j in table.marks if i == 2} == {3, 4, 5}  # SPUQ: best ECE, tied Brier, AUROC
+    assert "| m | Verbalized † ⚠ | 40.00 | 1.00 | 20.00 | 99.00 | 90.00 |" in table.markdown()
+    # the same rule in the "more scores" table: flagged there too
+    assert [r[2] for r in more_scores(cells, {"m": "m"}).rows] == [
+        "Vanilla †", "Verbalized ⚠ †", "SPUQ †"]
+
+
+def test_unreadable_task_in_a_report(tmp_path: Path) -> None:
+    """A verbalized task whose results file holds NaN scores (its aggregation refused them):
+    the samples rebuild the numbers without a mismatch, the row is flagged, not bold."""
+    conf, correct = [1.0, 1.0, 1.0, 0.0, 0.0, 1.0], [1, 1, 1, 0, 0, 1]  # ECE 0: the lowest
+    records = [{"index": 6 + i, "split": "evaluation", "label": 0, "prediction": 0,
+                "confidence": c, "correct": y, "generations": 10, "parse_failures": 9}
+               for i, (c, y) in enumerate(zip(conf, correct, strict=True))]
+    numbers = {"acc": 4 / 6, "parse_fail_rate": 0.9, "n_calibration": 6.0, "n_evaluation": 6.0,
+               **{f"{s}{x}": math.nan for s in SCORES for x in ("_vanilla", "_platt",
+                                                                   "_isotonic")}}
+    root = tmp_path / "runs"
+    write_run(root / "m", "org/model-a", ["toy"], STAMP_A,
+              extra={"calidist_toy_verbalized": (records, numbers)})
+    result, files = report(root, tmp_path / "out")
+    assert not any("verbalized" in p for p in result.problems), result.problems
+    board = {r["method"]: r for r in read_csv(files["leaderboard.csv"])}
+    flagged = board["Verbalized ⚠"]
+    assert float(flagged["toy_ece"]) == 0.0 and float(flagged["toy_parse_fail_rate"]) == 90.0
+    assert float(flagged["toy_acc"]) == pytest.approx(100 * 4 / 6, abs=1e-4)
+    assert flagged["best"] == ""
+    assert "toy_ece" in board["Platt"]["best"]  # the best readable one
+    assert board["Verbalized + Platt † ⚠"]["toy_ece"] == ""  # NaN in the results file: "–"
+    assert "| **0.00** |" not in files["leaderboard.md"].read_text()
+    assert any(r["method"] == "Verbalized ⚠" for r in read_csv(files["intervals.csv"]))
 
 
 def test_intervals_and_paired_test(full) -> None:
@@ -238,51 +310,121 @@ def test_intervals_and_paired_test(full) -> None:
     vanilla_brier = row(rows, model="model-a", method="Vanilla", benchmark="toy", score="brier")
     assert float(calidist["diff_vs_vanilla"]) == pytest.approx(
         float(calidist["value"]) - float(vanilla_brier["value"]), abs=1e-3)
-    assert 0.0 <= float(calidist["p_value"]) <= 1.0
+    assert 0.0 <= float(calidist["p_value"]) <= 1.0 and calidist["note"] == ""
     assert float(calidist["diff_low"]) <= float(calidist["diff_high"])
     assert int(calidist["n"]) == 6
+    # Platt is a monotone map: the same AUROC in every resample, so no p-value
+    platt = row(rows, model="model-a", task="calidist_toy", method="Platt", score="auroc")
+    assert (platt["diff_vs_vanilla"], platt["p_value"], platt["note"]) == ("0.0", "",
+                                                                          ALWAYS_ZERO)
+
+
+def test_identical_confidences_get_no_p_value() -> None:
+    run = TaskRun("calidist_toy_assertion", "m", STAMP_A, Path("r.json"), {}, {})
+    method = next(m for m in METHODS if m.label == "CaliDist (As.)")
+    conf, correct = map(np.asarray, EVALUATION[("org/model-a", "toy")])
+    # equal to numerical precision (a sigmoid factor of 1 - 1e-16), and clearly different
+    same = Cell("m", "toy", method, run, {}, conf * (1 - 1e-16), correct, (conf, correct))
+    other = Cell("m", "pair", method, run, {}, conf * 0.8, correct, (conf, correct))
+    wide, long = intervals([same, other], {"m": "m"}, 50)
+    tests = [r for r in long.rows if r[1] == "toy"]
+    assert [(r[-2], r[-1]) for r in tests] == [(None, IDENTICAL)] * 3
+    assert all(r[-5:-2] == [0.0, 0.0, 0.0] for r in tests)
+    assert wide.rows[1][-3:] == [f"– ({IDENTICAL}: no test)"] * 3
+    assert all("p=" in text for text in wide.rows[0][-3:-1])  # ECE and Brier tested
+    assert (1, 7) not in wide.marks and "p=" not in wide.markdown().splitlines()[3]
 
 
 def test_figures_data_pinned(full) -> None:
-    result, _, out = full
-    figures = {(f["model"], f["task"], f.get("method")): f for f in result.figures}
-    iso = figures[("model-a", "calidist_toy", "Isotonic")]
-    assert iso["series"]["Vanilla"]["counts"] == [0, 0, 0, 0, 0, 0, 2, 0, 2, 2]
-    assert iso["series"]["Vanilla"]["accuracy"] == [0, 0, 0, 0, 0, 0, 0.5, 0, 0.5, 1.0]
-    assert iso["series"]["Isotonic"]["counts"] == [0, 0, 0, 2, 0, 0, 0, 0, 0, 4]
-    assert iso["series"]["Isotonic"]["accuracy"][3] == 0.5
-    assert iso["series"]["Isotonic"]["accuracy"][9] == 0.75
-    assert iso["series"]["Isotonic"]["ece"] == pytest.approx((4 * 0.25 + 2 / 6) / 6, abs=1e-6)
-    for words in ("model-a", "calidist_toy", "Isotonic", "ECE ×100 22.22", "vanilla 18.33"):
-        assert words in iso["title"]
-    mu = figures[("model-a", "calidist_toy_assertion", None)]
-    assert mu["kind"] == "instability"
+    result, files, out = full
+    figures = {(f["kind"], f["model"], f["task"]): f for f in result.figures}
+    # one reliability figure and one risk-coverage figure per task, one panel per method
+    reliability = {k[1:]: f for k, f in figures.items() if k[0] == "reliability"}
+    assert set(reliability) == {(m, f"calidist_{b}{v}") for m, b in (("model-a", "toy"),
+                                ("model-a", "pair"), ("model-b", "toy"))
+                                for v in ("", "_assertion")}
+    toy = reliability[("model-a", "calidist_toy")]
+    assert toy["methods"] == list(toy["panels"]) == [
+        "Vanilla", "Temperature scaling", "Platt", "Isotonic", "Vector scaling"]
+    assert reliability[("model-b", "calidist_toy_assertion")]["methods"] == [
+        "Vanilla", "CaliDist (As.)"]  # the task's own vanilla beside the method
+    vanilla, iso = toy["panels"]["Vanilla"], toy["panels"]["Isotonic"]
+    assert vanilla["counts"] == [0, 0, 0, 0, 0, 0, 2, 0, 2, 2]
+    assert vanilla["accuracy"] == [0, 0, 0, 0, 0, 0, 0.5, 0, 0.5, 1.0]
+    assert vanilla["mce"] == pytest.approx(0.35, abs=1e-6)
+    assert vanilla["ece"] == pytest.approx(0.55 / 3, abs=1e-6)
+    # Wilson 95%: 2 of 2 right -> [1 / (1 + z^2 / 2), 1]; 1 of 2 -> centred on 0.5
+    z = 1.959963984540054
+    assert vanilla["wilson_low"][9] == pytest.approx(1 / (1 + z * z / 2), abs=1e-6)
+    assert vanilla["wilson_high"][9] == 1.0 and vanilla["wilson_low"][0] is None
+    assert vanilla["wilson_low"][6] + vanilla["wilson_high"][6] == pytest.approx(1.0)
+    assert iso["counts"] == [0, 0, 0, 2, 0, 0, 0, 0, 0, 4]
+    assert iso["accuracy"][3] == 0.5 and iso["accuracy"][9] == 0.75
+    assert iso["ece"] == pytest.approx((4 * 0.25 + 2 / 6) / 6, abs=1e-6)
+    assert iso["smece"] == pytest.approx(smooth_ece(*_isotonic_toy()), abs=1e-6)
+    for words in ("model-a", "calidist_toy", "reliability", "n=6 evaluation documents"):
+        assert words in toy["title"]
+    # risk-coverage: vanilla toy (0.95 x2 right | 0.85 one wrong | 0.65 one wrong), ties at
+    # their average: risks 0, 0, 0.5/3, 1/4, 1.5/5, 2/6
+    curves = figures[("risk_coverage", "model-a", "calidist_toy")]["curves"]
+    assert curves["Vanilla"]["aurc"] == pytest.approx((0.5 / 3 + 0.25 + 0.3 + 2 / 6) / 6)
+    assert curves["Vanilla"]["acc_at_80_coverage"] == pytest.approx(0.7)
+    assert list(curves) == toy["methods"]
+    mu = figures[("instability", "model-a", "calidist_toy_assertion")]
     assert mu["counts"] == [3, 1, 1, 0, 1]  # mu 0, 0.1, 0 | 0.3 | 0.5 | - | 0.9
     assert mu["accuracy"] == [1.0, 1.0, 0.0, 0.0, 0.0]
-    # a reliability diagram for every method with per-document data but vanilla itself
-    kinds = {(f["model"], f.get("method")) for f in result.figures if f["kind"] == "reliability"}
-    assert ("model-a", "Vanilla") not in kinds and ("model-b", "CaliDist (As.)") in kinds
-    png = out / iso["file"]
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # every figure as PNG and as PDF, both listed in the report's files
     import matplotlib.image
 
-    assert matplotlib.image.imread(png).shape[:2] == (770, 770)  # 7 x 7 in at 110 dpi
+    for figure in result.figures:
+        png, pdf = out / figure["file"], out / figure["vector"]
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+        assert pdf.read_bytes()[:5] == b"%PDF-", pdf
+        assert {png, pdf} <= set(result.files)
+    # panels side by side: 3.1 in per panel + 0.4 in, at 110 dpi
+    assert matplotlib.image.imread(out / toy["file"]).shape[1] == round((3.1 * 5 + 0.4) * 110)
+    two = reliability[("model-a", "calidist_toy_assertion")]
+    assert matplotlib.image.imread(out / two["file"]).shape[1] == round((3.1 * 2 + 0.4) * 110)
+    assert "(figures/reliability_model-a_calidist_toy.pdf)" in files["report.md"].read_text()
+
+
+def _isotonic_toy() -> tuple[list[float], list[int]]:
+    # Isotonic on the toy calibration documents: evaluation confidences 1, 1, 1, 1, 1/3, 1/3
+    return [1.0, 1.0, 1.0, 1.0, 1 / 3, 1 / 3], [1, 1, 1, 0, 0, 1]
+
+
+def test_more_scores_by_hand(full) -> None:
+    _, files, _ = full
+    vanilla = row(read_csv(files["scores.csv"]), model="model-a", benchmark="toy",
+                  method="Vanilla")
+    # toy: mean confidence 4.9 / 6, accuracy 4 / 6; bin gaps .05, .35, .15; AURC as in the
+    # risk-coverage test; 5 of 6 documents kept at 80% coverage: 1.5 wrong
+    expected = {"n": 6, "acc": 100 * 4 / 6, "ece_1_bin": 100 * (4.9 / 6 - 4 / 6), "mce": 35.0,
+                "aurc": 100 * (0.5 / 3 + 0.25 + 0.3 + 2 / 6) / 6,
+                "acc_at_80_coverage": 100 * (1 - 1.5 / 5),
+                "smece": 100 * smooth_ece(*map(np.asarray, EVALUATION[("org/model-a", "toy")]))}
+    for key, value in expected.items():
+        assert float(vanilla[key]) == pytest.approx(value, abs=1e-4), key
 
 
 def test_cost_table(full) -> None:
     _, files, _ = full
     rows = read_csv(files["cost.csv"])
     original = row(rows, model="model-a", task="calidist_toy")
+    # the original prompt once (forward passes), and once per letter (requests)
     assert [float(original[k]) for k in ("requests_per_doc", "distinct_prompts_per_doc",
                                          "prompt_tokens_per_doc",
-                                         "relative_to_original_prompt")] == [2, 1, 20, 2]
+                                         "forward_passes_vs_original_prompt",
+                                         "requests_vs_original_prompt")] == [2, 1, 20, 1, 2]
     assert original["token_count"] == "characters / 4"  # org/model-a is no local folder
     assert original["methods"].startswith("Vanilla, Temperature scaling")
     hinted = row(rows, model="model-a", task="calidist_toy_assertion")
-    # 2 x 10 (original prompt, two letters) + 2 hints x 2 letters x 20 tokens
+    # requests: 2 x 10 (original prompt, two letters) + 2 hints x 2 letters x 20 tokens;
+    # forward passes: 10 + 2 x 20 (each prompt once)
     assert [float(hinted[k]) for k in ("requests_per_doc", "distinct_prompts_per_doc",
                                        "prompt_tokens_per_doc",
-                                       "relative_to_original_prompt")] == [6, 3, 100, 10]
+                                       "forward_passes_vs_original_prompt",
+                                       "requests_vs_original_prompt")] == [6, 3, 100, 5, 10]
 
 
 @pytest.mark.filterwarnings("ignore::calidist_metrics.CalibrationWarning")

@@ -6,13 +6,16 @@ the output folder:
 
 - ``report.md``: everything below in one page, then the problems found (files or runs left out,
   by name) and the calibration warnings of the refits;
-- ``leaderboard.md`` / ``leaderboard.csv``: rows model x method, columns benchmark x (ECE,
-  Brier, AUROC) and their average, x100, best per column within a model marked;
+- ``leaderboard.md`` / ``leaderboard.csv``: rows model x method, columns benchmark x (accuracy,
+  ECE, Brier, AUROC, unreadable share) and their average, x100, best per column within a model
+  marked, methods with mostly unreadable replies flagged;
+- ``scores.csv``: one-bin ECE, MCE, smooth ECE, AURC, accuracy at 80% coverage;
 - ``intervals.csv``: 95% bootstrap intervals of each score and the paired bootstrap test of each
   method against the same task's vanilla confidence;
 - ``cost.csv``: requests, distinct prompts and prompt tokens per document, per task;
 - ``transfer.csv`` (with ``transfers``): a CaliDist fit moved from one task to another;
-- ``figures/*.png`` and ``figures.json`` (the numbers each figure drew).
+- ``figures/*.png`` and ``figures/*.pdf`` (reliability diagrams and risk-coverage curves per
+  task, the paper's Figure 1) and ``figures.json`` (the numbers each figure drew).
 
 No model is run: everything comes from the logged per-document records.
 """
@@ -27,18 +30,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.aggregation import SCORES
+from calidist_tasks.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.dataset import EVALUATION
 from calidist_tasks.report.cost import cost_table
 from calidist_tasks.report.loading import TaskRun, load_runs, short_names
-from calidist_tasks.report.methods import Cell, column, leaderboard_cells
+from calidist_tasks.report.methods import (
+    METHODS,
+    VANILLA_LABELS,
+    Cell,
+    column,
+    leaderboard_cells,
+    split_task,
+)
 from calidist_tasks.report.plots import (
+    FORMATS,
+    Series,
     figure_title,
     instability_figure,
-    reliability_diagram,
+    reliability_figure,
+    risk_coverage_figure,
     slug,
 )
-from calidist_tasks.report.tables import FROM_RESULTS, Table, escape, intervals, leaderboard
+from calidist_tasks.report.tables import (
+    ALWAYS_ZERO,
+    FROM_RESULTS,
+    IDENTICAL,
+    UNREADABLE,
+    Table,
+    escape,
+    intervals,
+    leaderboard,
+    more_scores,
+)
 from calidist_tasks.report.transfer import parse_pair, transfer_table
 
 __all__ = ["Report", "run_command", "write_report"]
@@ -56,39 +79,63 @@ class Report:
     figures: list[dict[str, Any]] = field(default_factory=list)
 
 
+def task_series(cells: list[Cell]) -> list[tuple[Cell, list[Series]]]:
+    """Per task with per-document data: (one of its cells, [(label, confidence, correct)]),
+    the task's own uncalibrated confidence first, then its methods in METHODS order."""
+    order = {m.label: i for i, m in enumerate(METHODS)}
+    by_run: dict[int, list[Cell]] = {}
+    for cell in sorted(cells, key=lambda c: order[c.method.label]):
+        if cell.confidence is not None:
+            by_run.setdefault(id(cell.run), []).append(cell)
+    found = []
+    for mine in by_run.values():
+        series = [(c.method.label, c.confidence, c.correct) for c in mine]
+        vanilla = next((c.vanilla for c in mine if c.vanilla is not None), None)
+        if vanilla is not None and all(c.method.refit != "vanilla" for c in mine):
+            variant = split_task(mine[0].run.task)[1]
+            label = next(m.label for m in METHODS
+                         if m.refit == "vanilla" and variant in m.variants)
+            series.insert(0, (label, *vanilla))
+        found.append((mine[0], series))
+    return found
+
+
 def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
              folder: Path) -> list[dict[str, Any]]:
     folder.mkdir(parents=True, exist_ok=True)
     drawn = []
-    with_diagram = {id(c.run) for c in cells if c.confidence is not None
-                    and c.method.refit != "vanilla"}
-    for cell in cells:
-        if cell.confidence is None or (cell.method.refit == "vanilla"
-                                       and id(cell.run) in with_diagram):
-            continue  # vanilla is drawn beside every other method of its task
-        model, task, method = names[cell.model], cell.run.task, cell.method.label
-        parts = [method, f"ECE ×100 {100 * cell.values['ece']:.2f}"]
-        if cell.vanilla is not None:
-            parts[-1] += f" (vanilla {100 * SCORES['ece'](*cell.vanilla):.2f})"
-        parts.append(f"n={cell.n} evaluation documents")
-        path = folder / f"reliability_{slug(model)}_{slug(task)}_{slug(method)}.png"
-        title = figure_title(model, task, parts)
-        data = reliability_diagram(path, title, method, cell.confidence, cell.correct,
-                                   *(cell.vanilla or (None, None)))
-        drawn.append({"file": str(path.relative_to(folder.parent)), "kind": "reliability",
-                      "model": model, "task": task, "method": method, "title": title, **data})
+
+    def entry(kind: str, base: Path, model: str, task: str, title: str, data: dict) -> dict:
+        files = [str(base.with_name(base.name + s).relative_to(folder.parent)) for s in FORMATS]
+        return {"file": files[0], "vector": files[1], "kind": kind, "model": model,
+                "task": task, "title": title, **data}
+
+    for cell, series in sorted(task_series(cells),
+                               key=lambda found: (names[found[0].model], found[0].run.task)):
+        model, task = names[cell.model], cell.run.task
+        first_is_vanilla = series[0][0] in VANILLA_LABELS
+        parts = [f"n={cell.n} evaluation documents", "scores ×100"]
+        base = folder / f"reliability_{slug(model)}_{slug(task)}"
+        title = figure_title(model, task, ["reliability", *parts])
+        data = reliability_figure(base, title, series, first_is_vanilla)
+        drawn.append(entry("reliability", base, model, task, title,
+                           {"n": cell.n, "methods": [s[0] for s in series], **data}))
+        base = folder / f"risk_coverage_{slug(model)}_{slug(task)}"
+        title = figure_title(model, task, ["risk-coverage", *parts])
+        data = risk_coverage_figure(base, title, series)
+        drawn.append(entry("risk_coverage", base, model, task, title,
+                           {"n": cell.n, "methods": [s[0] for s in series], **data}))
     for run in runs:
         evaluation = [r for r in run.records or [] if r.get("split") == EVALUATION]
         if not evaluation or "mu" not in evaluation[0]:
             continue
         model = names[run.model]
-        path = folder / f"instability_{slug(model)}_{slug(run.task)}.png"
+        base = folder / f"instability_{slug(model)}_{slug(run.task)}"
         title = figure_title(model, run.task, ["accuracy vs prediction instability μ",
                                                f"n={len(evaluation)} evaluation documents"])
-        data = instability_figure(path, title, column(evaluation, "mu"),
+        data = instability_figure(base, title, column(evaluation, "mu"),
                                   column(evaluation, "correct"))
-        drawn.append({"file": str(path.relative_to(folder.parent)), "kind": "instability",
-                      "model": model, "task": run.task, "title": title, **data})
+        drawn.append(entry("instability", base, model, run.task, title, data))
     return drawn
 
 
@@ -109,7 +156,8 @@ def _markdown(sections: list[tuple[str, str, Table | None]], report: Report) -> 
         lines += [f"## {title}", "", intro, "", table.markdown(), ""]
     if report.figures:
         lines += ["## Figures", ""]
-        lines += [f"- [{escape(f['file'])}]({f['file']})" for f in report.figures]
+        lines += [f"- [{escape(f['file'])}]({f['file']}) ([PDF]({f['vector']}))"
+                  for f in report.figures]
         lines.append("")
     lines += ["## Problems (left out of the affected cells)", ""]
     lines += [f"- {escape(p)}" for p in report.problems] or ["None."]
@@ -136,6 +184,7 @@ def write_report(
     names = short_names(r.model for r in loaded.runs)
     cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
     board = leaderboard(cells, names)
+    extra = more_scores(cells, names)
     wide, long = (intervals(cells, names, n_resamples, seed, report.notes) if n_resamples
                   else (None, None))
     moved = transfer_table(pairs, loaded.runs, names, report.problems) if pairs else None
@@ -144,7 +193,7 @@ def write_report(
         report.figures = _figures(cells, loaded.runs, names, report.out / "figures")
 
     tables = {"leaderboard.csv": board.csv("best"), "leaderboard.md": board.markdown() + "\n",
-              "cost.csv": costs.csv()}
+              "scores.csv": extra.csv(), "cost.csv": costs.csv()}
     if long is not None:
         tables["intervals.csv"] = long.csv()
     if moved is not None:
@@ -153,28 +202,45 @@ def write_report(
     sections = [
         ("Models", "Short names used below.", _models(loaded.runs, names)),
         ("Leaderboard", "Scores x100 on the evaluation documents; ↓ lower is better, ↑ higher "
-         "is better; **bold** = best of the column within the model. Average = mean over the "
-         f"benchmarks, for rows with every benchmark. {FROM_RESULTS} = numbers from the results "
-         "file only (no usable logged samples: no intervals or diagrams).", board),
+         "is better; **bold** = best ECE / Brier / AUROC of the column within the model. Acc = "
+         "accuracy of the method's predictions; Unreadable = share of the task's replies the "
+         "parser could not read (– for tasks that score the option letters). "
+         f"{UNREADABLE} = more than {UNREADABLE_LIMIT:.0%} of the replies unreadable: the "
+         "scores describe the parser's fallback, not the model (lm-eval's results file holds "
+         "NaN for them), and are never marked best. Average = mean over the benchmarks, for "
+         f"rows with every benchmark. {FROM_RESULTS} = numbers from the results file only (no "
+         "usable logged samples: no intervals or diagrams).", board),
+        ("More scores: one-bin ECE, MCE, smooth ECE, selective prediction",
+         "x100 on the evaluation documents (definitions: the README's Metrics table). ECE 1 bin "
+         "= \\|mean confidence − accuracy\\| (HELM); MCE = largest bin gap of the 10 "
+         "equal-width bins; smECE = smooth ECE (Błasiok & Nakkiran 2023, relplot); AURC = area "
+         "under the risk-coverage curve; Acc@80% coverage = accuracy of the 80% most confident "
+         f"documents. {FROM_RESULTS}: results-file numbers only (– where the file has none).",
+         extra),
         ("95% bootstrap intervals and paired test against vanilla",
          f"{n_resamples} resamples of the evaluation documents (seed {seed}). Δ = method − "
          "vanilla on the same documents (negative is better for ECE and Brier, positive for "
          "AUROC); p = two-sided paired bootstrap p-value; **bold** = p < 0.05 (and a difference "
          "that shows at two decimals). – = no paired vanilla "
-         "(a vanilla row itself, or a method that changes the predictions).", wide),
+         "(a vanilla row itself, or a method that changes the predictions); "
+         f"\"{IDENTICAL}\" = the method's confidences equal vanilla's to numerical precision "
+         f"(no test, no p-value); \"{ALWAYS_ZERO}\" = no p-value either (e.g. AUROC after a "
+         "monotone map such as Platt scaling).", wide),
         ("Transfer of the CaliDist fit", "Fit (λ bounds, α, β) refitted on the source task's "
          "calibration documents and applied to the target task's evaluation documents, beside "
          "the target's vanilla confidence and its own (in-domain) fit; scores x100.", moved),
         ("Cost per document", "Every request as sent (a loglikelihood prompt once per option "
-         "letter, a sampled prompt once per sample); × original prompt = prompt tokens relative "
-         "to one original prompt.", costs),
+         "letter, a sampled prompt once per sample). × original prompt = prompt tokens relative "
+         "to one original prompt sent once: (forward passes) counts every distinct prompt once "
+         "(what a backend that scores all letters in one pass computes), (requests) counts "
+         "every request as sent (once per letter or sample).", costs),
     ]
     tables["report.md"] = _markdown(sections, report)
     for name, text in tables.items():
         path = report.out / name
         path.write_text(text, encoding="utf-8")
         report.files.append(path)
-    report.files += [report.out / f["file"] for f in report.figures]
+    report.files += [report.out / f[key] for f in report.figures for key in ("file", "vector")]
     return report
 
 

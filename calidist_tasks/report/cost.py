@@ -5,7 +5,9 @@ with the model's own tokenizer when the model is a local folder holding one (no 
 tokens added); otherwise, and for API models, as characters / 4, and the table says which.
 A loglikelihood task sends each prompt once per option letter, a sampling task once per sample
 (``repeats``): "requests" and "prompt tokens" count every request as sent, "distinct prompts"
-counts the different texts (the forward passes a prefix cache would need).
+counts the different texts (the forward passes a backend that scores every letter of a prompt
+in one pass needs). "× original prompt" gives both, in prompt tokens relative to one original
+prompt sent once: (forward passes) counts each distinct prompt once, (requests) every request.
 """
 
 from __future__ import annotations
@@ -57,28 +59,33 @@ def prompt_groups(prompts: list[tuple[str, int]]) -> list[tuple[str, int]]:
 def document_cost(prompts: list[tuple[str, int]], tokens: Callable[[str], float]
                   ) -> dict[str, float]:
     """One document's cost: ``requests`` and ``prompt_tokens`` count every request as sent,
-    ``distinct_prompts`` the different prompt texts, ``original_tokens`` the first prompt's."""
+    ``distinct_prompts`` and ``distinct_tokens`` each different prompt text once (forward
+    passes), ``original_tokens`` the first prompt's."""
+    distinct = {prompt for prompt, _ in prompts}
     return {"requests": float(sum(times for _, times in prompts)),
-            "distinct_prompts": float(len({prompt for prompt, _ in prompts})),
+            "distinct_prompts": float(len(distinct)),
             "prompt_tokens": float(sum(tokens(p) * times for p, times in prompts)),
+            "distinct_tokens": float(sum(tokens(p) for p in distinct)),
             "original_tokens": float(tokens(prompts[0][0])) if prompts else 0.0}
 
 
 def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
     """One row per model and task: requests, distinct prompts and prompt tokens per document."""
     table = Table(["model", "task", "methods", "documents", "requests / doc",
-                   "distinct prompts / doc", "prompt tokens / doc", "× original prompt",
+                   "distinct prompts / doc", "prompt tokens / doc",
+                   "× original prompt (forward passes)", "× original prompt (requests)",
                    "tokens counted as"], digits=1,
                   keys=["model", "task", "methods", "documents", "requests_per_doc",
                         "distinct_prompts_per_doc", "prompt_tokens_per_doc",
-                        "relative_to_original_prompt", "token_count"])
+                        "forward_passes_vs_original_prompt", "requests_vs_original_prompt",
+                        "token_count"])
     counters: dict[str, tuple[Callable[[str], float], str]] = {}
     for run in sorted(runs, key=lambda r: (names[r.model], r.task)):
         variant = split_task(run.task)[1]
         methods = ", ".join(m.label for m in METHODS if variant in m.variants)
         if run.prompts is None:  # no usable samples: the results file's request count only
             table.rows.append([names[run.model], run.task, methods, None,
-                               run.metrics.get("requests_per_doc"), None, None, None,
+                               run.metrics.get("requests_per_doc"), None, None, None, None,
                                "no samples logged"])
             continue
         if run.model not in counters:
@@ -87,11 +94,13 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
         tokens, how = counters[run.model]
         docs = run.prompts
         costs = [document_cost(doc, tokens) for doc in docs]
-        requests, distinct, total = (np.mean([c[key] for c in costs]) for key in
-                                     ("requests", "distinct_prompts", "prompt_tokens"))
+        requests, distinct, total, passes = (
+            np.mean([c[key] for c in costs]) for key in
+            ("requests", "distinct_prompts", "prompt_tokens", "distinct_tokens"))
         original = np.mean([c["original_tokens"] for c, doc in zip(costs, docs, strict=True)
                             if doc])
         table.rows.append([names[run.model], run.task, methods, str(len(docs)),
                            float(requests), float(distinct), float(total),
+                           float(passes / original) if original else None,
                            float(total / original) if original else None, how])
     return table

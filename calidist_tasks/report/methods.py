@@ -30,6 +30,7 @@ from calidist_metrics import (
 )
 from calidist_tasks.aggregation import (
     SCORES,
+    UNREADABLE_LIMIT,
     baseline_confidences,
     calidist_calibrator,
     split_records,
@@ -78,6 +79,7 @@ METHODS: tuple[Method, ...] = (
 VARIANTS = sorted({v for m in METHODS for v in m.variants if v}, key=len, reverse=True)
 # Tasks whose record "confidence" is a vanilla row: their other rows are paired with it.
 PAIRED_VARIANTS = {v for m in METHODS if m.refit == "vanilla" for v in m.variants}
+VANILLA_LABELS = {m.label for m in METHODS if m.refit == "vanilla"}  # the model's own confidence
 
 
 @dataclass
@@ -97,6 +99,27 @@ class Cell:
     @property
     def n(self) -> int | None:
         return None if self.correct is None else int(self.correct.size)
+
+    @property
+    def accuracy(self) -> float | None:
+        """Share of correct evaluation documents: from the per-document data, else the results
+        file's ``acc<suffix>`` (vector scaling's own) or ``acc``."""
+        if self.correct is not None:
+            return float(np.mean(self.correct))
+        metrics = self.run.metrics if self.run is not None else {}
+        return metrics.get(f"acc{self.method.suffix}", metrics.get("acc"))
+
+    @property
+    def parse_fail_rate(self) -> float | None:
+        """The task's unreadable share of replies (generation tasks; None for scored tasks)."""
+        return self.run.metrics.get("parse_fail_rate") if self.run is not None else None
+
+    @property
+    def unreadable(self) -> bool:
+        """Mostly unreadable replies (above ``aggregation.UNREADABLE_LIMIT``): the scores
+        describe the parser's fallback, not the model (lm-eval's results file holds NaN)."""
+        rate = self.parse_fail_rate
+        return rate is not None and rate > UNREADABLE_LIMIT
 
     @property
     def paired(self) -> bool:
@@ -244,9 +267,13 @@ def refit(run: TaskRun, kinds: set[str]) -> dict[str, tuple[np.ndarray, np.ndarr
     return found
 
 
-def _mismatch(values: dict[str, float], saved: dict[str, float]) -> list[str]:
+def _mismatch(values: dict[str, float], saved: dict[str, float],
+              unreadable: bool = False) -> list[str]:
+    """Scores the samples do not reproduce; a NaN in the results file matches only for a task
+    with mostly unreadable replies (its aggregation writes NaN on purpose)."""
     return [f"{name} {values[name]:.6f} from the samples, {saved[name]:.6f} in the results file"
-            for name in saved if abs(values[name] - saved[name]) > TOLERANCE]
+            for name in saved if (not unreadable if math.isnan(saved[name])
+                                  else not abs(values[name] - saved[name]) <= TOLERANCE)]
 
 
 def task_cells(run: TaskRun, problems: list[str], notes: list[str]) -> list[Cell]:
@@ -283,7 +310,8 @@ def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
         if method.refit in per_doc:
             confidence, correct = per_doc[method.refit]
             values = {s: float(fn(confidence, correct)) for s, fn in SCORES.items()}
-            wrong = _mismatch(values, saved)
+            rate = run.metrics.get("parse_fail_rate")
+            wrong = _mismatch(values, saved, rate is not None and rate > UNREADABLE_LIMIT)
             if wrong:
                 problems.append(f"{run.name}: {method.label}: the samples do not reproduce the "
                                 f"results file ({'; '.join(wrong)}){_fit_hint(run, method)}; "

@@ -1,8 +1,13 @@
-"""Figures: reliability diagrams (vanilla and calibrated overlaid) and the paper's Figure 1.
+"""Figures: reliability diagrams, risk-coverage curves and the paper's Figure 1.
 
-Each figure function returns the data it drew (bins, counts, scores) so that tests can pin it
-and ``figures.json`` can carry it beside the PNGs. matplotlib runs on the Agg backend (no
-display needed).
+Every figure is written twice, as ``<name>.png`` and as the vector ``<name>.pdf``. Each figure
+function returns the numbers it drew, so that tests can pin them and ``figures.json`` can carry
+them beside the files. matplotlib runs on the Agg backend (no display needed).
+
+Reliability diagrams are drawn as calibration papers draw them (scikit-learn's
+``CalibrationDisplay``, relplot): one marker per non-empty bin at (mean confidence, accuracy),
+joined by a line, the diagonal, the gap to it shaded, a 95% Wilson interval per bin and the bin
+counts in a small panel below; one panel per method of a task, side by side.
 """
 
 from __future__ import annotations
@@ -14,11 +19,27 @@ from typing import Any
 
 import numpy as np
 
-from calidist_metrics import expected_calibration_error, reliability_bins
+from calidist_metrics import (
+    accuracy_at_coverage,
+    aurc,
+    expected_calibration_error,
+    maximum_calibration_error,
+    reliability_bins,
+    risk_coverage_curve,
+    smooth_ece,
+)
 
 CONFIDENCE_BINS = 10  # as the ECE
 MU_BINS = 5  # Figure 1: mu in [0, 0.2), ..., [0.8, 1.0]
-VANILLA_COLOR, CALIBRATED_COLOR = "#9e9e9e", "#1f77b4"
+Z_95 = 1.959963984540054  # two-sided 95% normal quantile, for the Wilson interval
+VANILLA_COLOR, CALIBRATED_COLOR, GAP_COLOR = "#616161", "#1f77b4", "#d62728"
+CURVE_COLORS = ("#616161", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+LINE_STYLES = ("-", "--", "-.", (0, (5, 1, 1, 1)), (0, (2, 1)))  # ":" is the oracle
+FORMATS = (".png", ".pdf")  # raster and vector
+PANEL_COLUMNS = 5  # reliability panels per row
+COVERAGE_POINTS = np.round(np.linspace(0.1, 1.0, 10), 2)  # risk kept in figures.json
+
+Series = tuple[str, np.ndarray, np.ndarray]  # (label, confidence, correct) per document
 
 
 def slug(text: str) -> str:
@@ -40,6 +61,29 @@ def _pyplot():
     return plt
 
 
+def _save(fig, base: Path) -> list[Path]:
+    """``base``.png and ``base``.pdf (no creation date in the PDF: reruns give the same file)."""
+    paths = [base.with_name(base.name + suffix) for suffix in FORMATS]
+    for path in paths:
+        fig.savefig(path, dpi=110, metadata={"CreationDate": None} if path.suffix == ".pdf"
+                    else None)
+    fig.clf()
+    return paths
+
+
+def wilson_interval(successes: np.ndarray, counts: np.ndarray,
+                    z: float = Z_95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval of a binomial share, per bin (nan where the count is 0)."""
+    successes, counts = np.asarray(successes, float), np.asarray(counts, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = successes / counts
+        denominator = 1.0 + z * z / counts
+        centre = (share + z * z / (2.0 * counts)) / denominator
+        half = z * np.sqrt(share * (1.0 - share) / counts + z * z / (4.0 * counts ** 2)) \
+            / denominator
+    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
+
 def _bins_data(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> dict[str, list]:
     bins = reliability_bins(confidence, correct, n_bins=n_bins, strategy="uniform")
     return {"counts": bins.counts.astype(int).tolist(),
@@ -48,62 +92,119 @@ def _bins_data(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> dict
             "edges": bins.edges.round(6).tolist()}
 
 
-def reliability_diagram(
-    path: Path,
-    title: str,
-    method: str,
-    confidence: np.ndarray,
-    correct: np.ndarray,
-    vanilla: np.ndarray | None = None,
-    vanilla_correct: np.ndarray | None = None,
-) -> dict[str, Any]:
-    """Accuracy per confidence bin (10 equal-width bins), the method beside vanilla, counts below.
+def reliability_data(confidence: np.ndarray, correct: np.ndarray) -> dict[str, Any]:
+    """The numbers of one reliability panel: bins, Wilson interval per bin, ECE, smECE, MCE."""
+    data = _bins_data(confidence, correct, CONFIDENCE_BINS)
+    counts = np.asarray(data["counts"])
+    low, high = wilson_interval(np.asarray(data["accuracy"]) * counts, counts)
 
-    ``vanilla_correct`` differs from ``correct`` only for a method that changes predictions
-    (vector scaling).
+    def shown(values: np.ndarray) -> list[float | None]:
+        return [None if c == 0 else round(float(v), 6) for c, v in zip(counts, values, strict=True)]
+
+    return {**data, "wilson_low": shown(low), "wilson_high": shown(high),
+            "ece": round(expected_calibration_error(confidence, correct, CONFIDENCE_BINS), 6),
+            "smece": round(smooth_ece(confidence, correct), 6),
+            "mce": round(maximum_calibration_error(confidence, correct, CONFIDENCE_BINS), 6)}
+
+
+def _reliability_panel(top, bottom, label: str, data: dict[str, Any], color: str) -> None:
+    counts = np.asarray(data["counts"])
+    full = counts > 0
+    mean, accuracy = np.asarray(data["mean"])[full], np.asarray(data["accuracy"])[full]
+    low = np.asarray(data["wilson_low"], dtype=float)[full]
+    high = np.asarray(data["wilson_high"], dtype=float)[full]
+    top.plot([0, 1], [0, 1], ls="--", color="black", lw=0.8, label="perfect calibration")
+    top.vlines(mean, np.minimum(mean, accuracy), np.maximum(mean, accuracy), color=GAP_COLOR,
+               lw=5, alpha=0.3, label="gap to the diagonal")
+    top.errorbar(mean, accuracy, yerr=[accuracy - low, high - accuracy], fmt="-o", color=color,
+                 ms=4.5, lw=1.3, elinewidth=0.9, capsize=2.5, label="accuracy, 95% Wilson")
+    top.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), aspect="equal")
+    top.set_title(f"{label}\nECE {100 * data['ece']:.2f} · smECE {100 * data['smece']:.2f} · "
+                  f"MCE {100 * data['mce']:.2f}", fontsize=9)
+    top.grid(alpha=0.3)
+    top.tick_params(labelbottom=False, labelsize=8)
+    edges = np.asarray(data["edges"])
+    drawn = bottom.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color=color,
+                       alpha=0.6, edgecolor="black", lw=0.4)
+    bottom.bar_label(drawn, labels=[str(c) if c else "" for c in counts], fontsize=6, padding=1)
+    bottom.set_ylim(0, max(1, counts.max()) * 1.35)
+    bottom.set_xlim(-0.02, 1.02)
+    bottom.set_xlabel("confidence", fontsize=8)
+    bottom.tick_params(labelsize=7)
+
+
+def reliability_figure(base: Path, title: str, series: Sequence[Series],
+                       first_is_vanilla: bool = False) -> dict[str, Any]:
+    """One figure per task: a reliability panel per method, counts below each; the first panel
+    is drawn grey when it is the model's own (uncalibrated) confidence.
+
+    Writes ``base``.png and ``base``.pdf; returns ``{"panels": {label: reliability_data}}``.
     """
     plt = _pyplot()
-    series = [(method, confidence, correct, CALIBRATED_COLOR)]
-    if vanilla is not None:
-        vc = correct if vanilla_correct is None else vanilla_correct
-        series.insert(0, ("Vanilla", vanilla, vc, VANILLA_COLOR))
-    data = {"n": int(correct.size), "series": {}}
-    width = 1.0 / CONFIDENCE_BINS
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 7), sharex=True,
-                                      gridspec_kw={"height_ratios": [3, 1.2]})
-    top.plot([0, 1], [0, 1], ls="--", color="black", lw=1, label="perfect calibration")
-    bar = width / len(series)
-    for k, (label, conf, corr, color) in enumerate(series):
-        bins = _bins_data(conf, corr, CONFIDENCE_BINS)
-        ece = expected_calibration_error(conf, corr, n_bins=CONFIDENCE_BINS)
-        data["series"][label] = {**bins, "ece": round(float(ece), 6)}
-        left = np.asarray(bins["edges"][:-1]) + k * bar
-        counts = np.asarray(bins["counts"])
-        shown = counts > 0
-        accuracy = np.asarray(bins["accuracy"])[shown]
-        top.bar(left[shown], accuracy, width=bar, align="edge", color=color, alpha=0.85,
-                edgecolor="black", lw=0.5, label=f"{label} (ECE {100 * ece:.2f})")
-        # a dot on every non-empty bin, so that a bin with accuracy 0 is still seen
-        top.scatter(left[shown] + bar / 2, accuracy, color=color, edgecolor="black", s=18,
-                    zorder=3, clip_on=False)
-        drawn = bottom.bar(left, counts, width=bar, align="edge", color=color, alpha=0.85,
-                           edgecolor="black", lw=0.5)
-        bottom.bar_label(drawn, labels=[str(c) if c else "" for c in counts], fontsize=7,
-                         padding=1)
-    top.set(xlim=(0, 1), ylim=(0, 1.05), ylabel="accuracy in bin")
-    top.set_title(title, fontsize=10)
-    top.legend(loc="upper left", fontsize=8)
-    top.grid(alpha=0.3)
-    bottom.set(xlabel="confidence (10 equal-width bins)", ylabel="documents")
-    bottom.set_ylim(0, max(1, max(max(s["counts"]) for s in data["series"].values())) * 1.3)
-    bottom.set_xticks(np.linspace(0, 1, CONFIDENCE_BINS + 1))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    columns = min(len(series), PANEL_COLUMNS)
+    rows = -(-len(series) // columns)
+    fig = plt.figure(figsize=(3.1 * columns + 0.4, 4.3 * rows + 0.7), layout="constrained")
+    grid = fig.add_gridspec(2 * rows, columns, height_ratios=[3.2, 1.0] * rows)
+    panels: dict[str, Any] = {}
+    for k, (label, confidence, correct) in enumerate(series):
+        row, col = divmod(k, columns)
+        top = fig.add_subplot(grid[2 * row, col])
+        bottom = fig.add_subplot(grid[2 * row + 1, col], sharex=top)
+        panels[label] = reliability_data(confidence, correct)
+        color = VANILLA_COLOR if k == 0 and first_is_vanilla else CALIBRATED_COLOR
+        _reliability_panel(top, bottom, label, panels[label], color)
+        if col == 0:
+            top.set_ylabel("accuracy in bin", fontsize=8)
+            bottom.set_ylabel("documents", fontsize=8)
+        if k == 0:
+            top.legend(loc="upper left", fontsize=6.5, framealpha=0.85)
+    fig.suptitle(title, fontsize=10)
+    _save(fig, base)
     plt.close(fig)
-    return data
+    return {"panels": panels}
 
 
-def instability_figure(path: Path, title: str, mu: np.ndarray,
+def risk_coverage_figure(base: Path, title: str, series: Sequence[Series]) -> dict[str, Any]:
+    """Selective prediction: error rate of the most confident documents against their share.
+
+    One curve per method (AURC and accuracy at 80% coverage in the legend), the oracle (wrong
+    documents last) dashed; ``base``.png and ``base``.pdf. Returns per method its AURC,
+    accuracy at 80% coverage and the risk at coverage 0.1, ..., 1.0.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.6), layout="constrained")
+    curves: dict[str, Any] = {}
+    for k, (label, confidence, correct) in enumerate(series):
+        coverage, risk = risk_coverage_curve(confidence, correct)
+        area, at_80 = aurc(confidence, correct), accuracy_at_coverage(confidence, correct, 0.8)
+        kept = np.maximum(1, np.ceil(COVERAGE_POINTS * risk.size - 1e-9).astype(int))
+        curves[label] = {"aurc": round(area, 6), "acc_at_80_coverage": round(at_80, 6),
+                         "coverage": COVERAGE_POINTS.tolist(),
+                         "risk": risk[kept - 1].round(6).tolist()}
+        # methods that keep the ranking (a monotone map) draw the same curve: each later one
+        # is thinner and dashed differently, so that all stay visible on top of each other
+        ax.plot(coverage, risk, lw=max(0.9, 2.6 - 0.45 * k), ls=LINE_STYLES[k % len(LINE_STYLES)],
+                color=CURVE_COLORS[k % len(CURVE_COLORS)],
+                label=f"{label} (AURC {100 * area:.2f}, acc@80% {100 * at_80:.2f})")
+    correct = np.asarray(series[0][2], float)
+    oracle = np.maximum(0.0, np.arange(1, correct.size + 1) - correct.sum()) \
+        / np.arange(1, correct.size + 1)
+    ax.plot(np.arange(1, correct.size + 1) / correct.size, oracle, ls=":", color="black",
+            lw=1.1, label=f"oracle for {series[0][0]} (wrong last)")
+    ax.axvline(0.8, ls="-", color="gray", lw=0.6, alpha=0.6)
+    top = max(float(risk_coverage_curve(c, y)[1].max()) for _, c, y in series)
+    ax.set(xlim=(0, 1), ylim=(0, min(1.02, max(0.05, 1.1 * top))),
+           xlabel="coverage (share of documents kept, most confident first)",
+           ylabel="risk (error rate of the kept documents)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    _save(fig, base)
+    plt.close(fig)
+    return {"curves": curves}
+
+
+def instability_figure(base: Path, title: str, mu: np.ndarray,
                        correct: np.ndarray) -> dict[str, Any]:
     """Figure 1 of the paper: accuracy of documents binned by prediction instability mu."""
     plt = _pyplot()
@@ -112,7 +213,7 @@ def instability_figure(path: Path, title: str, mu: np.ndarray,
     edges = bins["edges"]
     labels = [f"[{edges[i]:.1f}, {edges[i + 1]:.1f}{']' if i == MU_BINS - 1 else ')'}"
               for i in range(MU_BINS)]
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
     accuracy = np.where(counts > 0, bins["accuracy"], 0.0)
     drawn = ax.bar(range(MU_BINS), accuracy, color=CALIBRATED_COLOR, alpha=0.85,
                    edgecolor="black", lw=0.5)
@@ -122,8 +223,7 @@ def instability_figure(path: Path, title: str, mu: np.ndarray,
     ax.set(ylim=(0, 1.2), xlabel="prediction instability μ", ylabel="accuracy (original prompt)")
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, base)
     plt.close(fig)
     return {"n": int(correct.size), **bins}
 

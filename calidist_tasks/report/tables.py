@@ -1,27 +1,43 @@
-"""Tables of the report (Markdown and CSV from one structure): leaderboard and intervals.
+"""Tables of the report (Markdown and CSV from one structure): leaderboard, intervals, scores.
 
 Every score is printed x100, as in the paper. The leaderboard has one row per model and method
-and, per benchmark, ECE / Brier / AUROC, plus their average over the benchmarks (only for rows
-with a value on every benchmark, so that averages compare like with like); the best value of
-each column within a model is marked (bold in Markdown, listed in the CSV's ``best`` column).
+and, per benchmark, accuracy, ECE / Brier / AUROC and the share of unreadable replies, plus
+their average over the benchmarks (only for rows with a value on every benchmark, so that
+averages compare like with like); the best ECE / Brier / AUROC of each column within a model is
+marked (bold in Markdown, listed in the CSV's ``best`` column), never for a method whose replies
+were mostly unreadable (flagged ⚠).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
-from calidist_metrics import CalibrationWarning, bootstrap_interval, paired_bootstrap_test
+from calidist_metrics import (
+    CalibrationWarning,
+    accuracy_at_coverage,
+    bootstrap_interval,
+    expected_calibration_error,
+    paired_bootstrap_test,
+)
 from calidist_tasks.aggregation import SCORES
 from calidist_tasks.report.methods import METHODS, Cell
 
 # (score, title, higher is better)
 LEADERBOARD_SCORES = (("ece", "ECE", False), ("brier", "Brier", False), ("auroc", "AUROC", True))
+# the leaderboard's columns per benchmark; None = context, never marked best
+LEADERBOARD_COLUMNS = (("acc", "Acc", None), *LEADERBOARD_SCORES,
+                       ("parse_fail_rate", "Unreadable", None))
+UNREADABLE = "⚠"  # after a method whose replies were mostly unreadable
+IDENTICAL = "identical to vanilla"  # paired test: the same confidences, nothing to test
+ALWAYS_ZERO = "Δ = 0 in every resample"  # paired test: e.g. AUROC after a monotone map
 PAPER_ORDER = ("mscinli", "mnli", "ppdb", "yahoo", "hellaswag", "csqa", "aqua", "gsm8k",
                "contractnli")
 TITLES = {"mscinli": "MSciNLI", "mnli": "MNLI", "ppdb": "PPDB", "yahoo": "Yahoo", "csqa": "CSQA",
@@ -89,9 +105,9 @@ def benchmark_order(cells: Iterable[Cell]) -> list[str]:
     return known + sorted(found - set(known))
 
 
-def _best(values: Sequence[float | None], higher: bool) -> set[int]:
-    # ties at the printed precision are all marked
-    shown = [None if v is None else round(v, 2) for v in values]
+def _best(values: Sequence[float | None], higher: bool, excluded: set[int]) -> set[int]:
+    # ties at the printed precision are all marked; ``excluded`` rows are never marked
+    shown = [None if v is None or i in excluded else round(v, 2) for i, v in enumerate(values)]
     present = [v for v in shown if v is not None]
     if not present:
         return set()
@@ -99,34 +115,64 @@ def _best(values: Sequence[float | None], higher: bool) -> set[int]:
     return {i for i, v in enumerate(shown) if v == target}
 
 
+def _value(cell: Cell | None, name: str) -> float | None:
+    """A leaderboard number x100 (None when absent or NaN)."""
+    if cell is None:
+        return None
+    if name == "acc":
+        value = cell.accuracy
+    elif name == "parse_fail_rate":
+        value = cell.parse_fail_rate
+    else:
+        value = cell.values.get(name)
+    return None if value is None or math.isnan(value) else 100 * float(value)
+
+
 def leaderboard(cells: list[Cell], names: dict[str, str]) -> Table:
-    """Rows model x method, columns benchmark x (ECE, Brier, AUROC) and their average, x100."""
+    """Rows model x method; per benchmark (and their average): accuracy, ECE, Brier, AUROC and
+    the share of unreadable replies, x100.
+
+    The best ECE / Brier / AUROC of a column within a model is marked; a method whose replies
+    were mostly unreadable (``Cell.unreadable``) is flagged with UNREADABLE after its name and
+    never marked best.
+    """
     benchmarks = benchmark_order(cells)
     groups = [*benchmarks, "average"] if len(benchmarks) > 1 else benchmarks
     table = Table(
-        ["model", "method"] + [f"{TITLES.get(g, g.capitalize())} {title}{'↑' if higher else '↓'}"
-                               for g in groups for _, title, higher in LEADERBOARD_SCORES],
-        keys=["model", "method"] + [f"{g}_{s}" for g in groups for s, _, _ in LEADERBOARD_SCORES],
+        ["model", "method"] + [f"{TITLES.get(g, g.capitalize())} {title}"
+                               f"{'' if higher is None else '↑' if higher else '↓'}"
+                               for g in groups for _, title, higher in LEADERBOARD_COLUMNS],
+        keys=["model", "method"] + [f"{g}_{s}" for g in groups for s, _, _ in LEADERBOARD_COLUMNS],
     )
     by_key = {(c.model, c.benchmark, c.method.label): c for c in cells}
+    width = len(LEADERBOARD_COLUMNS)
     for model in sorted({c.model for c in cells}, key=lambda m: names[m]):
-        first = len(table.rows)
+        first, flagged = len(table.rows), []  # flagged: per row, the groups not to mark
         for method in METHODS:
             found = [by_key.get((model, b, method.label)) for b in benchmarks]
             if not any(found):
                 continue
-            row = [names[model], method.label + ("" if all(
-                c is None or c.confidence is not None for c in found) else f" {FROM_RESULTS}")]
-            values = [[None if c is None or s not in c.values else 100 * c.values[s]
-                       for s, _, _ in LEADERBOARD_SCORES] for c in found]
+            bad = {g for g, c in enumerate(found) if c is not None and c.unreadable}
+            if bad and len(benchmarks) > 1:
+                bad.add(len(benchmarks))  # the average includes the unreadable benchmark
+            label = method.label
+            if not all(c is None or c.confidence is not None for c in found):
+                label += f" {FROM_RESULTS}"
+            if bad:
+                label += f" {UNREADABLE}"
+            values = [[_value(c, s) for s, _, _ in LEADERBOARD_COLUMNS] for c in found]
             if len(benchmarks) > 1:
                 values.append([None if None in column else float(np.mean(column))
                                for column in zip(*values, strict=True)])
-            table.rows.append(row + [v for per_group in values for v in per_group])
+            table.rows.append([names[model], label] + [v for group in values for v in group])
+            flagged.append(bad)
         for j in range(2, len(table.columns)):
-            higher = LEADERBOARD_SCORES[(j - 2) % len(LEADERBOARD_SCORES)][2]
+            higher = LEADERBOARD_COLUMNS[(j - 2) % width][2]
+            if higher is None:  # accuracy and unreadable share: context, never marked
+                continue
+            excluded = {i for i, bad in enumerate(flagged) if (j - 2) // width in bad}
             column = [r[j] for r in table.rows[first:]]
-            table.marks |= {(first + i, j) for i in _best(column, higher)}
+            table.marks |= {(first + i, j) for i in _best(column, higher, excluded)}
     return table
 
 
@@ -204,21 +250,30 @@ def significant(test: dict[str, float]) -> bool:
     return test["p_value"] < SIGNIFICANT and round(100 * test["difference"], 2) != 0
 
 
+def identical(confidence_a: np.ndarray, confidence_b: np.ndarray) -> bool:
+    """Whether two confidences of the same documents are equal to numerical precision."""
+    return bool(np.allclose(confidence_a, confidence_b, rtol=1e-9, atol=1e-12))
+
+
 def intervals(cells: list[Cell], names: dict[str, str], n_resamples: int, seed: int = 0,
               notes: list[str] | None = None) -> tuple[Table, Table]:
     """95% bootstrap intervals and the paired test against vanilla: (Markdown, long CSV).
 
     Documents of the evaluation set are resampled with replacement (``n_resamples`` times,
     numpy seed ``seed``); the paired test resamples the same documents for both confidences.
-    A significant difference is bold in the Markdown. Resamples holding one class only (AUROC
-    undefined, 0.5 used) are counted in ``notes``.
+    A significant difference is bold in the Markdown. No p-value is given where the method's
+    confidences equal vanilla's to numerical precision (IDENTICAL) or the difference is 0 in
+    every resample (ALWAYS_ZERO, e.g. AUROC after a monotone map); the CSV's ``note`` says
+    which. Resamples holding one class only (AUROC undefined, 0.5 used) are counted in
+    ``notes``.
     """
     scores = [s for s, _, _ in LEADERBOARD_SCORES]
     wide = Table(["model", "benchmark", "method", "n"]
                  + [f"{t} (95% CI)" for _, t, _ in LEADERBOARD_SCORES]
                  + [f"Δ{t} vs vanilla (95% CI), p" for _, t, _ in LEADERBOARD_SCORES])
     long = Table(["model", "benchmark", "task", "method", "score", "n", "value", "ci_low",
-                  "ci_high", "diff_vs_vanilla", "diff_low", "diff_high", "p_value"], digits=4)
+                  "ci_high", "diff_vs_vanilla", "diff_low", "diff_high", "p_value", "note"],
+                 digits=4)
     order = {m.label: i for i, m in enumerate(METHODS)}
     benchmarks = benchmark_order(cells)
     ranked = sorted((c for c in cells if c.confidence is not None),
@@ -228,6 +283,8 @@ def intervals(cells: list[Cell], names: dict[str, str], n_resamples: int, seed: 
         warnings.simplefilter("always", CalibrationWarning)
         for cell in ranked:
             shown, tests = [], []
+            label = cell.method.label + (f" {UNREADABLE}" if cell.unreadable else "")
+            same = cell.paired and identical(cell.confidence, cell.vanilla[0])
             found = score_intervals(cell.confidence, cell.correct, n_resamples, seed,
                                     {score: SCORES[score] for score in scores})
             for score in scores:
@@ -235,25 +292,69 @@ def intervals(cells: list[Cell], names: dict[str, str], n_resamples: int, seed: 
                 shown.append(f"{100 * value:.2f} ({100 * low:.2f} to {100 * high:.2f})")
                 if not cell.paired:
                     tests.append("–")
-                    long.rows.append([names[cell.model], cell.benchmark, cell.run.task,
-                                      cell.method.label, score, cell.n, 100 * value, 100 * low,
-                                      100 * high, None, None, None, None])
+                    long.rows.append([names[cell.model], cell.benchmark, cell.run.task, label,
+                                      score, cell.n, 100 * value, 100 * low, 100 * high, None,
+                                      None, None, None, ""])
+                    continue
+                row = [names[cell.model], cell.benchmark, cell.run.task, label, score, cell.n,
+                       100 * value, 100 * low, 100 * high]
+                if same:  # no test: the difference is 0 in every resample by construction
+                    tests.append(f"– ({IDENTICAL}: no test)")
+                    long.rows.append([*row, 0.0, 0.0, 0.0, None, IDENTICAL])
                     continue
                 test = paired_difference(SCORES[score], cell.confidence, cell.correct,
                                          cell.vanilla[0], None, n_resamples, seed=seed)
                 diff = [100 * test["difference"], 100 * test["low"], 100 * test["high"]]
+                if test["difference"] == test["low"] == test["high"] == 0.0:
+                    tests.append(f"+0.00 (+0.00 to +0.00), p – ({ALWAYS_ZERO})")
+                    long.rows.append([*row, *diff, None, ALWAYS_ZERO])
+                    continue
                 tests.append(f"{diff[0]:+.2f} ({diff[1]:+.2f} to {diff[2]:+.2f}), "
                              f"p={test['p_value']:.3f}")
                 if significant(test):
                     wide.marks.add((len(wide.rows), 4 + len(scores) + len(tests) - 1))
-                long.rows.append([names[cell.model], cell.benchmark, cell.run.task,
-                                  cell.method.label, score, cell.n, 100 * value, 100 * low,
-                                  100 * high, *diff, test["p_value"]])
+                long.rows.append([*row, *diff, test["p_value"], ""])
             wide.rows.append([names[cell.model], TITLES.get(cell.benchmark, cell.benchmark),
-                              cell.method.label, str(cell.n), *shown, *tests])
+                              label, str(cell.n), *shown, *tests])
     degenerate = [w for w in caught if issubclass(w.category, CalibrationWarning)]
     if degenerate and notes is not None:
         notes.append(f"bootstrap: {len(degenerate)} of the intervals and tests met resamples "
                      "holding only correct or only wrong documents (AUROC 0.5 used for those); "
                      "such intervals are wide and rough")
     return wide, long
+
+
+# (name, title, score of (confidence, correct)) of the "more scores" table; x100
+MORE_SCORES: tuple[tuple[str, str, Callable[[np.ndarray, np.ndarray], float]], ...] = (
+    ("ece_1_bin", "ECE 1 bin↓", partial(expected_calibration_error, n_bins=1)),
+    ("mce", "MCE↓", SCORES["mce"]),
+    ("smece", "smECE↓", SCORES["smece"]),
+    ("aurc", "AURC↓", SCORES["aurc"]),
+    ("acc_at_80_coverage", "Acc@80% coverage↑", partial(accuracy_at_coverage, coverage=0.8)),
+)
+
+
+def more_scores(cells: list[Cell], names: dict[str, str]) -> Table:
+    """Per model, benchmark and method: accuracy, HELM's one-bin ECE, MCE, smooth ECE, AURC and
+    the accuracy of the 80% most confident documents, x100.
+
+    Computed from the per-document data; a cell with results-file numbers only (†) shows the
+    scores its results file holds (MCE, smECE, AURC of runs made since they exist), "–" else.
+    """
+    table = Table(["model", "benchmark", "method", "n", "Acc"] + [t for _, t, _ in MORE_SCORES],
+                  keys=["model", "benchmark", "method", "n", "acc"]
+                  + [s for s, _, _ in MORE_SCORES])
+    order = {m.label: i for i, m in enumerate(METHODS)}
+    benchmarks = benchmark_order(cells)
+    for cell in sorted(cells, key=lambda c: (names[c.model], benchmarks.index(c.benchmark),
+                                             order[c.method.label])):
+        label = cell.method.label + (f" {UNREADABLE}" if cell.unreadable else "")
+        if cell.confidence is None:
+            label += f" {FROM_RESULTS}"
+            values = [_value(cell, name) for name, _, _ in MORE_SCORES]
+        else:
+            values = [100 * float(fn(cell.confidence, cell.correct)) for _, _, fn in MORE_SCORES]
+        table.rows.append([names[cell.model], TITLES.get(cell.benchmark, cell.benchmark), label,
+                           None if cell.n is None else str(cell.n), _value(cell, "acc"),
+                           *values])
+    return table

@@ -1,6 +1,8 @@
-"""Scores: agreement with scikit-learn, hand-computed ECE, properties, input checks, bootstrap."""
+"""Scores: agreement with scikit-learn, hand-computed ECE / MCE / AURC, smooth ECE against its
+definition and the paper's stated behaviour, properties, input checks, bootstrap."""
 
 import dataclasses
+import math
 import subprocess
 import sys
 from functools import partial
@@ -9,19 +11,28 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import norm
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from calidist_metrics import (
     CalibrationWarning,
+    accuracy_at_coverage,
+    aurc,
     auroc,
     bootstrap_interval,
     brier_score,
     expected_calibration_error,
+    maximum_calibration_error,
     paired_bootstrap_test,
     reliability_bins,
+    risk_coverage_curve,
+    smooth_ece,
+    smooth_ece_bandwidth,
 )
 
-SCORES = [expected_calibration_error, brier_score, auroc, reliability_bins]
+SCORES = [expected_calibration_error, brier_score, auroc, reliability_bins,
+          maximum_calibration_error, smooth_ece, smooth_ece_bandwidth, risk_coverage_curve, aurc,
+          accuracy_at_coverage]
 
 
 def _data(n=400, seed=0):
@@ -133,6 +144,190 @@ def test_scores_in_range(docs):
         assert 0.0 <= auroc(confidence, correct) <= 1.0
         assert auroc(confidence, correct) == pytest.approx(roc_auc_score(correct, confidence))
     assert brier_score(confidence, correct) >= 0
+
+
+# -- MCE, one-bin ECE -----------------------------------------------------------------------
+
+
+def test_mce_hand_example():
+    confidence = [0.05, 0.15, 0.15, 0.55, 0.95, 0.95, 1.0, 0.3, 0.7]
+    correct = [0, 0, 1, 1, 1, 1, 0, 0, 1]
+    # bin gaps (see test_ece_hand_example_uniform): .05, .35, .3, .45, .3, |2/3 - 2.9/3| = .3
+    assert maximum_calibration_error(confidence, correct) == pytest.approx(0.45)
+    assert maximum_calibration_error([1.0, 1.0], [1, 1]) == 0.0
+    assert maximum_calibration_error([1.0, 0.0], [0, 1]) == 1.0
+    # equal-mass bins: [.1, .2, .3, .4] acc .5 conf .25; [.6, .7, .8, .9] acc .75 conf .75
+    assert maximum_calibration_error([0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9],
+                                     [0, 0, 1, 1, 1, 1, 0, 1], 2, "quantile") == pytest.approx(0.25)
+
+
+def test_one_bin_ece_is_helms_mean_gap():
+    # HELM's ece_1_bin: |mean confidence - accuracy|
+    assert expected_calibration_error([0.9, 0.8, 0.4], [1, 0, 0], n_bins=1) == pytest.approx(
+        0.7 - 1 / 3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(documents(), st.integers(1, 15))
+def test_mce_bounds_ece(docs, n_bins):
+    confidence, correct = docs
+    ece = expected_calibration_error(confidence, correct, n_bins=n_bins)
+    mce = maximum_calibration_error(confidence, correct, n_bins=n_bins)
+    assert ece - 1e-12 <= mce <= 1.0
+    bins = reliability_bins(confidence, correct, n_bins=n_bins)
+    assert mce == pytest.approx(bins.gaps[bins.counts > 0].max())
+
+
+# -- smooth ECE ----------------------------------------------------------------------------
+
+
+def smece_by_definition(confidence, correct, sigma, points=8001):
+    """The paper's smECE_sigma by direct integration: (1/n) sum_i K(t, f_i) (y_i - f_i) with K
+    the Gaussian reflected at 0 and 1 (every mirror image), integrated over t in [0, 1]."""
+    f, y = np.asarray(confidence, float), np.asarray(correct, float)
+    t = np.linspace(0.0, 1.0, points)
+    density = np.zeros_like(t)
+    for shift in range(-6, 7):
+        for image in (f + 2 * shift, 2 * shift - f):
+            density += norm.pdf(t[:, None], loc=image[None, :], scale=sigma) @ (y - f)
+    return float(np.trapezoid(np.abs(density / f.size), t))
+
+
+@pytest.mark.parametrize("sigma", [0.02, 0.1, 0.35, 1.0])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_smooth_ece_matches_its_definition(sigma, seed):
+    rng = np.random.default_rng(seed)
+    confidence = np.r_[rng.uniform(0, 1, 40), [0.0, 1.0, 0.001, 0.999]]  # the edges too
+    correct = (rng.uniform(size=confidence.size) < confidence ** 2).astype(int)
+    assert smooth_ece(confidence, correct, bandwidth=sigma) == pytest.approx(
+        smece_by_definition(confidence, correct, sigma), abs=2e-4)
+
+
+def test_smooth_ece_bandwidth_is_the_fixed_point():
+    confidence, correct = _data(300, seed=2)
+    correct = np.where(confidence > 0.7, correct, 0)  # miscalibrated below 0.7
+    sigma = smooth_ece_bandwidth(confidence, correct)
+    value = smooth_ece(confidence, correct)
+    assert 1e-3 < sigma < 1.0
+    assert value == pytest.approx(sigma, abs=1e-4)
+    assert value == pytest.approx(smooth_ece(confidence, correct, bandwidth=sigma), abs=1e-9)
+    # smECE_sigma does not grow with sigma (the fixed point is unique)
+    values = [smooth_ece(confidence, correct, bandwidth=s) for s in np.linspace(0.001, 1, 40)]
+    assert np.all(np.diff(values) <= 1e-9)
+
+
+def test_smooth_ece_zero_when_calibrated():
+    # the residuals cancel at every confidence: 0 (the paper: 0 iff perfectly calibrated)
+    assert smooth_ece([0.7] * 10, [1] * 7 + [0] * 3) == pytest.approx(0.0, abs=1e-12)
+    assert smooth_ece([0.25] * 4 + [0.5] * 2, [1, 0, 0, 0, 1, 0]) == pytest.approx(0.0, abs=1e-12)
+    assert smooth_ece([1.0, 0.0, 1.0], [1, 0, 1]) == 0.0
+    assert smooth_ece_bandwidth([0.7] * 10, [1] * 7 + [0] * 3) == 1e-3
+    # sampled from a calibrated model: small, shrinking with n
+    rng = np.random.default_rng(0)
+    confidence = rng.uniform(0, 1, 20000)
+    correct = (rng.uniform(size=confidence.size) < confidence).astype(int)
+    assert smooth_ece(confidence, correct) < 0.02
+    assert smooth_ece(confidence[:500], correct[:500]) > smooth_ece(confidence, correct)
+
+
+def test_smooth_ece_worst_case_is_one():
+    assert smooth_ece([1.0] * 5, [0] * 5) == pytest.approx(1.0, abs=1e-9)
+    assert smooth_ece([0.0, 0.0], [1, 1]) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_smooth_ece_close_to_ece_on_well_populated_data():
+    # overconfident by 0.1 everywhere, 20000 documents: binned and smooth ECE both ~0.1
+    rng = np.random.default_rng(1)
+    confidence = rng.uniform(0.4, 1.0, 20000)
+    correct = (rng.uniform(size=confidence.size) < confidence - 0.1).astype(int)
+    ece = expected_calibration_error(confidence, correct)
+    assert ece == pytest.approx(0.1, abs=0.01)
+    assert smooth_ece(confidence, correct) == pytest.approx(ece, abs=0.01)
+
+
+def test_smooth_ece_is_continuous_where_binned_ece_jumps():
+    # wrong documents just below a bin edge, right ones just above: binned ECE jumps when a
+    # shift of 0.002 puts them in one bin; smooth ECE moves by about that shift
+    confidence = np.array([0.599] * 50 + [0.601] * 50)
+    correct = np.array([0] * 50 + [1] * 50)
+    moved = confidence + 0.002  # 0.601 and 0.603: now in one bin
+    jump = expected_calibration_error(confidence, correct) - expected_calibration_error(moved,
+                                                                                        correct)
+    assert jump == pytest.approx((0.599 + 0.399) / 2 - 0.102, abs=1e-9)  # 0.499 -> 0.102
+    assert abs(smooth_ece(confidence, correct) - smooth_ece(moved, correct)) < 0.005
+    # and continuous in the bandwidth
+    assert abs(smooth_ece(confidence, correct, bandwidth=0.1)
+               - smooth_ece(confidence, correct, bandwidth=0.101)) < 0.005
+
+
+def test_smooth_ece_matches_relplot():
+    relplot = pytest.importorskip("relplot")  # the authors' package, when installed
+    rng = np.random.default_rng(3)
+    for n, shift in ((50, 0.15), (1000, 0.0), (3000, -0.1)):
+        confidence = rng.uniform(0.3, 1.0, n)
+        correct = (rng.uniform(size=n) < np.clip(confidence - shift, 0, 1)).astype(float)
+        assert smooth_ece(confidence, correct) == pytest.approx(
+            relplot.smECE(confidence, correct), abs=2e-3)
+
+
+def test_smooth_ece_bad_bandwidth():
+    for bandwidth in (0.0, 1.5, True, "0.1"):
+        with pytest.raises(ValueError, match="bandwidth"):
+            smooth_ece([0.5], [1], bandwidth=bandwidth)
+
+
+# -- selective prediction ------------------------------------------------------------------
+
+
+def test_risk_coverage_and_aurc_hand_example():
+    coverage, risk = risk_coverage_curve([0.9, 0.8, 0.7, 0.6], [1, 0, 1, 0])
+    np.testing.assert_allclose(coverage, [0.25, 0.5, 0.75, 1.0])
+    np.testing.assert_allclose(risk, [0, 1 / 2, 1 / 3, 1 / 2])
+    assert aurc([0.9, 0.8, 0.7, 0.6], [1, 0, 1, 0]) == pytest.approx((1 / 2 + 1 / 3 + 1 / 2) / 4)
+    # input order does not matter
+    assert aurc([0.6, 0.9, 0.7, 0.8], [0, 1, 1, 0]) == pytest.approx((1 / 2 + 1 / 3 + 1 / 2) / 4)
+
+
+def test_risk_coverage_ties_count_at_their_average_rate():
+    # 0.9 twice (one wrong), then 0.5 right: k=1 and k=2 keep half an error per document
+    _, risk = risk_coverage_curve([0.9, 0.5, 0.9], [1, 1, 0])
+    np.testing.assert_allclose(risk, [0.5, 0.5, 1 / 3])
+    assert aurc([0.9, 0.9, 0.5], [1, 0, 1]) == pytest.approx(4 / 9)
+    assert aurc([0.9, 0.9, 0.5], [0, 1, 1]) == pytest.approx(4 / 9)
+    # one confidence for all: the ranking says nothing, AURC = error rate
+    assert aurc([0.5] * 4, [1, 1, 0, 1]) == pytest.approx(0.25)
+
+
+def test_aurc_perfect_and_worst_ranking():
+    assert aurc([0.9, 0.8, 0.2, 0.1], [1, 1, 0, 0]) == pytest.approx((0 + 0 + 1 / 3 + 1 / 2) / 4)
+    assert aurc([0.1, 0.2, 0.8, 0.9], [1, 1, 0, 0]) == pytest.approx((1 + 1 + 2 / 3 + 1 / 2) / 4)
+    assert aurc([0.3, 0.6], [1, 1]) == 0.0 and aurc([0.3, 0.6], [0, 0]) == 1.0
+
+
+def test_accuracy_at_coverage_hand_example():
+    confidence, correct = [0.9, 0.8, 0.7, 0.6, 0.5], [1, 1, 0, 1, 0]
+    assert accuracy_at_coverage(confidence, correct) == pytest.approx(0.75)  # top 4 of 5
+    assert accuracy_at_coverage(confidence, correct, coverage=1.0) == pytest.approx(0.6)
+    assert accuracy_at_coverage(confidence, correct, coverage=0.3) == pytest.approx(1.0)  # 2
+    # 6 documents: ceil(4.8) = 5 kept; the tie at 0.65 counts at its average (one of two right)
+    assert accuracy_at_coverage([0.95, 0.95, 0.85, 0.85, 0.65, 0.65],
+                                [1, 1, 1, 0, 0, 1]) == pytest.approx(1 - 1.5 / 5)
+    for coverage in (0, 1.5, -0.1, True):
+        with pytest.raises(ValueError, match="coverage"):
+            accuracy_at_coverage(confidence, correct, coverage=coverage)
+
+
+@settings(max_examples=60, deadline=None)
+@given(documents())
+def test_selective_scores_in_range(docs):
+    confidence, correct = docs
+    coverage, risk = risk_coverage_curve(confidence, correct)
+    assert coverage[-1] == 1.0 and risk[-1] == pytest.approx(1 - np.mean(correct))
+    assert np.all((risk >= -1e-12) & (risk <= 1 + 1e-12))
+    assert 0.0 <= aurc(confidence, correct) <= 1.0
+    assert 0.0 <= accuracy_at_coverage(confidence, correct) <= 1.0
+    value = smooth_ece(confidence, correct)
+    assert 0.0 <= value <= 1.0 and math.isfinite(value)
 
 
 # -- degenerate and bad input --------------------------------------------------------------

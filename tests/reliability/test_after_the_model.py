@@ -37,7 +37,7 @@ def test_varying_option_counts_keep_every_method_but_vector_scaling(tiny_model_d
     for name in ("ece_ts", "brier_platt", "auroc_isotonic", "ece_vanilla", "temperature"):
         assert math.isfinite(baselines[f"{name},none"]), name
     assert all(math.isnan(baselines[f"{score}_vector,none"])
-               for score in ("ece", "ece_adaptive", "brier", "auroc"))
+               for score in ("ece", "ece_adaptive", "brier", "auroc", "mce", "smece", "aurc"))
     assert math.isnan(baselines["acc_vector,none"])
     calidist = out["results"]["calidist_aqua_assertion"]
     assert math.isfinite(calidist["ece,none"]) and math.isfinite(calidist["alpha,none"])
@@ -68,7 +68,7 @@ def test_all_unreadable_replies_give_nan_scores_not_a_perfect_ece(tiny_model_dir
     for task in ("calidist_ppdb_verbalized", "calidist_ppdb_assertion_verbalized"):
         results = out["results"][task]
         assert results["parse_fail_rate,none"] > 0.5
-        scores = [k for k in results if k.split(",")[0].startswith(("ece", "brier", "auroc"))
-                  and "_stderr" not in k]
+        scores = [k for k in results if "_stderr" not in k and k.split(",")[0].startswith(
+            ("ece", "brier", "auroc", "mce", "smece", "aurc"))]
         assert scores and all(math.isnan(results[k]) for k in scores)
         assert math.isfinite(results["acc,none"])
