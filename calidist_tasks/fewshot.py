@@ -23,30 +23,43 @@ confidences; here N is drawn from 50-95 by the exemplar's content and the run's 
   the hint names a label other than the exemplar's gold label, while its answer stays the gold
   one, so the exemplars show the model a hint being ignored.
 - The misleading label and assertion template are chosen from the exemplar's content and the
-  run's seed, like every other distractor choice (reruns build identical prompts).
+  run's seed, like every other distractor choice (reruns build identical prompts); the task's
+  distractor style says how (``styles.DistractorStyle.exemplar_plan``).
+
+This module knows no task: the task passes what a block needs (the exemplar pool, the label field,
+the misleading plan of its style, and a function rendering a solved exemplar from the prompt
+builder, ``CaliDistTask.solved_exemplar``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from calidist_tasks import distractors
 from calidist_tasks.dataset import CALIBRATION
 from calidist_tasks.joining import PromptPlan
-
-if TYPE_CHECKING:
-    from calidist_tasks.task import CaliDistTask
 
 log = logging.getLogger(__name__)
 SEPARATOR = "\n\n"  # between exemplars, and between the last exemplar and the question
 ANSWER_PREFIX = "The answer is ("  # an exemplar's answer where the task has no gen_prefix
 EXEMPLAR_CONFIDENCES = range(50, 96)  # the stated confidence of a verbalized task's exemplar
 
+Render = Callable[[dict[str, Any], PromptPlan], str]  # (exemplar, plan) -> the solved exemplar
 
-def _content_key(doc: dict[str, Any]) -> str:
-    return distractors.document_key(doc, [f for f in doc if "calidist_" not in f])
+
+class SolvesExemplars(Protocol):
+    """What ``render_exemplar`` needs of a task."""
+
+    def solved_exemplar(self, exemplar: dict[str, Any], plan: PromptPlan) -> str: ...
+
+
+def exemplar_key(exemplar: dict[str, Any]) -> str:
+    """An exemplar's content key (no ``calidist_`` field): the seed of its confidence and of its
+    misleading distraction."""
+    return distractors.document_key(exemplar, [f for f in exemplar if "calidist_" not in f])
 
 
 def select_exemplars(
@@ -64,52 +77,28 @@ def select_exemplars(
     return chosen
 
 
-def misleading_plan(exemplar: dict[str, Any], label: int, n_labels: int, style: str,
-                    seed: int) -> PromptPlan:
-    """A distraction towards a label other than ``label`` (the exemplar's gold label)."""
-    key = _content_key(exemplar)
-    digest = hashlib.sha256(f"{seed}|fewshot|{key}".encode()).digest()
-    hint_label = (label + 1 + digest[0] % (n_labels - 1)) % n_labels
-    if style == "assertion":
-        return PromptPlan(hint_label, distractors.choose_templates(key, seed, hint_label, 1)[0])
-    return PromptPlan(hint_label)
-
-
 def exemplar_confidence(exemplar: dict[str, Any], seed: int) -> int:
     """The confidence (%) an exemplar's answer states: from its content and the run's seed."""
-    digest = hashlib.sha256(f"{seed}|fewshot-confidence|{_content_key(exemplar)}".encode()).digest()
+    digest = hashlib.sha256(f"{seed}|fewshot-confidence|{exemplar_key(exemplar)}".encode()).digest()
     return EXEMPLAR_CONFIDENCES[int.from_bytes(digest[:4], "big") % len(EXEMPLAR_CONFIDENCES)]
 
 
-def render_exemplar(task: CaliDistTask, exemplar: dict[str, Any], plan: PromptPlan) -> str:
+def render_exemplar(task: SolvesExemplars, exemplar: dict[str, Any], plan: PromptPlan) -> str:
     """One solved exemplar: its prompt as ``plan`` shows it (PromptPlan() = no hint), then its
-    gold answer in the form the prompt asks for: after the task's answer prefix ("The answer is
-    (c)"), or a generation task's ``exemplar_reply``."""
-    shown = exemplar if plan.hint_label is None else task.distracted_doc(exemplar, plan)
-    reply = getattr(task, "exemplar_reply", None)  # generation tasks: their reply format
-    if reply is not None:
-        return f"{task.doc_to_text(shown)}{reply(exemplar)}"
-    prefix = task.doc_to_prefix(shown) or ANSWER_PREFIX
-    label = exemplar[task.config.doc_to_target]
-    return f"{task.doc_to_text(shown)}{prefix}{distractors.LETTERS[label]})"
+    gold answer in the form the prompt asks for (the task's ``solved_exemplar``)."""
+    return task.solved_exemplar(exemplar, plan)
 
 
-def exemplar_block(task: CaliDistTask, doc: dict[str, Any], per_label: int, hinted: bool) -> str:
-    """The few-shot block put in front of ``doc``'s prompt (ends with the separator)."""
-    if per_label < 0:
-        raise ValueError(f"{task.config.task}: --num_fewshot must be >= 0, got {per_label}")
-    n_labels = len(task.doc_to_choice(doc))
-    chosen = select_exemplars(task.fewshot_pool(), n_labels, per_label,
-                              task.config.doc_to_target, exclude=doc.get("calidist_index"))
-    blocks = []
-    for exemplar in chosen:
-        plan = PromptPlan()
-        if hinted and task.distractor != "none":
-            label = exemplar[task.config.doc_to_target]
-            n = len(task.doc_to_choice(exemplar))
-            plan = misleading_plan(exemplar, label, n, task.distractor, task.settings.seed)
-        blocks.append(render_exemplar(task, exemplar, plan) + SEPARATOR)
-    return "".join(blocks)
+def exemplar_block(
+    pool: list[dict[str, Any]], n_labels: int, per_label: int, label_field: str, render: Render,
+    mislead: Callable[[dict[str, Any]], PromptPlan] | None = None, exclude: int | None = None,
+) -> str:
+    """The few-shot block put in front of a prompt (ends with the separator): ``per_label``
+    exemplars of each of ``n_labels`` labels from ``pool`` (never the document ``exclude``), each
+    rendered by ``render`` with its misleading plan (``mislead``; None: shown as they are)."""
+    chosen = select_exemplars(pool, n_labels, per_label, label_field, exclude=exclude)
+    return "".join(render(e, mislead(e) if mislead else PromptPlan()) + SEPARATOR
+                   for e in chosen)
 
 
 def calibration_pool(docs: Any) -> list[dict[str, Any]]:

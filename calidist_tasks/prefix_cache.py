@@ -18,6 +18,10 @@ generations, greedy or sampled under the same seed (the test suite compares them
 log-likelihoods are the ``hf`` backend's own. Use it with ``calidist eval --model hf-prefix-cache
 --model_args pretrained=...`` (``calidist eval`` registers it; in Python, import this module
 before ``lm_eval.simple_evaluate``).
+
+It overrides two private methods of lm-eval's ``HFLM`` (``_loglikelihood_tokens`` and
+``_model_generate``) and reads HFLM attributes through ``calidist_tasks.lm_eval_compat``, whose
+test checks them against the installed lm-eval.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import torch.nn.functional as F
 from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
+
+from calidist_tasks import lm_eval_compat
 
 Tokens = tuple[int, ...]
 
@@ -101,7 +107,7 @@ class PrefixCacheHFLM(HFLM):
         disable_tqdm: bool = False,
         override_bs: int | None = None,
     ) -> list[tuple[float, bool]]:
-        if self.backend != "causal":
+        if not lm_eval_compat.is_causal(self):
             return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
         # Model input = context + continuation without its last token, cut to the model's length
         # from the left as the hf backend does; requests with the same input share one run.
@@ -123,7 +129,7 @@ class PrefixCacheHFLM(HFLM):
                 picked = rows.gather(1, target.unsqueeze(1))
                 results[n] = (float(picked.sum()), bool((rows.argmax(dim=1) == target).all()))
                 if requests[n][0] is not None:  # loglikelihood_rolling caches per document
-                    self.cache_hook.add_partial("loglikelihood", requests[n][0], results[n])
+                    lm_eval_compat.cache_loglikelihood(self, requests[n][0], results[n])
         return results
 
     def _log_probs(self, inputs: list[Tokens], scored: list[int], override_bs: int | None,
@@ -136,6 +142,8 @@ class PrefixCacheHFLM(HFLM):
         never sees it, and only the scored positions go through the output layer.
         """
         size = override_bs or (self.batch_size if isinstance(self.batch_size, int) else 16)
+        vocab_size = lm_eval_compat.vocab_size(self)
+        softmax_dtype = lm_eval_compat.softmax_dtype(self)
         bar = tqdm(total=len(inputs), disable=disable_tqdm or self.rank != 0,
                    desc="Running loglikelihood requests (shared prefixes computed once)")
         cache, previous = None, ()  # key/value cache of the previous batch's shared prefix
@@ -162,8 +170,8 @@ class PrefixCacheHFLM(HFLM):
                 logits = self._run(ids, batch_cache, torch.tensor(keep)).logits
                 for row, (rest, i) in enumerate(zip(rests, members, strict=True)):
                     where = [keep.index(len(rest) - k) for k in range(scored[i], 0, -1)]
-                    picked = logits[row, where, : self.vocab_size]
-                    yield i, F.log_softmax(picked, dim=-1, dtype=self.softmax_dtype).cpu()
+                    picked = logits[row, where, :vocab_size]
+                    yield i, F.log_softmax(picked, dim=-1, dtype=softmax_dtype).cpu()
                 bar.update(len(members))
         bar.close()
 
@@ -171,7 +179,8 @@ class PrefixCacheHFLM(HFLM):
                         **generation_kwargs: Any) -> torch.Tensor:
         """hf's generation; a prompt repeated in the batch is run once, its cache copied per row."""
         distinct, row_of = torch.unique(context, dim=0, return_inverse=True)
-        if self.backend != "causal" or len(distinct) == len(context) or context.shape[1] < 2:
+        repeated = len(distinct) < len(context)
+        if not lm_eval_compat.is_causal(self) or not repeated or context.shape[1] < 2:
             return super()._model_generate(context, max_length, stop, **generation_kwargs)
         mask = generation_kwargs.get("attention_mask")
         mask = torch.ones_like(context) if mask is None else mask
@@ -189,8 +198,8 @@ class PrefixCacheHFLM(HFLM):
 
     def _autocast(self) -> torch.autocast:
         """The hf backend's mixed precision (``mixed_precision_dtype``), off when it has none."""
-        return torch.autocast(device_type=self.device.type, dtype=self.mixed_precision_dtype,
-                              enabled=self.mixed_precision_dtype is not None)
+        dtype = lm_eval_compat.mixed_precision_dtype(self)
+        return torch.autocast(device_type=self.device.type, dtype=dtype, enabled=dtype is not None)
 
     def _run(self, tokens: Sequence[Any], cache: Any, keep: int | torch.Tensor) -> Any:
         ids = torch.tensor(tokens if isinstance(tokens[0], list) else [list(tokens)],

@@ -6,6 +6,11 @@ Per document it sends the original prompt and, for distractor variants, ``m`` hi
 label, each scored over the option letters; ``process_results`` joins them (``joining``) and the
 aggregation fits on the calibration documents and scores the evaluation documents
 (``aggregation``). Benchmark specifics live in YAML and in an optional adapter module.
+
+The distractor style is a strategy object (``styles``), chosen once from the YAML's
+``distractor``; every prompt is rendered from its parts by ``prompts.render``; few-shot blocks come
+from ``fewshot`` given the pool, the style's misleading plan and ``solved_exemplar``; lm-eval's
+internals are reached through ``lm_eval_compat`` only.
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ import hashlib
 import importlib
 import json
 import logging
-from functools import partial
 from typing import Any
 
 import datasets
@@ -24,7 +28,7 @@ import pyarrow
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from calidist_tasks import context_length, distractors, fewshot
+from calidist_tasks import context_length, distractors, fewshot, lm_eval_compat
 from calidist_tasks.aggregation import (
     applied_calibrator,
     higher_is_better,
@@ -35,7 +39,16 @@ from calidist_tasks.aggregation import (
 )
 from calidist_tasks.dataset import EVALUATION, Source, build_documents
 from calidist_tasks.joining import PromptPlan, join_document, outcomes_from_loglikelihoods
+from calidist_tasks.prompts import (  # the fields a prompt reads; imported from here by others
+    CHOICES,
+    FEWSHOT,
+    HINT,
+    PromptParts,
+    is_hinted,
+    render,
+)
 from calidist_tasks.settings import RunSettings
+from calidist_tasks.styles import DistractorStyle, distractor_style
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +56,6 @@ log = logging.getLogger(__name__)
 OWN_KEYS = (
     "class", "benchmark", "adapter", "calibration_split", "data_dirs", "corruption", "distractor",
 )
-HINT = "_calidist_hint"
-CHOICES = "_calidist_choices"
-FEWSHOT = "_calidist_fewshot"  # the solved exemplars put in front (calidist_tasks.fewshot)
-CONTEXT_KWARGS = ("system_instruction", "apply_chat_template", "fewshot_as_multiturn",
-                  "chat_template")
 
 
 class CaliDistTask(ConfigurableTask):
@@ -58,36 +66,26 @@ class CaliDistTask(ConfigurableTask):
         own = {key: config.pop(key, None) for key in OWN_KEYS}
         name = config.get("task")
         self.benchmark: str = own["benchmark"] or name
-        self.distractor: str = own["distractor"] or "none"
         self.corruption = own["corruption"]
         self.calibration_split = own["calibration_split"]
         self.data_dirs = list(own["data_dirs"] or [])
         self.adapter = importlib.import_module(own["adapter"]) if own["adapter"] else None
         self.settings = RunSettings.from_metadata(config.get("metadata"))
-        if self.distractor not in distractors.STYLES:
-            raise ValueError(f"{name}: unknown distractor style {self.distractor!r}; "
-                             f"use one of {distractors.STYLES}")
-        if self.distractor == "corruption" and not self.corruption:
-            raise ValueError(f"{name}: the corruption style needs a 'corruption' block in its YAML")
-        self.m = self.settings.m or distractors.DEFAULT_M[self.distractor]
-        if self.distractor in ("probe", "corruption") and self.m != 1:
-            raise ValueError(f"{name}: the {self.distractor} style has one fixed template, so m "
-                             f"must be 1 (got m={self.m}); m > 1 is for assertion")
-        n_templates = len(distractors.ASSERTION_TEMPLATES)
-        if self.distractor == "assertion" and self.m > n_templates:
-            raise ValueError(f"{name}: m must be between 1 and {n_templates} (distinct assertion "
-                             f"templates per label), got m={self.m}")
+        try:
+            self.style: DistractorStyle = distractor_style(own["distractor"] or "none",
+                                                        self.settings.m, self.corruption)
+        except ValueError as error:
+            raise ValueError(f"{name}: {error}") from None
+        self.distractor: str = self.style.name  # the YAML's name, as logged and reported
+        self.m: int = self.style.m
         self._context_kwargs: dict[str, Any] = {}
         self._fewshot_pool: list[dict[str, Any]] | None = None
         self._plans: dict[int, list[PromptPlan]] = {}
         self._summary: tuple[list, dict[str, float]] | None = None  # records, metrics
         super().__init__(config=config, **kwargs)
-        names = self.reported_metrics()
-        self._metric_fn_list = dict.fromkeys(names)
-        self._metric_fn_kwargs = {n: {} for n in names}
-        self._aggregation_list = {n: partial(self._aggregate, n) for n in names}
-        self._higher_is_better = {n: higher_is_better(n) for n in names}
-        if self.distractor != "none":  # a saved fit that does not fit fails now, not after the run
+        lm_eval_compat.set_task_metrics(self, self.reported_metrics(), self._aggregate,
+                                        higher_is_better)
+        if self.style.hinted:  # a saved fit that does not fit fails now, not after the run
             applied_calibrator(self.settings, self.calibrator_context())
 
     # ------------------------------------------------------------------ data
@@ -126,22 +124,53 @@ class CaliDistTask(ConfigurableTask):
         )
 
     # ------------------------------------------------------------------ prompts
+    def prompt_parts(self, doc: dict[str, Any], doc_to_text: Any = None) -> PromptParts:
+        """What ``doc``'s prompt shows: its exemplars, the benchmark's question (YAML
+        ``doc_to_text``), the options (a corrupted copy's own) and any hint."""
+        return PromptParts(
+            question=super().doc_to_text(doc, doc_to_text),
+            options=tuple(doc.get(CHOICES) or self.doc_to_choice(doc)),
+            hint=doc.get(HINT),
+            exemplars=doc.get(FEWSHOT, ""),
+        )
+
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
-        """The benchmark's question (YAML ``doc_to_text``), lettered options, then any hint."""
-        stem = super().doc_to_text(doc, doc_to_text)
-        choices = doc.get(CHOICES) or self.doc_to_choice(doc)
-        lines = [stem, *(f"{distractors.LETTERS[i]}. {c}" for i, c in enumerate(choices))]
-        if doc.get(HINT):
-            lines.append(doc[HINT])
-        return doc.get(FEWSHOT, "") + "\n".join(lines) + "\n"
+        """The prompt rendered from ``prompt_parts`` (``prompts.render``)."""
+        return render(self.prompt_parts(doc, doc_to_text))
 
     def fewshot_context(self, doc: dict[str, Any], num_fewshot: int, **kwargs: Any) -> Any:
         """lm-eval's prompt (chat template, system prompt, gen_prefix) with the paper's exemplars:
         ``num_fewshot`` per label, hinted in hinted prompts (``calidist_tasks.fewshot``)."""
         if num_fewshot:
-            hinted = HINT in doc or CHOICES in doc  # what distracted_doc adds
-            doc = {**doc, FEWSHOT: fewshot.exemplar_block(self, doc, num_fewshot, hinted)}
+            doc = {**doc, FEWSHOT: self.exemplar_block(doc, num_fewshot)}
         return super().fewshot_context(doc, num_fewshot=0, **kwargs)
+
+    def exemplar_block(self, doc: dict[str, Any], per_label: int) -> str:
+        """The few-shot block in front of ``doc``'s prompt: its exemplars mislead when ``doc`` is
+        a hinted copy (``fewshot.exemplar_block``)."""
+        if per_label < 0:
+            raise ValueError(f"{self.config.task}: --num_fewshot must be >= 0, got {per_label}")
+        mislead = self.misleading_plan if self.style.hinted and is_hinted(doc) else None
+        return fewshot.exemplar_block(self.fewshot_pool(), len(self.doc_to_choice(doc)), per_label,
+                                      self.config.doc_to_target, self.solved_exemplar, mislead,
+                                      exclude=doc.get("calidist_index"))
+
+    def misleading_plan(self, exemplar: dict[str, Any]) -> PromptPlan:
+        """The style's distraction of a few-shot exemplar, towards a label other than its own."""
+        return self.style.exemplar_plan(fewshot.exemplar_key(exemplar),
+                                        exemplar[self.config.doc_to_target],
+                                        len(self.doc_to_choice(exemplar)), self.settings.seed)
+
+    def solved_exemplar(self, exemplar: dict[str, Any], plan: PromptPlan) -> str:
+        """One solved exemplar: its prompt as ``plan`` shows it (PromptPlan() = no hint), then
+        its gold answer (``exemplar_answer``)."""
+        shown = exemplar if plan.hint_label is None else self.distracted_doc(exemplar, plan)
+        return self.doc_to_text(shown) + self.exemplar_answer(exemplar, shown)
+
+    def exemplar_answer(self, exemplar: dict[str, Any], shown: dict[str, Any]) -> str:
+        """An exemplar's answer after the task's answer prefix: "The answer is (c)"."""
+        prefix = self.doc_to_prefix(shown) or fewshot.ANSWER_PREFIX
+        return f"{prefix}{distractors.LETTERS[exemplar[self.config.doc_to_target]]})"
 
     def fewshot_pool(self) -> list[dict[str, Any]]:
         """The documents exemplars are drawn from: the calibration documents, in order."""
@@ -154,39 +183,18 @@ class CaliDistTask(ConfigurableTask):
         index = doc.get("calidist_index")
         if index is not None and index in self._plans:  # built once in construct_requests
             return self._plans[index]
-        plans = self._build_prompt_plans(doc)
+        plans = self.style.plans(doc, len(self.doc_to_choice(doc)), self.settings.seed)
         if index is not None:
             self._plans[index] = plans
         return plans
 
-    def _build_prompt_plans(self, doc: dict[str, Any]) -> list[PromptPlan]:
-        plans = [PromptPlan()]
-        if self.distractor == "none":
-            return plans
-        key = distractors.document_key(doc, [f for f in doc if not f.startswith("calidist_")])
-        for label in range(len(self.doc_to_choice(doc))):
-            if self.distractor == "assertion":
-                templates = distractors.choose_templates(key, self.settings.seed, label, self.m)
-                plans += [PromptPlan(label, t) for t in templates]
-            else:
-                plans.append(PromptPlan(label))
-        return plans
-
     def distracted_doc(self, doc: dict[str, Any], plan: PromptPlan) -> dict[str, Any]:
-        """The document as the hinted prompt ``plan`` shows it."""
-        choices = list(self.doc_to_choice(doc))
-        letter = distractors.LETTERS[plan.hint_label]
-        option = choices[plan.hint_label]
-        if self.distractor == "assertion":
-            return {**doc, HINT: distractors.assertion_hint(plan.template, letter, option)}
-        if self.distractor == "probe":
-            return {**doc, HINT: distractors.probe_hint(letter, option)}
-        corrupted, choices = distractors.corrupt(doc, plan.hint_label, choices, self.corruption)
-        return {**corrupted, CHOICES: choices}
+        """The document as the hinted prompt ``plan`` shows it (the style's ``hinted_copy``)."""
+        return self.style.hinted_copy(doc, plan, list(self.doc_to_choice(doc)))
 
     def build_all_requests(self, *, limit: int | None = None, **kwargs: Any) -> None:
         # Kept so that hinted prompts get the same chat template / system prompt as the original.
-        self._context_kwargs = {k: kwargs.get(k) for k in CONTEXT_KWARGS}
+        self._context_kwargs = lm_eval_compat.fewshot_context_kwargs(kwargs)
         selected = kwargs.get("samples") or range(len(self.eval_docs) if limit is None
                                                    else min(int(limit), len(self.eval_docs)))
         splits = self.eval_docs.select(list(selected))["calidist_split"]
@@ -201,8 +209,7 @@ class CaliDistTask(ConfigurableTask):
                                          self.config.metadata or {})
 
     def construct_requests(self, doc: dict[str, Any], ctx: str, **kwargs: Any) -> list[Instance]:
-        kwargs.pop("apply_chat_template", None)
-        kwargs.pop("chat_template", None)
+        kwargs = lm_eval_compat.instance_kwargs(kwargs)
         n_choices = len(self.doc_to_choice(doc))
         prompts = [ctx] + [self.variant_prompt(self.distracted_doc(doc, plan))
                            for plan in self.prompt_plans(doc)[1:]]
@@ -241,7 +248,11 @@ class CaliDistTask(ConfigurableTask):
                                self.settings.delta_mode)
         record.update(index=doc["calidist_index"], split=doc["calidist_split"],
                       requests=len(results))
-        return dict.fromkeys(self._metric_fn_list, record)
+        return self.metric_results(record)
+
+    def metric_results(self, record: dict[str, Any]) -> dict[str, Any]:
+        """What ``process_results`` returns: the document's record under every reported metric."""
+        return dict.fromkeys(lm_eval_compat.task_metric_names(self), record)
 
     def calibrator_context(self) -> dict[str, Any]:
         """What a saved fit records, so that it is refused by a task it does not fit."""
@@ -272,12 +283,13 @@ class CaliDistTask(ConfigurableTask):
         return self._summary[1][name]
 
     def reported_metrics(self) -> list[str]:
-        """The metric names this task reports (README, "Metrics"); subclasses with other records extend it."""
-        return metric_names(distracted=self.distractor != "none")
+        """The metric names this task reports (README, "Metrics"); subclasses with other records
+        extend it."""
+        return metric_names(distracted=self.style.hinted)
 
     def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
         """Every reported metric from the per-document records (fit on calibration, score eval)."""
-        summarize = summarize_calidist if self.distractor != "none" else summarize_baselines
+        summarize = summarize_calidist if self.style.hinted else summarize_baselines
         return summarize(items, self.settings, self.calibrator_context())
 
 

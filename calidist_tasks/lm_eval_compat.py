@@ -1,0 +1,120 @@
+"""Every use of lm-eval internals, in one place: what to check when lm-eval changes.
+
+``tests/test_lm_eval_compat.py`` exercises each function here against the installed lm-eval and
+fails on a version outside ``TESTED_VERSIONS`` (checked against: 0.4.13). On a new lm-eval, run
+that test, fix what fails here (nowhere else), and widen ``TESTED_VERSIONS``.
+
+Task side (``lm_eval.api.task.ConfigurableTask``):
+
+- ``_metric_fn_list``, ``_metric_fn_kwargs``, ``_aggregation_list``, ``_higher_is_better``: our
+  tasks report metrics computed over all records by their own aggregation, not lm-eval's
+  per-sample metric functions (``set_task_metrics``, ``task_metric_names``);
+- the keywords ``build_all_requests`` passes to ``fewshot_context`` (``fewshot_context_kwargs``)
+  and to ``construct_requests`` (``instance_kwargs``), and the ``Instance.metadata`` tuple
+  ``(task, doc_id, repeats)`` (``metadata_repeats``, ``with_repeats``).
+
+Model side (``lm_eval.models.huggingface.HFLM``, for ``calidist_tasks.prefix_cache``): the
+attributes ``backend``, ``cache_hook``, ``softmax_dtype``, ``mixed_precision_dtype`` and
+``vocab_size`` (``is_causal``, ``cache_loglikelihood``, ``softmax_dtype``,
+``mixed_precision_dtype``, ``vocab_size``).
+
+Private lm-eval methods overridden in a subclass (``OVERRIDDEN``; the test checks they still exist
+with these parameters): ``HFLM._loglikelihood_tokens`` and ``HFLM._model_generate``, both in
+``prefix_cache.PrefixCacheHFLM``, which also call the originals through ``super()``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+TESTED_VERSIONS = ("0.4.13", "0.4.13")  # the oldest and newest lm_eval.__version__ checked
+
+# Private methods of lm-eval that our subclasses override: "Class.method" -> its parameters.
+OVERRIDDEN = {
+    "lm_eval.models.huggingface.HFLM._loglikelihood_tokens":
+        ("self", "requests", "disable_tqdm", "override_bs"),
+    "lm_eval.models.huggingface.HFLM._model_generate":
+        ("self", "context", "max_length", "stop", "generation_kwargs"),
+}
+
+# What build_all_requests passes to fewshot_context besides the document and its prefix: kept by
+# the task so that hinted prompts get the original's chat template and system prompt.
+CONTEXT_KWARGS = ("system_instruction", "apply_chat_template", "fewshot_as_multiturn",
+                  "chat_template")
+# What build_all_requests passes to construct_requests that Instance does not take.
+CHAT_KWARGS = ("apply_chat_template", "chat_template")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", version)[:3])
+
+
+def is_tested_version(version: str) -> bool:
+    """Whether an ``lm_eval.__version__`` lies within ``TESTED_VERSIONS`` (major.minor.patch)."""
+    oldest, newest = TESTED_VERSIONS
+    return _release(oldest) <= _release(version) <= _release(newest)
+
+
+# ---------------------------------------------------------------------- tasks
+def set_task_metrics(task: Any, names: list[str], aggregate: Callable[[str, list], float],
+                     higher_is_better: Callable[[str], bool]) -> None:
+    """Make ``task`` report ``names``: each aggregated by ``aggregate(name, records)`` over the
+    records ``process_results`` returned under that name; no per-sample metric function."""
+    task._metric_fn_list = dict.fromkeys(names)
+    task._metric_fn_kwargs = {name: {} for name in names}
+    task._aggregation_list = {name: partial(aggregate, name) for name in names}
+    task._higher_is_better = {name: higher_is_better(name) for name in names}
+
+
+def task_metric_names(task: Any) -> list[str]:
+    """The metric names ``task`` reports (what ``process_results`` must return keys for)."""
+    return list(task._metric_fn_list)
+
+
+def fewshot_context_kwargs(build_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Of ``build_all_requests``' keywords, those it passes on to ``fewshot_context``."""
+    return {key: build_kwargs.get(key) for key in CONTEXT_KWARGS}
+
+
+def instance_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``construct_requests``' keywords without those ``Instance`` does not take."""
+    return {key: value for key, value in kwargs.items() if key not in CHAT_KWARGS}
+
+
+def metadata_repeats(metadata: tuple[Any, ...]) -> int:
+    """The ``repeats`` of an ``Instance.metadata`` tuple ``(task, doc_id, repeats)``."""
+    return metadata[2]
+
+
+def with_repeats(metadata: tuple[Any, ...], repeats: int) -> tuple[Any, ...]:
+    """``metadata`` with another ``repeats`` (the generations lm-eval asks for one request)."""
+    return (metadata[0], metadata[1], repeats)
+
+
+# ---------------------------------------------------------------------- models (HFLM)
+def is_causal(lm: Any) -> bool:
+    """Whether an HFLM runs a decoder-only model (its ``backend``; else seq2seq)."""
+    return lm.backend == "causal"
+
+
+def cache_loglikelihood(lm: Any, request: Any, result: tuple[float, bool]) -> None:
+    """Record one log-likelihood result in lm-eval's request cache (``--use_cache``)."""
+    lm.cache_hook.add_partial("loglikelihood", request, result)
+
+
+def softmax_dtype(lm: Any) -> Any:
+    """The dtype an HFLM takes log-softmaxes in (``softmax_dtype``; None: the logits')."""
+    return lm.softmax_dtype
+
+
+def mixed_precision_dtype(lm: Any) -> Any:
+    """An HFLM's autocast dtype (``mixed_precision_dtype``; None: no autocast)."""
+    return lm.mixed_precision_dtype
+
+
+def vocab_size(lm: Any) -> int:
+    """The tokenizer's vocabulary size an HFLM cuts logits to (``vocab_size``)."""
+    return lm.vocab_size

@@ -1,0 +1,85 @@
+"""No import cycles inside calidist_tasks: every import of one of its modules by another (at
+the top, inside a function, or under ``TYPE_CHECKING``) is an edge of a graph that must be
+acyclic."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = "calidist_tasks"
+ROOT = Path(__file__).parents[1] / PACKAGE
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _imported(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
+    """The calidist_tasks modules ``path`` (module ``name``) imports."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # "from package import module" imports the module; "from module import name" the module
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                       for a in node.names]
+        else:
+            continue
+        found |= {t for t in targets if t in modules and t != name}
+    return found
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a path (first == last), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_the_graph_finds_the_modules_and_their_imports() -> None:
+    modules = _modules()
+    graph = {name: _imported(path, name, modules) for name, path in modules.items()}
+    assert {"calidist_tasks.task", "calidist_tasks.fewshot", "calidist_tasks.prompts"} <= set(graph)
+    assert "calidist_tasks.prompts" in graph["calidist_tasks.task"]
+    assert "calidist_tasks.task" in graph["calidist_tasks.generation"]
+    assert "calidist_tasks.task" not in graph["calidist_tasks.fewshot"]
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_calidist_tasks_has_no_import_cycle() -> None:
+    modules = _modules()
+    graph = {name: _imported(path, name, modules) for name, path in modules.items()}
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])

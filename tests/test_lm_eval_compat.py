@@ -1,0 +1,152 @@
+"""The lm-eval internals we rely on (``calidist_tasks.lm_eval_compat``), against the installed
+lm-eval.
+
+Checked against lm-eval 0.4.13 (``lm_eval_compat.TESTED_VERSIONS``). On another version the first
+test fails and says what to do; the others say which shim broke.
+"""
+
+from __future__ import annotations
+
+import inspect
+from importlib import import_module
+from types import SimpleNamespace
+
+import lm_eval
+import pytest
+from conftest import load_task
+from lm_eval.api.instance import Instance
+from lm_eval.api.model import CacheHook, hash_args
+from lm_eval.api.task import ConfigurableTask
+
+from calidist_tasks import lm_eval_compat as compat
+
+
+def test_installed_lm_eval_is_a_tested_version() -> None:
+    version = lm_eval.__version__
+    oldest, newest = compat.TESTED_VERSIONS
+    assert compat.is_tested_version(version), (
+        f"lm-eval {version} is outside the versions calidist_tasks/lm_eval_compat.py was checked "
+        f"against ({oldest} to {newest}): run tests/test_lm_eval_compat.py, fix the shims that "
+        "fail (in lm_eval_compat.py only), then widen TESTED_VERSIONS")
+
+
+def test_version_range() -> None:
+    oldest, newest = compat.TESTED_VERSIONS
+    assert compat.is_tested_version(oldest) and compat.is_tested_version(newest)
+    assert not compat.is_tested_version("0.4.12") and not compat.is_tested_version("0.5.0")
+
+
+# ---------------------------------------------------------------------- tasks
+def test_set_task_metrics_is_what_lm_eval_aggregates() -> None:
+    calls = []
+
+    def aggregate(name: str, records: list) -> float:
+        calls.append((name, records))
+        return float(len(records))
+
+    task = SimpleNamespace()
+    compat.set_task_metrics(task, ["acc", "ece"], aggregate, lambda name: name == "acc")
+    assert compat.task_metric_names(task) == ["acc", "ece"]
+    # lm-eval's own accessors (the evaluator aggregates through them)
+    aggregation = ConfigurableTask.aggregation(task)
+    assert set(aggregation) == {"acc", "ece"}
+    assert aggregation["ece"]([{"a": 1}, {"a": 2}]) == 2.0
+    assert calls == [("ece", [{"a": 1}, {"a": 2}])]
+    assert ConfigurableTask.higher_is_better(task) == {"acc": True, "ece": False}
+
+
+@pytest.fixture(scope="module")
+def task(ppdb_data_dir):
+    return load_task("calidist_ppdb_assertion",
+                     {"data_dir": str(ppdb_data_dir), "calib_size": 3, "eval_size": 2})
+
+
+def test_a_task_reports_its_metrics_through_lm_eval(task) -> None:
+    names = task.reported_metrics()
+    assert compat.task_metric_names(task) == names
+    assert list(task.aggregation()) == names and list(task.higher_is_better()) == names
+    record = task.process_results(task.eval_docs[0], [(-1.0, False)] * 2 * 5)
+    assert list(record) == names
+
+
+def test_build_all_requests_keywords(task, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What lm-eval passes to fewshot_context and construct_requests, and the Instance it takes."""
+    seen: dict[str, list[dict]] = {"fewshot_context": [], "construct_requests": []}
+    for method in seen:
+        original = getattr(task, method)
+
+        def spy(*args, _original=original, _calls=seen[method], **kwargs):
+            _calls.append(kwargs)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(task, method, spy)
+    task.build_all_requests(limit=None, system_instruction="Be brief.")
+    context = seen["fewshot_context"][0]
+    assert set(compat.CONTEXT_KWARGS) <= set(context)
+    kept = compat.fewshot_context_kwargs({"system_instruction": "Be brief.", "rank": 0})
+    assert kept == {"system_instruction": "Be brief.", "apply_chat_template": None,
+                    "fewshot_as_multiturn": None, "chat_template": None}
+    parameters = inspect.signature(ConfigurableTask.build_all_requests).parameters
+    assert set(compat.CONTEXT_KWARGS) <= set(parameters)
+
+    kwargs = {k: v for k, v in seen["construct_requests"][0].items() if k not in ("doc", "ctx")}
+    assert set(compat.CHAT_KWARGS) <= set(kwargs)
+    passed = compat.instance_kwargs(kwargs)
+    assert set(passed) == {"metadata"}
+    metadata = passed["metadata"]
+    assert metadata[0] == task.config.task and compat.metadata_repeats(metadata) == 1
+    made = Instance(request_type="generate_until", doc={}, arguments=("", {}), idx=0,
+                    **{**passed, "metadata": compat.with_repeats(metadata, 7)})
+    assert (made.task_name, made.doc_id, made.repeats) == (metadata[0], metadata[1], 7)
+
+
+# ---------------------------------------------------------------------- models
+@pytest.fixture(scope="module")
+def hflm(tiny_model_dir):
+    from lm_eval.models.huggingface import HFLM
+
+    return HFLM(pretrained=str(tiny_model_dir), dtype="float32", device="cpu",
+                softmax_dtype="float64", mixed_precision_dtype="bfloat16")
+
+
+def test_hflm_attributes(hflm) -> None:
+    import torch
+
+    assert compat.is_causal(hflm)
+    assert compat.vocab_size(hflm) == hflm.tokenizer.vocab_size
+    assert compat.softmax_dtype(hflm) == torch.float64
+    assert compat.mixed_precision_dtype(hflm) == torch.bfloat16
+
+
+def test_cache_loglikelihood_reaches_lm_eval_cache(hflm) -> None:
+    stored: dict[str, object] = {}
+    hflm.set_cache_hook(CacheHook(SimpleNamespace(dbdict=stored)))
+    try:
+        compat.cache_loglikelihood(hflm, ("context", " a"), (-1.5, True))
+    finally:
+        hflm.set_cache_hook(CacheHook(None))
+    assert stored == {hash_args("loglikelihood", ("context", " a")): (-1.5, True)}
+
+
+@pytest.mark.parametrize("qualified", sorted(compat.OVERRIDDEN))
+def test_overridden_private_methods_still_exist(qualified: str) -> None:
+    module, owner, method = qualified.rsplit(".", 2)
+    found = getattr(getattr(import_module(module), owner), method, None)
+    assert found is not None, f"lm-eval no longer has {qualified}, which prefix_cache overrides"
+    names = tuple(inspect.signature(found).parameters)
+    assert names == compat.OVERRIDDEN[qualified], (
+        f"{qualified} now takes {names}; prefix_cache.PrefixCacheHFLM overrides it with "
+        f"{compat.OVERRIDDEN[qualified]}")
+
+
+def test_overridden_list_is_complete() -> None:
+    """Every private HFLM method PrefixCacheHFLM overrides is listed in OVERRIDDEN."""
+    from lm_eval.models.huggingface import HFLM
+
+    from calidist_tasks.prefix_cache import PrefixCacheHFLM
+
+    overridden = {f"lm_eval.models.huggingface.HFLM.{name}"
+                  for name, value in vars(PrefixCacheHFLM).items()
+                  if inspect.isfunction(value) and name.startswith("_")
+                  and not name.startswith("__") and hasattr(HFLM, name)}
+    assert overridden == set(compat.OVERRIDDEN)
