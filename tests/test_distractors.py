@@ -101,9 +101,14 @@ def prompts(task, doc):
 
 @pytest.fixture(scope="module")
 def mnli_tasks(mnli_data_dir):
+    """Zero-shot (as --num_fewshot 0 sets it): the hint's place relative to the query; the
+    default exemplar block is pinned by the prompt snapshots (tests/test_families.py)."""
     metadata = {"data_dir": str(mnli_data_dir), "calib_size": 2, "eval_size": 3}
-    return {style: load_task(f"calidist_mnli_{style}", metadata)
-            for style in ("assertion", "probe", "corruption")}
+    tasks = {style: load_task(f"calidist_mnli_{style}", metadata)
+             for style in ("assertion", "probe", "corruption")}
+    for task in tasks.values():
+        task.set_config(key="num_fewshot", value=0)
+    return tasks
 
 
 def test_assertion_prompts_hint_every_label_with_the_chosen_template(mnli_tasks):
@@ -136,8 +141,9 @@ def test_corruption_prompts_change_the_hypothesis_only(mnli_tasks):
     task = mnli_tasks["corruption"]
     doc = task.eval_docs[2]
     original, *corrupted = prompts(task, doc)
-    statements = ["This sentence is definitely correct", "This sentence might be correct",
-                  "This sentence is definitely incorrect"]
+    # the paper's option order: entailment, contradiction, neutral
+    statements = ["This sentence is definitely correct", "This sentence is definitely incorrect",
+                  "This sentence might be correct"]
     for prompt, statement in zip(corrupted, statements, strict=True):
         assert "Hint:" not in prompt
         before, after = original.splitlines(), prompt.splitlines()
