@@ -41,11 +41,12 @@ from typing import Any, NamedTuple
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from calidist_tasks import distractors
+from calidist_tasks import distractors, lm_eval_compat
 from calidist_tasks.aggregation import parse_fail_rate
 from calidist_tasks.dataset import EVALUATION, Source
 from calidist_tasks.joining import Outcome, PromptPlan, join_document, outcome_from_loglikelihoods
-from calidist_tasks.task import HINT, CaliDistTask
+from calidist_tasks.prompts import HINT
+from calidist_tasks.task import CaliDistTask
 
 HINT_NUMBERS = 4  # distinct numbers near ŷ that hints assert (the "other labels" of the paper)
 _NUMBER = r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
@@ -159,11 +160,6 @@ def read_original_records(
     if not records:
         raise ValueError(f"{path}: no samples")
     return records
-
-
-def read_original_answers(path: Path) -> dict[str, str]:
-    """Question text -> ŷ ("" when the answer had no number) from stage 1's samples file."""
-    return {q: r["prediction"] or "" for q, r in read_original_records(path).items()}
 
 
 def unreadable_record(target: str, where: dict[str, Any]) -> dict[str, Any]:
@@ -344,8 +340,7 @@ class OpenEndedTask(CaliDistTask):
         return [chain_scoring(chain, base) for chain in [doc[CHAIN_FIELD], *doc[HINTED_FIELD]]]
 
     def construct_requests(self, doc: dict[str, Any], ctx: str, **kwargs: Any) -> list[Instance]:
-        kwargs.pop("apply_chat_template", None)
-        kwargs.pop("chat_template", None)
+        kwargs = lm_eval_compat.instance_kwargs(kwargs)
         generation = deepcopy(self.config.generation_kwargs)
         if self.stage == "answer":
             requests = [("generate_until", (ctx, generation))]
@@ -381,7 +376,7 @@ class OpenEndedTask(CaliDistTask):
             record = self.chains_record(doc, results, target, where)
         else:
             record = self.scored_record(doc, results, target, where)
-        return dict.fromkeys(self._metric_fn_list, record)
+        return self.metric_results(record)
 
     def chains_record(self, doc: dict[str, Any], chains: list[str], target: str,
                       where: dict[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from lm_eval.api.filter import Filter
 from lm_eval.api.instance import Instance
 from lm_eval.api.registry import register_filter
 
-from calidist_tasks import verbalized
+from calidist_tasks import lm_eval_compat, verbalized
 from calidist_tasks.aggregation import generation_metric_names, summarize_generations
 from calidist_tasks.joining import Outcome, PromptPlan, join_document
 from calidist_tasks.open_ended import (
@@ -40,7 +40,7 @@ from calidist_tasks.open_ended import (
     same_number,
     unreadable_record,
 )
-from calidist_tasks.task import HINT
+from calidist_tasks.prompts import HINT
 
 OPEN = math.inf  # the c of the unreadable rule for an open answer: confidence 1/c = 0
 # The reply format, after the question (and hint) as in the classification families.
@@ -102,8 +102,7 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
     def construct_requests(self, doc: dict[str, Any], ctx: Any, **kwargs: Any) -> list[Instance]:
         """Stage 1: the original prompt. Stage 2: every hinted prompt (ŷ and its confidence are
         stage 1's), each request's document carrying its hint for the parser."""
-        kwargs.pop("apply_chat_template", None)
-        kwargs.pop("chat_template", None)
+        kwargs = lm_eval_compat.instance_kwargs(kwargs)
         base = dict(self.config.generation_kwargs or {})
         if not self.stage2:
             requests = [(ctx, base, doc)]
@@ -129,10 +128,10 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
             record = join_document([PromptPlan()], [outcome], 0)
             record.update(label=target, prediction=readings[0]["answer"], generations=1,
                           parse_failures=int(not outcome.parsed), **where)
-            return dict.fromkeys(self._metric_fn_list, record)
+            return self.metric_results(record)
         candidates = self.candidates(doc)
         if not candidates:
-            return dict.fromkeys(self._metric_fn_list, unreadable_record(target, where))
+            return self.metric_results(unreadable_record(target, where))
         plans = self.prompt_plans(doc)
         if len(readings) != len(plans) - 1:
             raise ValueError(f"{self.config.task} document {doc['calidist_index']}: expected "
@@ -145,7 +144,7 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
         record.update(label=target, prediction=candidates[0], candidates=candidates,
                       answers=[r["answer"] for r in readings], generations=len(outcomes),
                       parse_failures=sum(not o.parsed for o in outcomes), **where)
-        return dict.fromkeys(self._metric_fn_list, record)
+        return self.metric_results(record)
 
     def reported_metrics(self) -> list[str]:
         return generation_metric_names("verbalized", self.stage2)

@@ -86,17 +86,6 @@ def prefix_groups(inputs: Sequence[Sequence[int]], scored: Sequence[int],
     return groups
 
 
-def computed_tokens(inputs: Sequence[Sequence[int]], groups: list[tuple[list[int], int]]) -> int:
-    """Tokens the model runs for ``groups`` (``prefix_groups``), padding not counted."""
-    total, previous = 0, ()
-    for members, shared in groups:
-        prefix = tuple(inputs[members[0]][:shared])
-        total += shared - min(shared, shared_prefix_length(previous, prefix))
-        total += sum(len(inputs[i]) - shared for i in members)
-        previous = prefix
-    return total
-
-
 @register_model("hf-prefix-cache")
 class PrefixCacheHFLM(HFLM):
     """HFLM whose log-likelihood requests reuse the key/value cache of shared prompt prefixes."""

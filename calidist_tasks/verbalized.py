@@ -48,7 +48,7 @@ from lm_eval.api.registry import register_filter
 
 from calidist_tasks.distractors import HINT_NOTE, LETTERS
 from calidist_tasks.joining import Outcome
-from calidist_tasks.task import CHOICES, FEWSHOT, HINT  # what a request's document shows
+from calidist_tasks.prompts import CHOICES, FEWSHOT, HINT  # what a request's document shows
 
 # Paper, Appendix F (the multistep prompt), placed after the question as there.
 STEP_INSTRUCTION = ("Think step by step, mention your confidence level in each step (0-100)%, "

@@ -355,7 +355,7 @@ class CaliDistCalibrator:
         raw = as_float_array(reliability_raw, "reliability_raw")
         confidence = check_confidence(confidence, "confidence")
         check_same_length(reliability_raw=raw, confidence=confidence)
-        return expit(self.beta_ * (self._scale(raw) - self.alpha_)) * confidence
+        return reliability_sigmoid(self._scale(raw), self.alpha_, self.beta_) * confidence
 
     # -- JSON -------------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from calidist_tasks.open_ended import (
     chain_scoring,
     near_numbers,
     parse_number,
-    read_original_answers,
+    read_original_records,
     same_number,
     samples_file,
 )
@@ -314,7 +314,7 @@ def test_later_stages_need_the_earlier_ones(tmp_path: Path) -> None:
                   {**metadata, "original_samples": str(partial)})
     broken = _jsonl(tmp_path / "broken.jsonl", [{"doc": {"question": "What?"}}])
     with pytest.raises(ValueError, match="broken.jsonl:1: not a sample of the earlier stage"):
-        read_original_answers(broken)
+        read_original_records(broken)
 
     # stage 2's records read by a stage 3 of another m, or with a hand-edited answer
     stage1 = load_task("calidist_gsm8k", metadata)

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import pytest
 from lm_eval.api.instance import Instance
 
-from calidist_tasks.prefix_cache import computed_tokens, prefix_groups, shared_prefix_length
+from calidist_tasks.prefix_cache import prefix_groups, shared_prefix_length
 from tests.conftest import run_lm_eval
+
+
+def computed_tokens(inputs: Sequence[Sequence[int]], groups: list[tuple[list[int], int]]) -> int:
+    """Tokens the backend runs for ``groups`` (``prefix_groups``), padding not counted."""
+    total, previous = 0, ()
+    for members, shared in groups:
+        prefix = tuple(inputs[members[0]][:shared])
+        total += shared - min(shared, shared_prefix_length(previous, prefix))
+        total += sum(len(inputs[i]) - shared for i in members)
+        previous = prefix
+    return total
 
 
 def document_prompts(n_docs: int, hints: int, seed: int = 0) -> list[list[int]]:
