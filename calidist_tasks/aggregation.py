@@ -23,12 +23,16 @@ from calidist_metrics import (
     PlattScaling,
     TemperatureScaling,
     VectorScaling,
+    aurc,
     auroc,
     brier_score,
     expected_calibration_error,
     load_calibrator,
+    maximum_calibration_error,
     save_calibrator,
+    smooth_ece,
 )
+from calidist_tasks import consistency
 from calidist_tasks.dataset import CALIBRATION, EVALUATION
 from calidist_tasks.settings import RunSettings
 
@@ -39,6 +43,9 @@ SCORES: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
     "ece_adaptive": lambda c, y: expected_calibration_error(c, y, n_bins=10, strategy="quantile"),
     "brier": brier_score,
     "auroc": auroc,
+    "mce": lambda c, y: maximum_calibration_error(c, y, n_bins=10, strategy="uniform"),
+    "smece": smooth_ece,
+    "aurc": aurc,
 }
 BASELINES = ("ts", "platt", "isotonic", "vector")
 DIAGNOSTICS = (
@@ -58,11 +65,12 @@ def metric_names(distracted: bool) -> list[str]:
 
 
 def higher_is_better(name: str) -> bool | None:
-    """True for accuracy and AUROC, False for ECE, Brier and the unreadable share; None (lm-eval
-    then prints no arrow) for diagnostics such as alpha, beta, lambda bounds and counts."""
+    """True for accuracy and AUROC, False for ECE, MCE, smECE, Brier, AURC and the unreadable
+    share; None (lm-eval then prints no arrow) for diagnostics such as alpha, beta, lambda bounds
+    and counts."""
     if name.startswith(("acc", "auroc")):
         return True
-    if name.startswith(("ece", "brier", "parse_fail_rate")):
+    if name.startswith(("ece", "mce", "smece", "brier", "aurc", "parse_fail_rate")):
         return False
     return None
 
@@ -265,13 +273,15 @@ def summarize_baselines(
 SAMPLING_KINDS = {"consistency": ("consistency", "entropy", "fsd"), "spuq": ("spuq",)}
 VERBALIZED_BASELINES = ("platt", "isotonic")  # the baselines that need no logits
 GENERATION_EXTRAS = ("parse_fail_rate", "requests_per_doc", "n_calibration", "n_evaluation")
+SAMPLING_EXTRAS = {"consistency": ("identical_samples_rate",), "spuq": ()}
 
 
 def generation_metric_names(confidence: str, distracted: bool) -> list[str]:
     """The metrics of a generation task (``confidence`` = verbalized, consistency or spuq)."""
     if confidence in SAMPLING_KINDS:
         kinds = SAMPLING_KINDS[confidence]
-        return ["acc", *(f"{name}_{k}" for k in kinds for name in SCORES), *GENERATION_EXTRAS]
+        return ["acc", *(f"{name}_{k}" for k in kinds for name in SCORES), *GENERATION_EXTRAS,
+                *SAMPLING_EXTRAS[confidence]]
     if distracted:
         return [*metric_names(distracted=True), "parse_fail_rate"]
     vanilla = [f"{name}_vanilla" for name in SCORES]
@@ -299,6 +309,10 @@ def summarize_generations(
 ) -> dict[str, float]:
     """Metrics of a generation task; a distracted verbalized task is CaliDist's summary."""
     results = _summarize_generations(records, settings, context, confidence, distracted)
+    if confidence == "consistency":  # samples that were not sampled (a server, greedy)
+        message = consistency.identical_samples_warning(split_records(records)[1])
+        if message:
+            warnings.warn(message, CalibrationWarning, stacklevel=2)
     if results["parse_fail_rate"] > UNREADABLE_LIMIT:
         warnings.warn(
             f"{results['parse_fail_rate']:.0%} of the evaluation replies were unreadable (more "
@@ -310,7 +324,7 @@ def summarize_generations(
 
 
 def _unreadable(results: dict[str, float]) -> dict[str, float]:
-    """Every score (ECE, Brier, AUROC under any suffix) NaN; accuracy and counts kept."""
+    """Every score of SCORES (under any suffix) NaN; accuracy and counts kept."""
     return {name: math.nan if name.startswith(tuple(SCORES)) else value
             for name, value in results.items()}
 
@@ -332,6 +346,8 @@ def _summarize_generations(
         for kind in SAMPLING_KINDS[confidence]:
             scores = np.asarray([r["confidences"][kind] for r in evaluation], dtype=float)
             results.update(_scores(scores, correct, f"_{kind}"))
+        if confidence == "consistency":
+            results["identical_samples_rate"] = consistency.identical_samples_rate(evaluation)
         return results
     if not calibration:
         raise ValueError(f"{context['task']}: no calibration documents to fit the baselines on")

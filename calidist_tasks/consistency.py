@@ -17,6 +17,11 @@ Decoding (paper, Appendix I): top_k 50 / top_p 0.95 for local models; temperatur
 API allows only a temperature. lm-eval's API backends send one fixed ``seed`` with every
 request, which would make N identical requests return N identical samples, so on an API each
 sample is its own request with its own seed (``sample_requests``).
+
+A server that ignores the sampling settings (``transformers serve`` does unless the model's
+generation config samples) or greedy decoding returns N copies of one reply: every confidence is
+then 1. ``identical_samples_rate`` counts the documents whose samples all gave one answer ("no
+answer" included), and ``identical_samples_warning`` says why above ``IDENTICAL_LIMIT``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from typing import Any
 
 KINDS = ("consistency", "entropy", "fsd")
 API_TEMPERATURE = 1.5  # paper, Appendix I, for APIs that take a temperature only
+# Above this share of documents whose samples all agree, the samples were probably not sampled.
+IDENTICAL_LIMIT = 0.9
 
 
 def vote(answers: Sequence[int | None], n_choices: int) -> dict[str, Any]:
@@ -73,3 +80,36 @@ def sample_requests(
     if not api:
         return [(dict(gen_kwargs), n)]
     return [({**gen_kwargs, "seed": seed * 1000 + i}, 1) for i in range(n)]
+
+
+def _identical(answers: Sequence[int | None]) -> bool:
+    return len(answers) > 1 and len(set(answers)) == 1
+
+
+def identical_samples_rate(records: Sequence[Mapping[str, Any]]) -> float:
+    """Share of the documents whose samples (two or more) all gave one answer, "no answer"
+    (every sample unreadable) included: the records keep the answers, not the replies."""
+    if not records:
+        return math.nan
+    return sum(_identical(r["answers"]) for r in records) / len(records)
+
+
+def identical_samples_warning(records: Sequence[Mapping[str, Any]]) -> str | None:
+    """The warning for evaluation records whose samples look unsampled (more than
+    ``IDENTICAL_LIMIT`` of the documents), or None; the task's aggregation names the task."""
+    rate = identical_samples_rate(records)
+    if not rate > IDENTICAL_LIMIT:
+        return None
+    unreadable = sum(_identical(r["answers"]) and r["answers"][0] is None for r in records)
+    return (
+        f"on {rate:.0%} of {len(records)} evaluation documents the samples all gave the same "
+        f"answer ({unreadable} of them: all unreadable), so the consistency, entropy and FSD "
+        "confidences say nothing there. Likely cause: nothing was sampled: a server that "
+        "ignores temperature/top_k/top_p (transformers serve decodes greedily unless the "
+        "model's generation_config.json sets do_sample: true) or greedy decoding (--gen_kwargs "
+        "do_sample=false or temperature=0). Fix: make the server sample (its own sampling "
+        "settings; for transformers serve, do_sample: true in the model's "
+        "generation_config.json) and send a temperature it honours (--metadata "
+        "sampling=temperature: 1.5 alone, the default with a base_url). Check the replies "
+        "(resps, --log_samples): if they differ, the model is this sure of every answer or, "
+        "when they are unreadable, cannot answer in the asked format (parse_fail_rate).")

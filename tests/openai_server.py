@@ -9,11 +9,12 @@ Serves a local Hugging Face causal LM (the tiny test model) on 127.0.0.1 with
 - ``GET /v1/models``.
 
 Generation honours ``max_tokens`` / ``max_completion_tokens``, ``temperature``, ``top_p``,
-``top_k``, ``seed`` (same seed, same sample) and ``stop``. It listens on loopback only, refuses
-bodies over 1 MiB and generations over 512 tokens, serves at most ``max_requests`` requests and
-stops by itself after ``idle_timeout`` seconds without a request. For the error-handling tests
-it can fail or stall some requests (``Faults``), and a test may replace
-the model's chat replies with a function of the request body (``chat_reply``).
+``top_k``, ``seed`` (same seed, same sample) and ``stop``; like ``transformers serve`` it answers
+``"stop": []`` with HTTP 500 (so a task that sends an empty stop list fails here too). It
+listens on loopback only, refuses bodies over 1 MiB and generations over 512 tokens, serves at
+most ``max_requests`` requests and stops by itself after ``idle_timeout`` seconds without a
+request. For the error-handling tests it can fail or stall some requests (``Faults``), and a test
+may replace the model's chat replies with a function of the request body (``chat_reply``).
 
     python tests/openai_server.py MODEL_DIR [--port 0] [--idle-timeout 600]
 
@@ -128,6 +129,9 @@ class ModelServer:
             return 200, {"object": "list", "data": [{"id": self.name, "object": "model"}]}
         if path not in ("/v1/completions", "/v1/chat/completions") or body is None:
             return 404, _error(f"no such endpoint: {path}")
+        if body.get("stop") == []:  # transformers serve: stop_strings=[] fails in generate()
+            return 500, _error("Internal Server Error (an empty stop list, as transformers "
+                               "serve answers it)")
         with self._count_lock:
             strike = self.faults.strike(json.dumps(body, sort_keys=True))
         if strike and not self.faults.stall_seconds:

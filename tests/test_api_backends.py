@@ -13,6 +13,8 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from conftest import run_lm_eval, write_mnli
 from family_data import write_all
 from openai_server import Faults, ModelServer
 
+from calidist_metrics import CalibrationWarning
 from calidist_tasks import task_folder
 from calidist_tasks.distractors import HINT_NOTE
 
@@ -115,6 +118,64 @@ def test_a_failing_server_is_a_clear_error(clean, tiny_model_dir, ppdb_data_dir,
     assert re.search(r"500|Timeout", text), text
 
 
+# ------------------------------------------------------------------ stop sequences
+def post(url: str, body: dict) -> int:
+    request = urllib.request.Request(url, json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_the_server_answers_an_empty_stop_list_with_500(server):
+    """As transformers serve does (its generate() fails on stop_strings=[]): a task that sends
+    `"stop": []` fails the API tests here instead of in a user's run."""
+    chat = {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
+    completion = {"model": "tiny", "prompt": "Hi", "max_tokens": 2}
+    for endpoint, body in (("chat/completions", chat), ("completions", completion)):
+        url = f"{server.base_url}/{endpoint}"
+        assert post(url, {**body, "stop": []}) == 500
+        assert post(url, {**body, "stop": ["</s>"]}) == post(url, body) == 200
+
+
+def generation_configs() -> dict[str, dict]:
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    configs = {path.stem: load_yaml(path, resolve_func=False)
+               for path in sorted(Path(task_folder()).glob("*/calidist_*.yaml"))}
+    return {name: c["generation_kwargs"] for name, c in configs.items()
+            if c.get("output_type") == "generate_until"}
+
+
+def test_no_generation_task_sends_an_empty_stop_list(monkeypatch):
+    """What lm-eval 0.4.13 puts in "stop" for every generation task's `until`, on the backends
+    that know no EOS string (no tokenizer): never an empty list, never an empty string."""
+    from lm_eval.models.openai_completions import (
+        LocalChatCompletion,
+        LocalCompletionsAPI,
+        OpenAIChatCompletion,
+    )
+
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    url = "http://127.0.0.1:9/v1"
+    backends = [LocalChatCompletion(model="m", base_url=f"{url}/chat/completions"),
+                LocalCompletionsAPI(model="m", base_url=f"{url}/completions",
+                                    tokenizer_backend=None),
+                OpenAIChatCompletion(model="gpt-4o-mini")]
+    configs = generation_configs()
+    assert {"calidist_ppdb_verbalized", "calidist_ppdb_consistency", "calidist_ppdb_spuq",
+            "calidist_gsm8k"} <= set(configs)
+    messages = [{"role": "user", "content": "Hi"}]
+    for name, gen_kwargs in configs.items():
+        for lm in backends:
+            prompt = messages if isinstance(lm, LocalChatCompletion) else "Hi"
+            stop = lm._create_payload(prompt, generate=True, gen_kwargs=dict(gen_kwargs),
+                                      eos=lm.eos_string)["stop"]
+            assert stop and all(stop), (name, type(lm).__name__, stop)
+
+
 # ------------------------------------------------------------------ chat: every family
 LETTERS = "abcdefghij"
 OPTION = re.compile(r"^([a-j])\. ", re.M)
@@ -125,7 +186,8 @@ def scripted_plan(content: str, seed: object) -> tuple[int | None, int, int, str
     """What the scripted model answers: (option or None for an unreadable reply, percent,
     reply format, hint line). It follows a hint a third of the time."""
     letters = list(dict.fromkeys(OPTION.findall(content)))
-    hint = HINTED.search(content)
+    hints = list(HINTED.finditer(content))
+    hint = hints[-1] if hints else None  # the prompt's own, after any few-shot exemplar's
     question = HINTED.sub("", content).replace(HINT_NOTE, "").replace(" \n", "\n").rstrip()
     digest = hashlib.sha256(f"{question}|{seed}".encode()).digest()  # the model's own view
     answer, percent = digest[0] % len(letters), 40 + digest[1] % 60
@@ -242,3 +304,29 @@ def test_lm_eval_cli_chat_prints_verbalized_calibration(server, tiny_model_dir, 
     assert verbalized["requests_per_doc,none"] == 5.0
     assert results["calidist_ppdb_consistency"]["requests_per_doc,none"] == 15.0
 
+
+
+# ------------------------------------------------------------------ identical samples
+def test_a_server_that_ignores_temperature_is_reported(clean, tiny_model_dir, ppdb_data_dir):
+    """transformers serve samples only if the model's generation config does: the 15 seeded
+    requests at temperature 1.5 then come back as one reply. The run says so, loudly and once,
+    and reports the share of such documents."""
+    clean.chat_reply = lambda body: "The answer is (a)."  # whatever the seed and temperature
+    metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 2, "eval_size": 3,
+                "base_url": clean.base_url}  # as lm-eval's CLI adds --model_args to --metadata
+    with pytest.warns(CalibrationWarning) as caught:
+        out = run_lm_eval(["calidist_ppdb_consistency"], tiny_model_dir, metadata,
+                          model="local-chat-completions", model_args=chat_args(clean),
+                          batch_size=1, apply_chat_template=True)
+    same = [str(w.message) for w in caught if "the samples all gave the same answer" in
+            str(w.message)]
+    assert len(same) == 1, same
+    assert same[0].startswith("calidist_ppdb_consistency: on 100% of 3 evaluation documents")
+    for cause in ("ignores temperature", "greedy decoding", "sampling=temperature"):
+        assert cause in same[0]
+    results = out["results"]["calidist_ppdb_consistency"]
+    assert results["identical_samples_rate,none"] == 1.0
+    assert results["ece_consistency,none"] >= 0.0
+    seeds = {args[1]["seed"] for s in out["samples"]["calidist_ppdb_consistency"]
+             for args in s["arguments"]}
+    assert seeds == set(range(15))  # distinct seeds were asked for: the server ignored them

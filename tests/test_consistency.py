@@ -4,6 +4,7 @@ requests (decoding, repeats or seeded API samples, perturbations) and a real run
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
 
 import pytest
@@ -11,9 +12,13 @@ from conftest import load_task, run_lm_eval
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from calidist_metrics import CalibrationWarning
 from calidist_tasks import consistency, spuq
+from calidist_tasks.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.consistency import decoding, sample_requests, vote
 from calidist_tasks.generation import DUMMY
+
+END_OF_TURN = ["<|im_end|>", "<|eot_id|>", "<|endoftext|>", "</s>"]  # the YAMLs' until
 
 
 def test_vote_on_the_papers_example():
@@ -80,6 +85,46 @@ def test_samples_are_repeats_locally_and_seeded_requests_on_apis():
     assert len({kw["seed"] for kw, _ in seeded}) == 15  # the API cannot return 15 copies
 
 
+def test_identical_samples_rate_and_its_warning():
+    def records(*answer_lists):
+        return [{"answers": list(a)} for a in answer_lists]
+
+    same, mixed = [1] * 15, [1] * 14 + [0]
+    assert consistency.identical_samples_rate(records(same, mixed)) == 0.5
+    # 15 unreadable samples are 15 times "no answer" (what transformers serve's greedy replies
+    # of SmolLM2 were); a single sample says nothing about the sampling
+    assert consistency.identical_samples_rate(records([None] * 15, [2], [None, 1])) == (
+        pytest.approx(1 / 3))
+    assert math.isnan(consistency.identical_samples_rate([]))
+    assert consistency.identical_samples_warning(records(*[same] * 9, mixed)) is None  # 90%
+    message = consistency.identical_samples_warning(records(same, [None] * 15))
+    assert message.startswith("on 100% of 2 evaluation documents the samples all gave the same "
+                              "answer (1 of them: all unreadable)")
+    for words in ("ignores temperature", "transformers serve", "greedy decoding",
+                  "sampling=temperature", "do_sample: true"):
+        assert words in message
+
+
+def test_consistency_task_warns_once_on_identical_samples(metadata):
+    task = load_task("calidist_ppdb_consistency", metadata)
+    assert "identical_samples_rate" in task.reported_metrics()
+    docs = [d for d in task.eval_docs if d["calidist_split"] == "evaluation"]
+    records = []
+    for doc in docs:
+        answers = [1 - doc["label"]] * 15  # what a server that ignores temperature returns
+        parsed = [[{"answer": a, "confidence": None} for a in answers]]
+        records.append(task.process_results(doc, parsed)["acc"])
+    with pytest.warns(CalibrationWarning, match="the samples all gave the same answer") as caught:
+        summary = task.summarize(records)
+    assert sum("the samples all gave the same answer" in str(w.message) for w in caught) == 1
+    assert summary["identical_samples_rate"] == 1.0 and summary["ece_consistency"] == 1.0
+    records[0] = task.process_results(docs[0], [[
+        {"answer": a, "confidence": None} for a in [0] * 8 + [1] * 7]])["acc"]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", ".*the samples all gave")  # 3 of 4 (75%): no warning
+        assert task.summarize(records)["identical_samples_rate"] == 0.75
+
+
 def test_spuq_perturbations_are_deterministic_and_follow_spuq():
     plans = spuq.perturbations("doc-key", seed=0)
     assert plans == spuq.perturbations("doc-key", seed=0)
@@ -122,8 +167,9 @@ def test_consistency_requests_local_and_api(metadata):
     local = load_task("calidist_ppdb_consistency", metadata)
     ctx, requests = build(local, local.eval_docs[5])
     assert len(requests) == 1 and requests[0].repeats == 15
-    assert requests[0].arguments == (ctx, {"until": [], "max_gen_toks": 32, "do_sample": True,
-                                           "temperature": 1.0, "top_k": 50, "top_p": 0.95})
+    assert requests[0].arguments == (ctx, {"until": END_OF_TURN, "max_gen_toks": 32,
+                                           "do_sample": True, "temperature": 1.0, "top_k": 50,
+                                           "top_p": 0.95})
     assert ctx.endswith('Reply in the form "The answer is (letter)."\n')
     api = load_task("calidist_ppdb_consistency", {**metadata, "base_url": "http://127.0.0.1:9"})
     _, requests = build(api, api.eval_docs[5])
@@ -183,8 +229,9 @@ def test_consistency_and_spuq_run_with_hf(tiny_model_dir, metadata):
     assert consistency_run["requests_per_doc,none"] == 15.0
     assert consistency_run["n_evaluation,none"] == 3.0
     assert consistency_run["n_calibration,none"] == 0.0
-    for kind in consistency.KINDS:
-        assert math.isfinite(consistency_run[f"ece_{kind},none"])
+    for kind in consistency.KINDS:  # NaN exactly when most samples were unreadable
+        unreadable = consistency_run["parse_fail_rate,none"] > UNREADABLE_LIMIT
+        assert math.isnan(consistency_run[f"ece_{kind},none"]) == unreadable
     samples = out["samples"]["calidist_ppdb_consistency"]
     assert len(samples) == 3 and all(len(s["resps"][0]) == 15 for s in samples)
     assert len({text for s in samples for text in s["resps"][0]}) > 15  # sampled, not greedy
@@ -193,4 +240,5 @@ def test_consistency_and_spuq_run_with_hf(tiny_model_dir, metadata):
     # the random tiny model's greedy replies (the reference and the 6 prompt perturbations) hold
     # no readable answer: the rule (wrong, 1/c), not a guess; only its 3 samples may read as one
     assert spuq_run["parse_fail_rate,none"] >= 0.7 and spuq_run["acc,none"] == 0.0
-    assert spuq_run["ece_spuq,none"] == pytest.approx(0.5)  # confidence 1/c = 0.5, all wrong
+    # mostly unreadable: the scores would describe the fallback (1/c, all wrong), so they are NaN
+    assert math.isnan(spuq_run["ece_spuq,none"])
