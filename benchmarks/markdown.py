@@ -290,7 +290,7 @@ def render(state: State) -> str:
         "`benchmarks/results/` (no model runs for this step). The model runs, and this "
         "analysis:\n\n```\n" + "".join(f"{c}\n" for c in _commands(state)) + "```\n",
         f"Machine of the model runs: {'; '.join(machines)}. The machine was shared with other "
-        "jobs while this ran, and every model job ran under `nice -n 19`, so wall times are "
+        "jobs while this ran, and model jobs ran at a lowered priority (`nice`), so wall times are "
         "upper bounds for an idle machine; request and token counts are exact.\n",
         "Models: SmolLM2-135M-Instruct and Qwen2.5-Coder-0.5B-Instruct (docs/method.md), "
         f"converted offline, `--model {', '.join(backends) or args.backend}`, float32. **These "

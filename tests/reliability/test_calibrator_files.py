@@ -13,6 +13,7 @@ import pytest
 from conftest import load_task
 
 from calidist_metrics import CaliDistCalibrator, TemperatureScaling, save_calibrator
+from calidist_tasks.aggregation import applied_calibrator
 from reliability.support import refused, write
 
 TASK = "calidist_ppdb_assertion"
@@ -41,7 +42,10 @@ def metadata(ppdb_data_dir: Path, path: Path | str, **extra) -> dict:
 
 def test_a_good_file_is_accepted(tmp_path, ppdb_data_dir, fitted, context) -> None:
     path = save_calibrator(fitted, tmp_path / "fit.json", **context)
-    load_task(TASK, metadata(ppdb_data_dir, path))
+    task = load_task(TASK, metadata(ppdb_data_dir, path))
+    applied = applied_calibrator(task.settings, task.calibrator_context())
+    assert (applied.alpha_, applied.beta_) == (fitted.alpha_, fitted.beta_)
+    assert (applied.lambda_min_, applied.lambda_max_) == (fitted.lambda_min_, fitted.lambda_max_)
 
 
 BAD_TEXT = {
