@@ -319,6 +319,17 @@ def bootstrap_interval(
     return point, float(low), float(high)
 
 
+def bootstrap_p_value(observed: float, resampled: ArrayLike) -> float:
+    """Two-sided bootstrap p-value of a paired difference: twice the share of resampled
+    differences on the other side of 0 from the observed one (1 when it is 0), at most 1."""
+    values = np.asarray(resampled, dtype=float)
+    if observed > 0:
+        return float(min(1.0, 2.0 * np.mean(values <= 0)))
+    if observed < 0:
+        return float(min(1.0, 2.0 * np.mean(values >= 0)))
+    return 1.0
+
+
 def paired_bootstrap_test(
     metric: Callable[..., float],
     confidence_a: ArrayLike,
@@ -350,15 +361,10 @@ def paired_bootstrap_test(
         difference, (confidence_a, confidence_b, correct), indices, "paired_bootstrap_test"
     )
     low, high = np.quantile(values, [0.025, 0.975])
-    if observed > 0:
-        p_value = 2.0 * np.mean(values <= 0)
-    elif observed < 0:
-        p_value = 2.0 * np.mean(values >= 0)
-    else:
-        p_value = 1.0
+    p_value = bootstrap_p_value(observed, values)
     return {
         "difference": observed,
         "low": float(low),
         "high": float(high),
-        "p_value": float(min(1.0, p_value)),
+        "p_value": p_value,
     }

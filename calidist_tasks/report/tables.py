@@ -24,6 +24,7 @@ from calidist_metrics import (
     CalibrationWarning,
     accuracy_at_coverage,
     bootstrap_interval,
+    bootstrap_p_value,
     expected_calibration_error,
     paired_bootstrap_test,
 )
@@ -225,14 +226,8 @@ def paired_difference(metric: Callable, confidence_a: np.ndarray, correct_a: np.
                       "resamples (e.g. resamples holding one class only)", CalibrationWarning,
                       stacklevel=2)
     low, high = np.quantile(values, [0.025, 0.975])
-    if observed > 0:
-        p_value = 2.0 * np.mean(values <= 0)
-    elif observed < 0:
-        p_value = 2.0 * np.mean(values >= 0)
-    else:
-        p_value = 1.0
     return {"difference": observed, "low": float(low), "high": float(high),
-            "p_value": float(min(1.0, p_value)), "n": int(correct_a.size)}
+            "p_value": bootstrap_p_value(observed, values), "n": int(correct_a.size)}
 
 
 def verdict(test: Mapping[str, float], higher_is_better: bool = False) -> str:
