@@ -180,8 +180,10 @@ def test_a_document_longer_than_the_context_is_named_and_cut_from_the_left(
     metadata = {"data_files": str(path), "calib_size": 2, "eval_size": 4,
                 "pretrained": str(tiny_model_dir), "max_length": 1024}  # as lm-eval's CLI merges
     with caplog.at_level(logging.WARNING):
+        # zero-shot: with exemplars, a long calibration document would lengthen every prompt
         out = run_lm_eval(["calidist_mnli_probe"], tiny_model_dir, metadata, log_samples=False,
-                          model_args=f"pretrained={tiny_model_dir},dtype=float32,max_length=1024")
+                          model_args=f"pretrained={tiny_model_dir},dtype=float32,max_length=1024",
+                          num_fewshot=0)
     ours = [r.getMessage() for r in caplog.records if r.name == "calidist_tasks.context_length"]
     assert len(ours) == 1 and "1 document(s)" in ours[0] and "data.jsonl:3 (" in ours[0], ours
     assert "context of 1024 tokens" in ours[0]
