@@ -26,8 +26,8 @@ What these numbers mean (all x100; lower ECE and Brier are better, higher AUROC 
   probability scaled down by how much the answer and confidence moved under misleading hints,
   fitted on the calibration documents and scored on the held-out evaluation documents. The
   prediction, and so the accuracy, never changes.
-- SmolLM2-135M is near chance on this task (it answers "not a paraphrase" almost always, which is
-  the majority class): this demo proves the pipeline runs end to end offline, not that the
+- SmolLM2-135M is at or below chance on this task (compare its accuracy with the majority class,
+  "not a paraphrase"): this demo proves the pipeline runs end to end offline, not that the
   method works. See BENCHMARKS.md for measurements on a stronger model and more data.
 """
 
