@@ -109,8 +109,6 @@ def test_generation_tasks_run_at_their_own_batch_size(tmp_path):
 
 # --------------------------------------------------------------------------- analysis fixture
 STAMP = "2026-01-01T10-00-00.000001"
-MODEL_DIR = "/home/someone/.cache/calidist/tiny-model"  # an absolute path, as on a real machine
-DATA_DIR = "/srv/data/shared/data"
 CALIB, EVAL, M = 60, 80, 2
 
 
@@ -140,6 +138,11 @@ def _records(task: str, seed: int = 0) -> list[dict]:
     return records, plans
 
 
+def model_folder(out: Path) -> str:
+    """The tiny model's folder of the fixture (absolute, outside the repository)."""
+    return str(out.parent / "home" / ".cache" / "calidist" / "tiny-model")
+
+
 def write_finished_task(out: Path, model: str, task: str, text: str = "question") -> Path:
     """runs/<out>/<model>/<task>/: run.json, results file and samples file of one finished task."""
     from calidist_tasks.aggregation import summarize_baselines, summarize_calidist
@@ -148,15 +151,17 @@ def write_finished_task(out: Path, model: str, task: str, text: str = "question"
     folder = out / model / task
     (folder / "model").mkdir(parents=True)
     records, plans = _records(task)
-    metadata = {"data_dir": DATA_DIR, "calib_size": CALIB, "eval_size": EVAL, "seed": 0,
+    # absolute paths, as on a real machine: beside the run folder, wherever the test runs
+    model_dir, data_dir = model_folder(out), str(out.parent / "shared" / "data")
+    metadata = {"data_dir": data_dir, "calib_size": CALIB, "eval_size": EVAL, "seed": 0,
                 "split_seed": 0, **({"m": M} if task.endswith("_assertion") else {})}
     settings = RunSettings.from_metadata(metadata)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         summary = (summarize_calidist if task.endswith("_assertion") else summarize_baselines)(
-            records, settings, {"task": task, "labels": ["no", "yes"], "model": MODEL_DIR})
+            records, settings, {"task": task, "labels": ["no", "yes"], "model": model_dir})
     command = ["calidist", "eval", "--model", "hf-prefix-cache", "--model_args",
-               f"pretrained={MODEL_DIR},dtype=float32", "--tasks", task, "--device", "cpu",
+               f"pretrained={model_dir},dtype=float32", "--tasks", task, "--device", "cpu",
                "--batch_size", "8", "--metadata", json.dumps(metadata), "--output_path",
                str(folder), "--log_samples", "--use_cache", str(out / model / "lm_cache")]
     results = {
@@ -164,8 +169,8 @@ def write_finished_task(out: Path, model: str, task: str, text: str = "question"
         "group_subtasks": {}, "n-samples": {task: {"original": 500, "effective": len(records)}},
         "configs": {task: {"task": task, "output_type": "loglikelihood",
                            "doc_to_choice": ["no", "yes"],
-                           "metadata": {**metadata, "pretrained": MODEL_DIR}}},
-        "config": {"model": "hf-prefix-cache", "model_args": f"pretrained={MODEL_DIR}"},
+                           "metadata": {**metadata, "pretrained": model_dir}}},
+        "config": {"model": "hf-prefix-cache", "model_args": f"pretrained={model_dir}"},
         "total_evaluation_time_seconds": "120.5"}
     (folder / "model" / f"results_{STAMP}.json").write_text(json.dumps(results))
     with open(folder / "model" / f"samples_{task}_{STAMP}.jsonl", "w", encoding="utf-8") as f:
@@ -181,8 +186,8 @@ def write_finished_task(out: Path, model: str, task: str, text: str = "question"
                     "filter": "none", "metrics": ["acc", "ece"], "acc": record, "ece": record}
             f.write(json.dumps(line, ensure_ascii=False) + "\n")  # as lm-eval writes them
     info = {"command": shlex.join(command), "returncode": 0, "wall_s": 130.0,
-            "benchmark_command": "python benchmarks/run.py --out /srv/work/repo/runs/bench "
-                                 "--markdown /srv/work/repo/BENCHMARKS.md --ppdb-calib 60",
+            "benchmark_command": f"python benchmarks/run.py --out {out} "
+                                 f"--markdown {out.parent / 'BENCHMARKS.md'} --ppdb-calib 60",
             "finished": 1.0e9 + len(task)}
     (folder / "run.json").write_text(json.dumps(info))
     return folder
@@ -222,7 +227,7 @@ def test_export_keeps_what_the_analysis_needs_and_no_absolute_path(exported):
                                                "calidist_ppdb_assertion.jsonl.gz"]
     assert any("consistency's prompt tokens not estimated" in p for p in problems), problems
     text = gzip.decompress(written[1].read_bytes()).decode()
-    assert ABSOLUTE_PATH.findall(text) == [] and "/home/someone" not in text
+    assert ABSOLUTE_PATH.findall(text) == [] and model_folder(root / "runs") not in text
     assert "Is it" not in text  # no document or prompt text is kept
     header = json.loads(text.split("\n")[0])
     assert header["requested"] == {"calib_size": CALIB, "eval_size": EVAL, "m": M, "seed": 0,
@@ -324,14 +329,14 @@ def test_verdicts_follow_the_paired_interval():
     assert verdict(mixed) == "better"
 
 
-def test_portable_commands():
+def test_portable_commands(tmp_path):
     from benchmarks.commands import ABSOLUTE_PATH, portable
 
-    root = Path("/srv/work/repo")
-    command = ("calidist eval --model_args pretrained=/home/u/.cache/calidist/smollm2,"
-               "dtype=float32 --metadata '{\"data_dir\": \"/srv/work/shared/data\"}' "
-               "--output_path /srv/work/repo/runs/bench/smollm2/calidist_ppdb")
-    shown = portable(command, {"smollm2": "/home/u/.cache/calidist/smollm2"}, root)
+    root, model = tmp_path / "repo", str(tmp_path / "home" / ".cache" / "calidist" / "smollm2")
+    command = (f"calidist eval --model_args pretrained={model},"
+               f"dtype=float32 --metadata '{{\"data_dir\": \"{tmp_path / 'shared' / 'data'}\"}}' "
+               f"--output_path {root / 'runs/bench/smollm2/calidist_ppdb'}")
+    shown = portable(command, {"smollm2": model}, root)
     assert shown == ("calidist eval --model_args pretrained=$(calidist model smollm2),"
                      "dtype=float32 --metadata '{\"data_dir\": \"../shared/data\"}' "
                      "--output_path runs/bench/smollm2/calidist_ppdb")
