@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import math
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,17 +196,22 @@ def _overhead(o: dict) -> list[str]:
     ]
 
 
-def _variants(state: State, result: an.Analysis) -> list[str]:
-    rows, wins = [], []
+def _per_style_run(state: State, result: an.Analysis, what: str, rows_of) -> Iterator:
+    """``rows_of(result, stored)`` for every CaliDist-style run with records, in table order; a
+    run whose rows fail is named in the problems and skipped, the rest is written."""
     for stored in sorted(state.stored, key=lambda s: (s.model, s.benchmark, s.suffix)):
         if stored.suffix not in an.STYLES or stored.run.records is None:
             continue
         try:
-            found, won = an.variant_rows(result, stored)
-        except (ValueError, KeyError, TypeError) as error:  # named, the rest is written
-            result.problems.append(f"variants of {stored.run.name}: {type(error).__name__}: "
+            yield rows_of(result, stored)
+        except (ValueError, KeyError, TypeError) as error:
+            result.problems.append(f"{what} of {stored.run.name}: {type(error).__name__}: "
                                    f"{error}")
-            continue
+
+
+def _variants(state: State, result: an.Analysis) -> list[str]:
+    rows, wins = [], []
+    for found, won in _per_style_run(state, result, "variants", an.variant_rows):
         rows += found
         wins += won
     if not rows:
@@ -243,15 +249,7 @@ def _variants(state: State, result: an.Analysis) -> list[str]:
 
 def _ablations(state: State, result: an.Analysis) -> list[str]:
     parts = []
-    for stored in sorted(state.stored, key=lambda s: (s.model, s.benchmark, s.suffix)):
-        if stored.suffix not in an.STYLES or stored.run.records is None:
-            continue
-        try:
-            rows, caption = an.ablation_rows(result, stored)
-        except (ValueError, KeyError, TypeError) as error:  # named, the rest is written
-            result.problems.append(f"ablations of {stored.run.name}: {type(error).__name__}: "
-                                   f"{error}")
-            continue
+    for rows, caption in _per_style_run(state, result, "ablations", an.ablation_rows):
         parts += [caption + "\n",
                   table(["setting", "calibration docs", "evaluation docs", "ECE", "Brier",
                          "AUROC", "ΔECE vs as run", "verdict"], rows, {1, 2, 3, 4, 5, 6}) + "\n"]
