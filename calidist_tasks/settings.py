@@ -12,13 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-LAMBDA_SCALES = ("minmax", "log", "rank")
-DELTA_MODES = ("mean", "worst_case")
+from calidist_metrics import DELTA_MODES, FIT_METHODS, LAMBDA_SCALES
+
 SAMPLINGS = ("auto", "top_k", "temperature")  # consistency decoding (calidist_tasks.consistency)
-# How CaliDist's alpha and beta are chosen: "grid" is the paper's search alone (Appendix I),
-# "refine" adds a bounded L-BFGS-B step kept only when it is not worse on the calibration set,
-# "default_sigmoid" fixes alpha=0, beta=1 (the paper's "Default Sigmoid" ablation).
-FITS = ("grid", "refine", "default_sigmoid")
 # Verbalized prompt: "paper" is Appendix F's step-by-step wording, "short" asks for the option
 # and one confidence only (cheaper, and easier for small models).
 VERBALIZED_PROMPTS = ("paper", "short")
@@ -104,8 +100,8 @@ class RunSettings:
             raise ValueError(
                 f"--metadata sampling must be one of {SAMPLINGS}, got {self.sampling!r}"
             )
-        if self.fit not in FITS:
-            raise ValueError(f"--metadata fit must be one of {FITS}, got {self.fit!r}")
+        if self.fit not in FIT_METHODS:
+            raise ValueError(f"--metadata fit must be one of {FIT_METHODS}, got {self.fit!r}")
         if self.verbalized_prompt not in VERBALIZED_PROMPTS:
             raise ValueError(f"--metadata verbalized_prompt must be one of {VERBALIZED_PROMPTS}, "
                              f"got {self.verbalized_prompt!r}")

@@ -2,6 +2,8 @@
 
 from ._validation import CalibrationWarning
 from .calibrators import (
+    FIT_METHODS,
+    LAMBDA_SCALES,
     BehaviourCalibrator,
     CaliDistCalibrator,
     IsotonicCalibration,
@@ -14,7 +16,12 @@ from .calibrators import (
     reliability_sigmoid,
     save_calibrator,
 )
-from .instability import confidence_instability, prediction_instability, reliability_score
+from .instability import (
+    DELTA_MODES,
+    confidence_instability,
+    prediction_instability,
+    reliability_score,
+)
 from .scores import (
     ReliabilityBins,
     accuracy_at_coverage,
@@ -34,9 +41,12 @@ from .scores import (
 
 __all__ = [
     "BehaviourCalibrator",
+    "DELTA_MODES",
+    "FIT_METHODS",
     "CaliDistCalibrator",
     "CalibrationWarning",
     "IsotonicCalibration",
+    "LAMBDA_SCALES",
     "NotFittedError",
     "PlattScaling",
     "ReliabilityBins",

@@ -28,7 +28,9 @@ from ._validation import (
 __all__ = [
     "BehaviourCalibrator",
     "CaliDistCalibrator",
+    "FIT_METHODS",
     "IsotonicCalibration",
+    "LAMBDA_SCALES",
     "NotFittedError",
     "PlattScaling",
     "TemperatureScaling",
@@ -40,6 +42,9 @@ __all__ = [
 ]
 
 LAMBDA_SCALES = ("minmax", "log", "rank")
+# How CaliDist's alpha and beta are chosen: "grid" is the paper's search alone (Appendix I),
+# "refine" adds a bounded L-BFGS-B step kept only when it is not worse on the calibration set,
+# "default_sigmoid" fixes alpha=0, beta=1 (the paper's "Default Sigmoid" ablation).
 FIT_METHODS = ("grid", "refine", "default_sigmoid")
 LAMBDA_RANGE = 10.0
 _MISSING = object()

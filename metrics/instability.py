@@ -21,9 +21,12 @@ from numpy.typing import ArrayLike
 
 from ._validation import as_float_array, check_confidence, check_finite_number
 
-__all__ = ["confidence_instability", "prediction_instability", "reliability_score"]
+__all__ = [
+    "DELTA_MODES", "confidence_instability", "prediction_instability", "reliability_score",
+]
 
-_MODES = ("mean", "worst_case")
+# how the confidence moves of one document are pooled: their mean, or the largest one
+DELTA_MODES = ("mean", "worst_case")
 
 
 def _check_distracted(values, name: str, *, probability: bool) -> np.ndarray:
@@ -120,8 +123,8 @@ def confidence_instability(
     ablation): delta = max(0, p - min_j p'_j), the largest confidence drop. Raises ValueError
     when k == 0.
     """
-    if mode not in _MODES:
-        raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+    if mode not in DELTA_MODES:
+        raise ValueError(f"mode must be one of {DELTA_MODES}, got {mode!r}")
     if (type(original_confidence) is float and 0.0 <= original_confidence <= 1.0
             and _plain_probabilities(distracted_confidences)):
         if mode == "mean":

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from calidist_metrics import CalibrationWarning, CaliDistCalibrator, load_calibrator
 from calidist_metrics.calibrators import FIT_METHODS
 from calidist_tasks.aggregation import summarize_calidist
-from calidist_tasks.settings import FITS, RunSettings
+from calidist_tasks.settings import RunSettings
 
 ALPHAS, BETAS = np.linspace(-5, 5, 100), np.linspace(0.1, 5, 100)
 
@@ -67,8 +67,11 @@ def adversarial():
     }
 
 
-def test_settings_and_calibrator_know_the_same_fits():
-    assert FITS == FIT_METHODS
+def test_settings_accept_exactly_the_calibrator_fits():
+    for fit in FIT_METHODS:
+        assert RunSettings.from_metadata({"fit": fit}).fit == fit
+    with pytest.raises(ValueError, match="fit must be one of .*'default_sigmoid'"):
+        RunSettings.from_metadata({"fit": "newton"})
     assert RunSettings().fit == "grid" and CaliDistCalibrator().method == "grid"
 
 
