@@ -1,12 +1,98 @@
-"""calidist: CaliDist confidence calibration as lm-evaluation-harness tasks."""
+"""calidist: CaliDist confidence calibration as lm-evaluation-harness tasks.
+
+From Python (docs/python_api.md)::
+
+    import calidist_tasks
+    from calidist_tasks.report import write_report_from_results
+
+    results = calidist_tasks.evaluate(
+        "hf", ["calidist_ppdb_assertion"], model_args="pretrained=MODEL,dtype=float32",
+        metadata={"calib_size": 50, "eval_size": 100}, device="cpu", batch_size=8)
+    results["results"]["calidist_ppdb_assertion"]["ece,none"]
+    write_report_from_results(results, "report")
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from importlib.resources import files
+from typing import Any
 
 __version__ = "0.1.0"
+__all__ = ["evaluate", "task_folder"]
 
 
 def task_folder() -> str:
     """The folder to pass to ``lm_eval --include_path`` (our YAML tasks)."""
     return str(files("calidist_tasks.yaml_tasks"))
+
+
+def _model_metadata(model: Any, model_args: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """What lm-eval's CLI merges from ``--model_args`` into the task metadata; for a loaded LM
+    object, the same keys read from its attributes (``pretrained``, ``model``, ``base_url``)."""
+    if isinstance(model, str):
+        if isinstance(model_args, str):
+            from lm_eval.utils import simple_parse_args_string
+
+            return dict(simple_parse_args_string(model_args))
+        return dict(model_args or {})
+    found = {}
+    for key in ("pretrained", "model", "base_url"):
+        value = getattr(model, key, None)
+        if isinstance(value, str) and value:
+            found[key] = value
+    return found
+
+
+def evaluate(
+    model: Any,
+    tasks: str | Sequence[str],
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    model_args: str | Mapping[str, Any] | None = None,
+    log_samples: bool = True,
+    include_defaults: bool = False,
+    **simple_evaluate_kwargs: Any,
+) -> dict[str, Any] | None:
+    """Run calidist tasks (and groups) with ``lm_eval.simple_evaluate``; return its results dict.
+
+    ``model``: an lm-eval model name (``"hf"``, ``"hf-prefix-cache"``, ``"vllm"``,
+    ``"local-completions"``, ...) with ``model_args`` (``"pretrained=...,dtype=float32"`` or a
+    dict), or an already-loaded ``lm_eval.api.model.LM`` object (``model_args`` is then unused).
+    ``tasks``: names, or one comma-separated string. ``metadata``: calidist's options, the keys of
+    ``calidist eval --help`` (``calib_size``, ``eval_size``, ``m``, ``data_dir``, ``fit``, ...),
+    checked when the tasks are built (a misspelt key or a bad value raises ValueError).
+
+    As on the command line, ``model_args`` is merged under ``metadata`` (a model argument named like
+    one of our keys reaches us; ``metadata`` wins); for an LM object its ``pretrained`` /
+    ``model`` / ``base_url`` attributes play that part. The metadata is given to the
+    ``TaskManager`` that builds our tasks: lm-eval's ``simple_evaluate(metadata=...)`` drops it
+    when a ``task_manager`` is passed, so passing your own ``task_manager`` here is refused.
+    ``include_defaults=True`` also indexes lm-eval's own tasks (about 10 s), to run them in the
+    same call. Every other keyword goes to ``simple_evaluate`` (``device``, ``batch_size``,
+    ``limit``, ``num_fewshot``, ``apply_chat_template``, ``bootstrap_iters``, ...).
+    ``log_samples`` is on by default: the per-document records in ``results["samples"]`` are what
+    ``calidist_tasks.report.write_report_from_results`` needs for intervals and diagrams.
+
+    Returns what ``simple_evaluate`` returns: ``results["results"][task]["ece,none"]`` and the
+    other metrics of the README, ``results["samples"][task]`` per document; None on the non-zero
+    ranks of a multi-process run. ``evaluate`` itself writes nothing to disk.
+    """
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    import calidist_tasks.prefix_cache  # noqa: F401  registers the hf-prefix-cache model
+    from calidist_tasks.api_replies import checked_replies
+
+    if "task_manager" in simple_evaluate_kwargs:
+        raise TypeError("calidist_tasks.evaluate builds its own TaskManager (with our task folder "
+                        "and the metadata); pass include_defaults=True for lm-eval's own tasks")
+    if isinstance(tasks, str):
+        tasks = [name.strip() for name in tasks.split(",") if name.strip()]
+    merged = {**_model_metadata(model, model_args), **dict(metadata or {})}
+    manager = TaskManager(include_path=task_folder(), include_defaults=include_defaults,
+                          metadata=merged)
+    with checked_replies():  # an API reply lm-eval cannot parse: one clear APIReplyError
+        return lm_eval.simple_evaluate(model=model, model_args=model_args, tasks=list(tasks),
+                                       task_manager=manager, log_samples=log_samples,
+                                       metadata=merged, **simple_evaluate_kwargs)

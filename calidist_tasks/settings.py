@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from calidist_metrics import DELTA_MODES, FIT_METHODS, LAMBDA_SCALES
@@ -20,27 +20,67 @@ SAMPLINGS = ("auto", "top_k", "temperature")  # consistency decoding (calidist_t
 VERBALIZED_PROMPTS = ("paper", "short")
 
 
+def _option(default: Any, text: str, *, choices: tuple[str, ...] | None = None,
+            shown: str | None = None, internal: bool = False) -> Any:
+    """A RunSettings field with its ``calidist eval --help`` text beside it: ``text`` (one line,
+    stored as ``help``), ``choices`` (the very tuple ``validate`` checks against), ``shown`` (the
+    default as printed, where the value says little, e.g. None), ``internal`` (set by us from
+    --model_args, not a --metadata key)."""
+    meta: dict[str, Any] = {"help": text, "internal": internal}
+    if choices is not None:
+        meta["choices"] = choices
+    if shown is not None:
+        meta["shown"] = shown
+    return field(default=default, metadata=meta)
+
+
 @dataclass(frozen=True)
 class RunSettings:
-    """What a user can set per run with ``--metadata '{"key": value}'``."""
+    """What a user can set per run with ``--metadata '{"key": value}'``.
 
-    calib_size: int = 200
-    eval_size: int | None = 1000  # None = every remaining document ("all")
-    m: int | None = None  # distractors per label; None = the style's default
-    seed: int = 0  # chooses distractor templates and SPUQ perturbations, seeds API samples
-    split_seed: int = 0  # shuffles documents into calibration / evaluation
-    data_files: Any = None
-    data_dir: str | None = None
-    calibrator: str | None = None  # a saved fit to apply instead of fitting
-    save_calibrator: str | None = None  # where to write this run's fit
-    lambda_scale: str = "minmax"
-    delta_mode: str = "mean"
-    fit: str = "grid"
-    verbalized_prompt: str = "paper"
-    allow_transfer: bool = False  # apply a saved fit from another task (out-of-domain transfer)
-    model: str | None = None  # recorded in saved calibrators (from --model_args pretrained/model)
-    sampling: str = "auto"  # consistency decoding: top_k 50/top_p 0.95, or temperature 1.5 only
-    api: bool = False  # --model_args has a base_url: an HTTP API backend (not a --metadata key)
+    Every field carries its help (``dataclasses.fields(RunSettings)[i].metadata``); ``calidist
+    eval --help`` prints it, so a new key is documented where it is declared.
+    """
+
+    calib_size: int = _option(200, "calibration documents (from the benchmark's calibration "
+                              "split, or the first N of the shuffled pool where there is none)")
+    eval_size: int | None = _option(1000, 'evaluation documents; "all" for every remaining one')
+    m: int | None = _option(None, "distractors per label (probe and corruption have one fixed "
+                            "template, so only 1)", shown="2 assertion, 1 probe/corruption")
+    seed: int = _option(0, "chooses the assertion templates and SPUQ perturbations, offsets API "
+                        "sample seeds")
+    split_seed: int = _option(0, "shuffles documents into calibration / evaluation")
+    data_files: Any = _option(None, 'a file, a list, or {"<eval split>": ..., "<calibration '
+                              'split>": ...} for the task being run', shown="the Hub dataset")
+    data_dir: str | None = _option(None, "a folder with one sub-folder per benchmark (ppdb/, "
+                                   "aqua/, ...) holding <split>.jsonl/.json/.tsv/.csv/.parquet",
+                                   shown="the Hub dataset")
+    calibrator: str | None = _option(None, "apply a saved CaliDist fit (JSON) instead of "
+                                     "fitting; {task} in the path is replaced by the task's name",
+                                     shown="none: fit on the calibration documents")
+    save_calibrator: str | None = _option(None, "write this run's fit to a JSON file ({task} in "
+                                          "the path: one file per task)", shown="none")
+    lambda_scale: str = _option("minmax", "lambda scaling: minmax (the paper), log (min-max of "
+                                "log lambda_raw), rank (quantile on the calibration set)",
+                                choices=LAMBDA_SCALES)
+    delta_mode: str = _option("mean", "confidence instability: mean = |p - mean p'| (the paper), "
+                              "worst_case = max(0, p - min p')", choices=DELTA_MODES)
+    fit: str = _option("grid", "how alpha and beta are chosen: grid (the paper's grid search), "
+                       "refine (grid, then a bounded L-BFGS-B step kept only if not worse), "
+                       "default_sigmoid (alpha 0, beta 1 fixed)", choices=FIT_METHODS)
+    verbalized_prompt: str = _option("paper", "verbalized tasks: paper (Appendix F, step by "
+                                     "step, max_gen_toks 512) or short (one confidence, "
+                                     "max_gen_toks 128)", choices=VERBALIZED_PROMPTS)
+    allow_transfer: bool = _option(False, "let calibrator come from another task with the same "
+                                   "labels (out-of-domain transfer)")
+    # recorded in saved calibrators (from --model_args pretrained/model)
+    model: str | None = _option(None, "the model, from --model_args pretrained= or model=",
+                                internal=True)
+    sampling: str = _option("auto", "consistency decoding: top_k (top_k 50 / top_p 0.95), "
+                            "temperature (1.5 alone), auto (temperature on an API base_url, "
+                            "else top_k)", choices=SAMPLINGS)
+    # --model_args has a base_url: an HTTP API backend (not a --metadata key)
+    api: bool = _option(False, "an HTTP API backend (--model_args base_url=)", internal=True)
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any] | None) -> RunSettings:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
+from calidist_metrics import DELTA_MODES, FIT_METHODS, LAMBDA_SCALES
 from calidist_tasks import cli, task_folder
+from calidist_tasks.settings import SAMPLINGS, VERBALIZED_PROMPTS, RunSettings
+
+# the option keys and the tuples RunSettings.validate checks them against
+CHOICES = {"lambda_scale": LAMBDA_SCALES, "delta_mode": DELTA_MODES, "fit": FIT_METHODS,
+           "verbalized_prompt": VERBALIZED_PROMPTS, "sampling": SAMPLINGS}
 
 
 def tree(root: Path) -> list[str]:
@@ -57,6 +65,55 @@ def test_eval_passes_every_flag_through_and_adds_the_include_path(lm_eval_argv):
     for given in (["--include_path", "/mine"], ["--include_path=/mine"]):
         cli.main(["eval", "--tasks", "t", *given])
         assert lm_eval_argv[-1] == ["lm_eval", "--tasks", "t", *given]
+
+
+def help_entries(text: str) -> dict[str, str]:
+    """{key: its help, continuation lines joined} from the metadata section of the help."""
+    entries: dict[str, str] = {}
+    for line in text.splitlines()[1:]:
+        if match := re.match(r"^  (\w+) +(.*)$", line):
+            entries[match[1]] = match[2]
+        elif line.startswith(" " * 21) and entries:
+            entries[list(entries)[-1]] += " " + line.strip()
+    return entries
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_eval_help_lists_every_metadata_key_before_lm_evals_options(flag, capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main(["eval", "--tasks", "calidist_ppdb", flag])
+    assert done.value.code in (0, None)
+    out = capsys.readouterr().out
+    lm_eval_model = re.search(r"^\s+--model\b", out, re.MULTILINE)  # lm-eval's own option
+    assert lm_eval_model is not None
+    ours = out[:lm_eval_model.start()]
+    assert ours.startswith("calidist options (pass as --metadata '{\"key\": value}'):\n")
+    entries = help_entries(ours.split("\n\n")[0])
+    keys = [f.name for f in dataclasses.fields(RunSettings) if f.name not in ("model", "api")]
+    assert list(entries) == keys  # every key, in declaration order, and nothing else
+    fields = {f.name: f for f in dataclasses.fields(RunSettings)}
+    for key, text in entries.items():
+        assert fields[key].metadata["help"] in text
+        assert "(default: " in text
+        if key not in CHOICES:
+            assert "one of:" not in text
+    assert "(default: 200)" in entries["calib_size"]
+    for key, choices in CHOICES.items():
+        assert fields[key].metadata["choices"] is choices  # the tuple validate uses
+        printed = re.search(r"one of: ([^)]*)\)$", entries[key])[1].split(", ")
+        assert printed == list(choices)
+        assert f'(default: "{fields[key].default}"' in entries[key]
+        for value in printed:  # each printed value is accepted, anything else refused
+            assert getattr(RunSettings.from_metadata({key: value}), key) == value
+        with pytest.raises(ValueError, match=f"{key} must be one of"):
+            RunSettings.from_metadata({key: "not_" + choices[0]})
+
+
+def test_calidist_help_points_to_eval_help(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "`calidist eval --help` lists calidist's own options (the --metadata keys" in out
 
 
 def test_unknown_arguments_of_other_commands_are_refused(capsys):

@@ -18,14 +18,20 @@ the output folder:
   task, the paper's Figure 1) and ``figures.json`` (the numbers each figure drew).
 
 No model is run: everything comes from the logged per-document records.
+
+``write_report_from_results(results, "report")`` writes the same report from the dict(s)
+``lm_eval.simple_evaluate`` / ``calidist_tasks.evaluate`` returned (with ``log_samples``), with no
+output folder of your own: see docs/python_api.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +39,14 @@ from typing import Any
 from calidist_tasks.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.dataset import EVALUATION
 from calidist_tasks.report.cost import cost_table
-from calidist_tasks.report.loading import TaskRun, load_runs, short_names
+from calidist_tasks.report.loading import (
+    RESULTS_NAME,
+    SAMPLES_NAME,
+    Loaded,
+    TaskRun,
+    load_runs,
+    short_names,
+)
 from calidist_tasks.report.methods import (
     METHODS,
     VANILLA_LABELS,
@@ -64,7 +77,7 @@ from calidist_tasks.report.tables import (
 )
 from calidist_tasks.report.transfer import parse_pair, transfer_table
 
-__all__ = ["Report", "run_command", "write_report"]
+__all__ = ["Report", "run_command", "write_report", "write_report_from_results"]
 
 
 @dataclass
@@ -177,9 +190,101 @@ def write_report(
 ) -> Report:
     """Read lm-eval output under ``paths`` and write the report into ``out`` (see module doc)."""
     pairs = [parse_pair(t) for t in transfers]
+    return _write(load_runs(paths), out, pairs, n_resamples, seed, figures)
+
+
+def write_report_from_results(
+    results: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    out: str | Path,
+    transfers: Sequence[str] = (),
+    n_resamples: int = 1000,
+    seed: int = 0,
+    figures: bool = True,
+) -> Report:
+    """``write_report`` for what ``lm_eval.simple_evaluate`` (or ``calidist_tasks.evaluate``)
+    returned: one results dict, or a list of them (several models; for the same model and task a
+    later dict supersedes an earlier one). Run with ``log_samples=True`` (``results["samples"]``)
+    for intervals, diagrams, cost and transfer; without samples only the results numbers are
+    used, as for a folder run without ``--log_samples``. The dicts are not modified.
+
+    Each dict is saved as ``lm_eval --output_path DIR --log_samples`` saves it (lm-eval's own
+    ``EvaluationTracker``) into a temporary folder and read back by the folder reader, so both
+    entry points build the same runs and the same report. Problems name ``results`` (or
+    ``results[i]``) instead of the temporary files.
+    """
+    pairs = [parse_pair(t) for t in transfers]
+    single = isinstance(results, Mapping) or not isinstance(results, Sequence)
+    given = [results] if single else list(results)
+    labels = ["results"] if single else [f"results[{i}]" for i in range(len(given))]
+    for one, label in zip(given, labels, strict=True):
+        if not isinstance(one, Mapping) or not isinstance(one.get("results"), Mapping):
+            raise ValueError(f"{label} is not what lm_eval.simple_evaluate returns (a dict with "
+                             f"a 'results' dict), got {type(one).__name__}")
+    with tempfile.TemporaryDirectory(prefix="calidist-results-") as tmp:
+        root = Path(tmp).resolve()
+        names: dict[str, str] = {}
+        for i, (one, label) in enumerate(zip(given, labels, strict=True)):
+            names.update(_save_like_lm_eval(one, root / str(i), label))
+        names[str(root)] = "(results)"
+
+        def display(text: str) -> str:
+            for path in sorted(names, key=len, reverse=True):  # files before their folder
+                text = text.replace(path, names[path])
+            return text
+
+        return _write(load_runs([root]), out, pairs, n_resamples, seed, figures, display)
+
+
+def _save_like_lm_eval(results: Mapping[str, Any], folder: Path, label: str) -> dict[str, str]:
+    """Save one simple_evaluate dict into ``folder`` with lm-eval's EvaluationTracker, as its CLI
+    does; return {path of each file written: how to name it in problems}."""
+    from lm_eval.loggers import EvaluationTracker
+
+    data = dict(results)  # the tracker adds keys to the results and rewrites samples in place
+    samples = {task: [_unsaved(doc) for doc in docs]
+               for task, docs in (data.pop("samples", None) or {}).items()}
+    tracker = EvaluationTracker(output_path=str(folder))
+    tracker.save_results_aggregated(results=data, samples=samples or None)
+    for task in data.get("configs") or {}:
+        if task in samples:
+            tracker.save_results_samples(task_name=task, samples=samples[task])
+    written = {}
+    for file in sorted(folder.rglob("*.json*")):
+        if RESULTS_NAME.match(file.name):
+            written[str(file)] = label
+        elif match := SAMPLES_NAME.match(file.name):
+            written[str(file)] = f"{label}['samples'][{match['task']!r}]"
+    if label not in written.values():  # the tracker logs its errors instead of raising them
+        raise RuntimeError(f"lm-eval could not save {label} (see its log above)")
+    written[str(folder) + os.sep] = ""
+    return written
+
+
+def _unsaved(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of one logged document as simple_evaluate returns it: its ``arguments`` as a list
+    of tuples again when a tracker already saved it (which rewrites them to {"gen_args_i":
+    {"arg_j": ...}} in place; saving that again would split each name into characters)."""
+    doc = dict(doc)
+    arguments = doc.get("arguments")
+    if isinstance(arguments, Mapping):
+        doc["arguments"] = [tuple(arg.values()) if isinstance(arg, Mapping) else arg
+                            for arg in arguments.values()]
+    return doc
+
+
+def _write(
+    loaded: Loaded,
+    out: str | Path,
+    pairs: Sequence[tuple[str, str]],
+    n_resamples: int,
+    seed: int,
+    figures: bool,
+    display: Callable[[str], str] | None = None,
+) -> Report:
+    """The report of runs already read; ``display`` rewrites the problems and notes (file
+    names)."""
     report = Report(Path(out))
     report.out.mkdir(parents=True, exist_ok=True)
-    loaded = load_runs(paths)
     report.problems, report.runs = loaded.problems, len(loaded.runs)
     names = short_names(r.model for r in loaded.runs)
     cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
@@ -235,6 +340,9 @@ def write_report(
          "(what a backend that scores all letters in one pass computes), (requests) counts "
          "every request as sent (once per letter or sample).", costs),
     ]
+    if display is not None:
+        report.problems = [display(p) for p in report.problems]
+        report.notes = [display(n) for n in report.notes]
     tables["report.md"] = _markdown(sections, report)
     for name, text in tables.items():
         path = report.out / name
