@@ -1,13 +1,15 @@
-"""The ``calidist`` command: paths, task list, lm_eval with our tasks, link/unlink, demo."""
+"""The ``calidist`` command: paths, task list, lm_eval with our tasks, link/unlink, demo, report."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
 import sys
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
@@ -33,17 +35,63 @@ What these numbers mean (all x100; lower ECE and Brier are better, higher AUROC 
 
 
 def lm_eval_main(argv: Sequence[str]) -> None:
-    """Run lm-eval's own CLI in this process with ``argv`` (without the program name)."""
+    """Run lm-eval's own CLI in this process with ``argv`` (without the program name), every
+    reply of an OpenAI-format API backend checked as it arrives: one lm-eval cannot parse stops
+    the run with ``calidist: <backend> (endpoint <url>) sent a reply ...: <what was wrong>``
+    (exit status 1; ``calidist_tasks.api_replies``) instead of a traceback from lm-eval."""
     from lm_eval.__main__ import cli_evaluate
 
     import calidist_tasks.prefix_cache  # noqa: F401  registers --model hf-prefix-cache
+    from calidist_tasks.api_replies import (
+        APIReplyError,
+        checked_replies,
+        discard_unfinished_requests,
+    )
 
-    saved = sys.argv
+    saved, stopped = sys.argv, None
     sys.argv = ["lm_eval", *argv]
     try:
-        cli_evaluate()
+        with checked_replies():
+            cli_evaluate()
+    except APIReplyError as error:
+        stopped = f"calidist: {error}"
     finally:
         sys.argv = saved
+    if stopped:  # out of the except block, so that the failed run can be collected
+        discard_unfinished_requests()
+        raise SystemExit(stopped)
+
+
+HELP_FLAGS = ("-h", "--help")
+METADATA_HELP_TITLE = "calidist options (pass as --metadata '{\"key\": value}')"
+EPILOG = ("`calidist eval --help` lists calidist's own options (the --metadata keys: defaults and "
+          "allowed values), then lm_eval's. From Python: calidist_tasks.evaluate "
+          "(docs/python_api.md).")
+
+
+def metadata_help(width: int = 100) -> str:
+    """calidist's --metadata keys with default, allowed values and description, generated from
+    the fields of ``RunSettings`` (their ``metadata``), internal fields left out."""
+    from calidist_tasks.settings import RunSettings
+
+    lines = [f"{METADATA_HELP_TITLE}:"]
+    for option in dataclasses.fields(RunSettings):
+        info = option.metadata
+        if info.get("internal"):
+            continue
+        if "help" not in info:
+            raise TypeError(f"RunSettings.{option.name} has no help text: declare it with "
+                            "settings._option(default, help, ...)")
+        default = info.get("shown") or json.dumps(option.default)
+        text = f"{info['help']} (default: {default}"
+        if "choices" in info:
+            text += f"; one of: {', '.join(info['choices'])}"
+        lines += textwrap.wrap(f"{text})", width, initial_indent=f"  {option.name:<19}",
+                               subsequent_indent=" " * 21, break_on_hyphens=False)
+    note = ("lm-eval merges --model_args into the metadata too, so other keys are allowed; a key "
+            "that looks like a misspelling of one of these is refused.")
+    lines += ["", *textwrap.wrap(note, width), ""]
+    return "\n".join(lines)
 
 
 def with_include_path(argv: Sequence[str]) -> list[str]:
@@ -147,12 +195,12 @@ def demo(args: argparse.Namespace, extra: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="calidist", description=__doc__)
+    parser = argparse.ArgumentParser(prog="calidist", description=__doc__, epilog=EPILOG)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("path", help="print the folder to pass to lm_eval --include_path")
     sub.add_parser("tasks", help="list our tasks and groups")
-    sub.add_parser("eval", help="run lm_eval with our tasks (every lm_eval flag passes through)",
-                   add_help=False)
+    sub.add_parser("eval", help="run lm_eval with our tasks (every lm_eval flag passes through; "
+                   "--help lists the --metadata keys first)", add_help=False)
     sub.add_parser("link", help="make plain `lm_eval --tasks calidist_...` work (opt-in)")
     sub.add_parser("unlink", help="undo `calidist link`")
     model = sub.add_parser("model", help="convert a bundled offline model, print its folder")
@@ -179,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     report.add_argument("--no_figures", action="store_true", help="tables only (faster)")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["eval"]:
+        if any(a in HELP_FLAGS for a in argv[1:]):
+            print(metadata_help(), flush=True)  # then lm_eval's own help (it exits)
         lm_eval_main(with_include_path(argv[1:]))
         return
     args, extra = parser.parse_known_args(argv)

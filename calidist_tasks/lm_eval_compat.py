@@ -21,13 +21,22 @@ attributes ``backend``, ``cache_hook``, ``softmax_dtype``, ``mixed_precision_dty
 Private lm-eval methods overridden in a subclass (``OVERRIDDEN``; the test checks they still exist
 with these parameters): ``HFLM._loglikelihood_tokens`` and ``HFLM._model_generate``, both in
 ``prefix_cache.PrefixCacheHFLM``, which also call the originals through ``super()``.
+
+API models (``lm_eval.models.openai_completions``, for ``calidist_tasks.api_replies``): the reply
+parsers ``parse_logprobs`` / ``parse_generations`` of ``LocalCompletionsAPI`` and
+``LocalChatCompletion`` (``REPLY_PARSERS``), which lm-eval calls as ``self.parse_…(outputs=…,
+…)`` with each decoded JSON reply; ``reply_parsers_wrapped`` replaces them on those classes for
+the length of a run (``calidist eval``) and puts the originals back. The attribute ``base_url``
+(the endpoint) and the registered names of those classes (``API_BACKENDS``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import partial
+from importlib import import_module
 from typing import Any
 
 TESTED_VERSIONS = ("0.4.13", "0.4.13")  # the oldest and newest lm_eval.__version__ checked
@@ -118,3 +127,75 @@ def mixed_precision_dtype(lm: Any) -> Any:
 def vocab_size(lm: Any) -> int:
     """The tokenizer's vocabulary size an HFLM cuts logits to (``vocab_size``)."""
     return lm.vocab_size
+
+
+# ---------------------------------------------------------------------- models (API)
+# lm-eval's reply parsers for the OpenAI formats: "module.Class.method" -> its parameters. lm-eval
+# calls them on the model (``self.parse_logprobs(outputs=..., tokens=..., ctxlens=...)``,
+# ``self.parse_generations(outputs=..., contexts=...)``, ``contexts`` on the one-at-a-time path
+# only) with the decoded JSON replies of one batch; they return one answer per request.
+REPLY_PARSERS = {
+    "lm_eval.models.openai_completions.LocalCompletionsAPI.parse_logprobs":
+        ("outputs", "tokens", "ctxlens", "kwargs"),
+    "lm_eval.models.openai_completions.LocalCompletionsAPI.parse_generations":
+        ("outputs", "kwargs"),
+    "lm_eval.models.openai_completions.LocalChatCompletion.parse_generations":
+        ("self", "outputs", "kwargs"),
+}
+
+# The names lm-eval registers its OpenAI-format API classes under (what --model says).
+API_BACKENDS = {
+    "lm_eval.models.openai_completions.LocalCompletionsAPI": "local-completions",
+    "lm_eval.models.openai_completions.OpenAICompletionsAPI": "openai-completions",
+    "lm_eval.models.openai_completions.LocalChatCompletion": "local-chat-completions",
+    "lm_eval.models.openai_completions.OpenAIChatCompletion": "openai-chat-completions",
+}
+
+# A parser as ``reply_parsers_wrapped`` hands it to ``wrap``: called ``(lm, outputs, **kwargs)``.
+Parser = Callable[..., Any]
+
+
+def _owner(qualified: str) -> tuple[type, str]:
+    module, owner, method = qualified.rsplit(".", 2)
+    return getattr(import_module(module), owner), method
+
+
+@contextmanager
+def reply_parsers_wrapped(wrap: Callable[[str, Parser], Parser]) -> Iterator[None]:
+    """While the block runs, each parser of ``REPLY_PARSERS`` (named ``"Class.method"``) is
+    ``wrap(name, original)`` on its class (subclasses that inherit it included): ``original`` and
+    what ``wrap`` returns are called as ``(lm, outputs, **kwargs)``. Restored afterwards."""
+    saved = []
+    try:
+        for qualified in REPLY_PARSERS:
+            cls, method = _owner(qualified)
+            stored = vars(cls)[method]  # a staticmethod object or a function
+            if isinstance(stored, staticmethod):
+                function = stored.__func__
+
+                def original(lm, outputs, _function=function, **kwargs):
+                    return _function(outputs=outputs, **kwargs)
+            else:
+                def original(lm, outputs, _function=stored, **kwargs):
+                    return _function(lm, outputs=outputs, **kwargs)
+
+            saved.append((cls, method, stored))
+            setattr(cls, method, wrap(f"{cls.__name__}.{method}", original))
+        yield
+    finally:
+        for cls, method, stored in reversed(saved):
+            setattr(cls, method, stored)
+
+
+def api_backend(lm: Any) -> str:
+    """The ``--model`` name of an lm-eval API model (its class name when not one of ours)."""
+    for cls in type(lm).__mro__:
+        name = API_BACKENDS.get(f"{cls.__module__}.{cls.__qualname__}")
+        if name:
+            return name if cls is type(lm) else f"{type(lm).__name__} ({name})"
+    return type(lm).__name__
+
+
+def api_endpoint(lm: Any) -> str:
+    """The URL an lm-eval API model posts to (``base_url``)."""
+    return str(getattr(lm, "base_url", None) or "(no base_url)")

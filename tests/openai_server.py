@@ -13,10 +13,12 @@ Generation honours ``max_tokens`` / ``max_completion_tokens``, ``temperature``, 
 ``"stop": []`` with HTTP 500 (so a task that sends an empty stop list fails here too). It
 listens on loopback only, refuses bodies over 1 MiB and generations over 512 tokens, serves at
 most ``max_requests`` requests and stops by itself after ``idle_timeout`` seconds without a
-request. For the error-handling tests it can fail or stall some requests (``Faults``), and a test
-may replace the model's chat replies with a function of the request body (``chat_reply``).
+request. For the error-handling tests it can fail or stall some requests (``Faults``), a test
+may replace the model's chat replies with a function of the request body (``chat_reply``), and
+``bad_reply`` makes every reply malformed in one of the ways of ``BAD_REPLIES`` (what a server
+lm-eval cannot parse sends; tests/reliability/test_api_replies.py).
 
-    python tests/openai_server.py MODEL_DIR [--port 0] [--idle-timeout 600]
+    python tests/openai_server.py MODEL_DIR [--port 0] [--idle-timeout 600] [--bad-reply KIND]
 
 prints ``READY http://127.0.0.1:PORT/v1`` once it listens.
 """
@@ -37,6 +39,15 @@ from typing import Any
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MAX_BODY = 1 << 20
 MAX_TOKENS = 512
+
+# Malformed replies (``ModelServer.bad_reply``): kind -> what the server then sends.
+BAD_REPLIES = {
+    "empty-choices": "`choices` is an empty list (both endpoints)",
+    "string-logprobs": "completions: `logprobs.token_logprobs` as strings (\"-1.25\")",
+    "no-logprobs": "completions: no `logprobs` key in a choice (an endpoint without them)",
+    "no-echo": "completions: `logprobs` of the generated token only (`echo` ignored)",
+    "no-content": "chat: a `message` without `content`; completions: a choice without `text`",
+}
 
 
 @dataclass
@@ -73,9 +84,12 @@ class ModelServer:
         max_requests: int = 100_000,
         faults: Faults | None = None,
         chat_reply: Callable[[dict[str, Any]], str] | None = None,
+        bad_reply: str | None = None,
     ) -> None:
         if host not in LOOPBACK:
             raise ValueError(f"the test server listens on loopback only, not {host!r}")
+        if bad_reply is not None and bad_reply not in BAD_REPLIES:
+            raise ValueError(f"bad_reply must be one of {sorted(BAD_REPLIES)}, not {bad_reply!r}")
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -85,6 +99,7 @@ class ModelServer:
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
         self.faults = faults or Faults()
         self.chat_reply = chat_reply
+        self.bad_reply = bad_reply
         self.idle_timeout = idle_timeout
         self.max_requests = max_requests
         self.requests: Counter = Counter()  # per path, for the tests' assertions
@@ -140,8 +155,8 @@ class ModelServer:
             time.sleep(self.faults.stall_seconds)
         try:
             if path == "/v1/completions":
-                return 200, self.completions(body)
-            return 200, self.chat(body)
+                return 200, self._spoil(self.completions(body))
+            return 200, self._spoil(self.chat(body))
         except (KeyError, TypeError, ValueError) as error:
             return 400, _error(f"bad request: {error}")
 
@@ -179,6 +194,26 @@ class ModelServer:
         return {"id": "chatcmpl-test", "object": "chat.completion", "model": self.name,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                              "finish_reason": "stop" if stopped else finish}]}
+
+    def _spoil(self, reply: dict[str, Any]) -> dict[str, Any]:
+        """``reply`` made malformed as ``bad_reply`` says (unchanged when it is None)."""
+        kind = self.bad_reply
+        if kind == "empty-choices":
+            reply["choices"] = []
+        for choice in reply["choices"]:
+            logprobs = choice.get("logprobs")
+            if kind == "string-logprobs" and logprobs:
+                logprobs["token_logprobs"] = [None if v is None else str(v)
+                                              for v in logprobs["token_logprobs"]]
+            elif kind == "no-logprobs":
+                choice.pop("logprobs", None)
+            elif kind == "no-echo" and logprobs:
+                for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
+                    logprobs[key] = logprobs[key][-1:]
+            elif kind == "no-content":
+                choice.get("message", {}).pop("content", None)
+                choice.pop("text", None)
+        return reply
 
     # ---------------------------------------------------------------- model
     def _generate(self, ids: list[int], body: dict[str, Any]) -> tuple[list[int], str]:
@@ -305,9 +340,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--idle-timeout", type=float, default=600.0)
     parser.add_argument("--max-requests", type=int, default=100_000)
+    parser.add_argument("--bad-reply", choices=sorted(BAD_REPLIES),
+                        help="make every reply malformed this way")
     args = parser.parse_args()
     server = ModelServer(args.model_dir, port=args.port, idle_timeout=args.idle_timeout,
-                         max_requests=args.max_requests)
+                         max_requests=args.max_requests, bad_reply=args.bad_reply)
     print(f"READY {server.start()}", flush=True)
     server._threads[-1].join()  # the idle watcher ends the server
 

@@ -150,3 +150,83 @@ def test_overridden_list_is_complete() -> None:
                   if inspect.isfunction(value) and name.startswith("_")
                   and not name.startswith("__") and hasattr(HFLM, name)}
     assert overridden == set(compat.OVERRIDDEN)
+
+
+# ---------------------------------------------------------------------- models (API)
+def defined(qualified: str) -> object:
+    """What the class of "module.Class.method" itself defines under that name (None: nothing)."""
+    module, owner, method = qualified.rsplit(".", 2)
+    return vars(getattr(import_module(module), owner)).get(method)
+
+
+@pytest.mark.parametrize("qualified", sorted(compat.REPLY_PARSERS))
+def test_reply_parsers_still_exist(qualified: str) -> None:
+    found = defined(qualified)
+    assert found is not None, f"lm-eval no longer defines {qualified}, which " \
+                              "calidist_tasks.api_replies checks replies through"
+    names = tuple(inspect.signature(getattr(found, "__func__", found)).parameters)
+    assert names == compat.REPLY_PARSERS[qualified], names
+
+
+@pytest.mark.parametrize("caller", ["_loglikelihood_tokens", "amodel_call", "generate_until"])
+def test_lm_eval_calls_the_reply_parsers_on_the_model(caller: str) -> None:
+    """What makes a parser replaced on the class reach every reply: lm-eval calls it through
+    ``self`` with the replies as ``outputs=`` (both the one-at-a-time and the concurrent path)."""
+    from lm_eval.models.api_models import TemplateAPI
+
+    source = inspect.getsource(getattr(TemplateAPI, caller))
+    calls = [f"self.parse_{kind}(" for kind in ("logprobs", "generations")]
+    assert any(call in source for call in calls), caller
+    assert "outputs=outputs" in source.replace(" ", ""), caller
+
+
+def test_reply_parsers_wrapped_and_put_back(monkeypatch) -> None:
+    from lm_eval.models.openai_completions import (
+        LocalChatCompletion,
+        LocalCompletionsAPI,
+        OpenAIChatCompletion,
+    )
+
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    url = "http://127.0.0.1:9/v1"
+    completions = LocalCompletionsAPI(model="m", base_url=f"{url}/completions",
+                                      tokenizer_backend=None)
+    chat = OpenAIChatCompletion(model="m", base_url=f"{url}/chat/completions")
+    before = {qualified: defined(qualified) for qualified in compat.REPLY_PARSERS}
+    seen = []
+
+    def wrap(name, original):
+        def parse(lm, outputs, **kwargs):
+            seen.append((name, lm, kwargs))
+            return original(lm, outputs, **kwargs)
+        return parse
+
+    reply = {"choices": [{"index": 0, "text": "x", "message": {"content": "y"},
+                          "logprobs": {"token_logprobs": [None, -1.0, -2.0],
+                                       "top_logprobs": [None, {"a": -1.0}, {"b": -1.0}]}}]}
+    with compat.reply_parsers_wrapped(wrap):
+        assert completions.parse_logprobs(outputs=reply, tokens=[[1, 2]], ctxlens=[1]) == [
+            (-1.0, True)]
+        assert completions.parse_generations(outputs=reply) == ["x"]
+        assert chat.parse_generations(outputs=reply, contexts=["c"]) == ["y"]
+    assert [(name, lm) for name, lm, _ in seen] == [
+        ("LocalCompletionsAPI.parse_logprobs", completions),
+        ("LocalCompletionsAPI.parse_generations", completions),
+        ("LocalChatCompletion.parse_generations", chat)]
+    assert seen[0][2] == {"tokens": [[1, 2]], "ctxlens": [1]}
+    assert {qualified: defined(qualified) for qualified in compat.REPLY_PARSERS} == before
+    assert isinstance(vars(LocalCompletionsAPI)["parse_logprobs"], staticmethod)
+    assert "parse_generations" not in vars(OpenAIChatCompletion)
+    assert LocalChatCompletion.parse_generations is before[
+        "lm_eval.models.openai_completions.LocalChatCompletion.parse_generations"]
+    assert compat.api_backend(completions) == "local-completions"
+    assert compat.api_backend(chat) == "openai-chat-completions"
+    assert compat.api_endpoint(chat) == f"{url}/chat/completions"
+
+
+@pytest.mark.parametrize(("qualified", "name"), sorted(compat.API_BACKENDS.items()))
+def test_api_backend_names_are_lm_evals(qualified: str, name: str) -> None:
+    from lm_eval.api.registry import get_model
+
+    module, owner = qualified.rsplit(".", 1)
+    assert get_model(name) is getattr(import_module(module), owner)
