@@ -26,6 +26,7 @@ from benchmarks.commands import BENCH_NAMES, default_documents, parse_args
 from benchmarks.records import Stored
 from calidist_metrics import BehaviourCalibrator, CalibrationWarning
 from calidist_tasks.aggregation import SCORES, split_records
+from calidist_tasks.records import EVALUATION, hints_of
 from calidist_tasks.report.methods import (
     METHODS,
     Cell,
@@ -33,7 +34,6 @@ from calidist_tasks.report.methods import (
     calidist_context,
     column,
     first_m,
-    hints_of,
     hints_per_label,
     instability,
     leaderboard_cells,
@@ -98,7 +98,7 @@ def evaluation_sources(stored_run: Any) -> list[str]:
     sources = stored_run.sources or [None] * len(records)
     ordered = sorted(zip(records, sources, strict=True), key=lambda pair: pair[0]["index"])
     return [source if source is not None else f"{stored_run.task}#{record['index']}"
-            for record, source in ordered if record["split"] == "evaluation"]
+            for record, source in ordered if record["split"] == EVALUATION]
 
 
 def aligned(a: Scored, b: Scored) -> tuple[np.ndarray, np.ndarray]:

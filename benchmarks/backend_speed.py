@@ -32,8 +32,8 @@ if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import commands as bench  # noqa: E402
+from calidist_tasks.records import hints_of, is_record  # noqa: E402
 from calidist_tasks.report.loading import read_jsonl  # noqa: E402
-from calidist_tasks.report.methods import hints_of  # noqa: E402
 
 BACKENDS = ("hf", "hf-prefix-cache")
 BEGIN, END = "<!-- backend-speed:begin -->", "<!-- backend-speed:end -->"
@@ -92,7 +92,7 @@ def run_backend(args: argparse.Namespace, folder: str, benchmark: str, backend: 
             for sample in samples[task]:
                 key = (task, sample["doc_id"])
                 loglikelihoods[key] = [float(r[0][0]) for r in sample["resps"]]
-                record = next(v for v in sample.values() if isinstance(v, dict) and "split" in v)
+                record = next(v for v in sample.values() if is_record(v))
                 hints = [hint.prediction for hint in hints_of(record)]
                 predictions[key] = (record["prediction"], hints)
     return {"seconds": seconds, "fixed": fixed, "loglikelihoods": loglikelihoods,

@@ -21,6 +21,7 @@ from benchmarks.commands import (
     without_markdown,
 )
 from benchmarks.records import Stored
+from calidist_tasks.records import CALIBRATION
 
 FULL_SIZES = "PPDB 200 calibration + 1000 evaluation, AQuA dev (254) + test (254)"
 
@@ -66,7 +67,7 @@ def _runs(state: State, result: an.Analysis) -> str:
     rows = []
     for stored in sorted(state.stored, key=lambda s: (s.model, s.task)):
         run = stored.run
-        calibration = sum(r["split"] == "calibration" for r in run.records)
+        calibration = sum(r["split"] == CALIBRATION for r in run.records)
         evaluation = len(run.records) - calibration
         settings = an.settings_of(run)
         asked = stored.header.get("requested", {})

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.commands import ROOT, portable
+from calidist_tasks.records import CALIBRATION, EVALUATION, INDEX_FIELD, SPLIT_FIELD
 
 SAMPLE = ROOT / "calidist_tasks" / "sample_data" / "twitter_url_corpus" / "test.tsv"
 
@@ -68,8 +69,8 @@ def measure_overhead(n_docs: int, calib_size: int = 200, repeats: int = 3) -> di
         shutil.copy(SAMPLE, data / "ppdb" / "test.tsv")
         task = _task({"data_dir": str(data), "calib_size": 20, "eval_size": 20})
         template = list(task.eval_docs)
-        docs = [{**template[i % len(template)], "calidist_index": i,
-                 "calidist_split": "calibration" if i < calib_size else "evaluation"}
+        docs = [{**template[i % len(template)], INDEX_FIELD: i,
+                 SPLIT_FIELD: CALIBRATION if i < calib_size else EVALUATION}
                 for i in range(n_docs)]
         # construct_requests builds (and caches) each document's prompt plan; timed apart
         start = time.perf_counter()

@@ -9,7 +9,7 @@ output folder by ``calidist_tasks.report.loading`` (the project's one samples re
   numbers, its config (the run's metadata: lambda_scale, delta_mode, fit, ...; output type;
   options) and its evaluation time;
 - one line per document: the calidist record that ``process_results`` logged (every field the
-  report's refits read), the document's origin (``calidist_source``: file and line, which pairs
+  report's refits read), the document's origin (its source field: file and line, which pairs
   documents across tasks), and its cost: per prompt sent, its token count (the model's own
   tokenizer) and how many requests sent it, plus the generated tokens.
 

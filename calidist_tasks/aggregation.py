@@ -33,7 +33,21 @@ from calidist_metrics import (
     smooth_ece,
 )
 from calidist_tasks import consistency
-from calidist_tasks.dataset import CALIBRATION, EVALUATION
+from calidist_tasks.records import (
+    CALIBRATION,
+    CONSISTENCY,
+    EVALUATION,
+    ISOTONIC,
+    LOGIT_BASELINES,
+    PLATT,
+    SAMPLING_KINDS,
+    SPUQ,
+    TEMPERATURE_SCALING,
+    VANILLA,
+    VECTOR_SCALING,
+    VERBALIZED_BASELINES,
+    metric_name,
+)
 from calidist_tasks.settings import RunSettings
 
 log = logging.getLogger(__name__)
@@ -47,20 +61,21 @@ SCORES: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
     "smece": smooth_ece,
     "aurc": aurc,
 }
-BASELINES = ("ts", "platt", "isotonic", "vector")
 DIAGNOSTICS = (
     "flip_rate", "mu_mean", "delta_mean", "alpha", "beta", "lambda_min", "lambda_max",
     "requests_per_doc", "n_calibration", "n_evaluation",
 )
-BASELINE_EXTRAS = ("temperature", "acc_vector", "requests_per_doc", "n_calibration", "n_evaluation")
+# the fitted temperature, and vector scaling's own accuracy (it may change the prediction)
+BASELINE_EXTRAS = ("temperature", metric_name("acc", VECTOR_SCALING), "requests_per_doc",
+                   "n_calibration", "n_evaluation")
 
 
 def metric_names(distracted: bool) -> list[str]:
     """The metrics a task reports: CaliDist's (distracted) or the logit baselines' (original)."""
-    vanilla = [f"{name}_vanilla" for name in SCORES]
+    vanilla = [metric_name(name, VANILLA) for name in SCORES]
     if distracted:
         return ["acc", *SCORES, *vanilla, *DIAGNOSTICS]
-    baselines = [f"{name}_{b}" for b in BASELINES for name in SCORES]
+    baselines = [metric_name(name, b) for b in LOGIT_BASELINES for name in SCORES]
     return ["acc", *vanilla, *baselines, *BASELINE_EXTRAS]
 
 
@@ -75,8 +90,10 @@ def higher_is_better(name: str) -> bool | None:
     return None
 
 
-def _scores(confidence: np.ndarray, correct: np.ndarray, suffix: str = "") -> dict[str, float]:
-    return {f"{name}{suffix}": float(fn(confidence, correct)) for name, fn in SCORES.items()}
+def _scores(confidence: np.ndarray, correct: np.ndarray, name: str = "") -> dict[str, float]:
+    """Every score of one confidence (``name``: its metric suffix, "" for CaliDist's)."""
+    return {metric_name(score, name): float(fn(confidence, correct))
+            for score, fn in SCORES.items()}
 
 
 def split_records(records: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
@@ -102,7 +119,7 @@ def _common(calibration: list, evaluation: list) -> dict[str, float]:
         "requests_per_doc": float(_column(evaluation, "requests").mean()),
         "n_calibration": float(len(calibration)),
         "n_evaluation": float(len(evaluation)),
-        **_scores(_column(evaluation, "confidence"), _column(evaluation, "correct"), "_vanilla"),
+        **_scores(_column(evaluation, "confidence"), _column(evaluation, "correct"), VANILLA),
     }
 
 
@@ -220,8 +237,9 @@ def baseline_confidences(
 ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, float]]:
     """Logit baselines fitted on the calibration records, applied to the evaluation records.
 
-    Returns ({baseline: (confidence, correct) per evaluation document}, {"temperature",
-    "acc_vector"}); ``calidist report`` uses the per-document values for intervals and plots.
+    Returns ({baseline: (confidence, correct) per evaluation document}, {"temperature", vector
+    scaling's accuracy}); ``calidist report`` uses the per-document values for intervals and
+    plots.
     """
     logits_c = [r["letter_logprobs"] for r in calibration]
     logits_e = [r["letter_logprobs"] for r in evaluation]
@@ -232,11 +250,12 @@ def baseline_confidences(
 
     temperature = TemperatureScaling().fit(logits_c, labels_c)  # any option count per document
     confidences = {
-        "ts": (temperature.predict_proba(logits_e).max(axis=1), correct_e),
-        "platt": (PlattScaling().fit(conf_c, correct_c).predict(conf_e), correct_e),
-        "isotonic": (IsotonicCalibration().fit(conf_c, correct_c).predict(conf_e), correct_e),
+        TEMPERATURE_SCALING: (temperature.predict_proba(logits_e).max(axis=1), correct_e),
+        PLATT: (PlattScaling().fit(conf_c, correct_c).predict(conf_e), correct_e),
+        ISOTONIC: (IsotonicCalibration().fit(conf_c, correct_c).predict(conf_e), correct_e),
     }
-    extras = {"temperature": float(temperature.temperature_), "acc_vector": math.nan}
+    vector_accuracy = metric_name("acc", VECTOR_SCALING)
+    extras = {"temperature": float(temperature.temperature_), vector_accuracy: math.nan}
     counts = sorted({len(row) for row in logits_c + logits_e})
     if len(counts) > 1:  # one weight per option: undefined when the option count varies
         warnings.warn(f"vector scaling skipped (its metrics are NaN): the documents have "
@@ -246,8 +265,8 @@ def baseline_confidences(
     vector = VectorScaling().fit(np.asarray(logits_c), labels_c)
     vector_probs = vector.predict_proba(np.asarray(logits_e))  # may change the prediction
     vector_correct = (vector_probs.argmax(axis=1) == labels_e).astype(float)
-    confidences["vector"] = (vector_probs.max(axis=1), vector_correct)
-    extras["acc_vector"] = float(vector_correct.mean())
+    confidences[VECTOR_SCALING] = (vector_probs.max(axis=1), vector_correct)
+    extras[vector_accuracy] = float(vector_correct.mean())
     return confidences, extras
 
 
@@ -260,32 +279,31 @@ def summarize_baselines(
         raise ValueError(f"{context['task']}: no calibration documents to fit the baselines on")
     confidences, extras = baseline_confidences(calibration, evaluation)
     results = _common(calibration, evaluation)
-    for name in BASELINES:
+    for name in LOGIT_BASELINES:
         if name in confidences:
-            results.update(_scores(*confidences[name], f"_{name}"))
+            results.update(_scores(*confidences[name], name))
         else:  # skipped (vector scaling on documents with different option counts)
-            results.update({f"{score}_{name}": math.nan for score in SCORES})
+            results.update({metric_name(score, name): math.nan for score in SCORES})
     return {**results, **extras}
 
 
 # ------------------------------------------------- generation tasks (verbalized, consistency, SPUQ)
-# The confidences a sampling baseline reports, each scored with SCORES under its own suffix.
-SAMPLING_KINDS = {"consistency": ("consistency", "entropy", "fsd"), "spuq": ("spuq",)}
-VERBALIZED_BASELINES = ("platt", "isotonic")  # the baselines that need no logits
+# A sampling baseline's confidences (records.SAMPLING_KINDS) are each scored with SCORES under
+# their own suffix.
 GENERATION_EXTRAS = ("parse_fail_rate", "requests_per_doc", "n_calibration", "n_evaluation")
-SAMPLING_EXTRAS = {"consistency": ("identical_samples_rate",), "spuq": ()}
+SAMPLING_EXTRAS = {CONSISTENCY: ("identical_samples_rate",), SPUQ: ()}
 
 
 def generation_metric_names(confidence: str, distracted: bool) -> list[str]:
     """The metrics of a generation task (``confidence`` = verbalized, consistency or spuq)."""
     if confidence in SAMPLING_KINDS:
         kinds = SAMPLING_KINDS[confidence]
-        return ["acc", *(f"{name}_{k}" for k in kinds for name in SCORES), *GENERATION_EXTRAS,
-                *SAMPLING_EXTRAS[confidence]]
+        return ["acc", *(metric_name(name, k) for k in kinds for name in SCORES),
+                *GENERATION_EXTRAS, *SAMPLING_EXTRAS[confidence]]
     if distracted:
         return [*metric_names(distracted=True), "parse_fail_rate"]
-    vanilla = [f"{name}_vanilla" for name in SCORES]
-    baselines = [f"{name}_{b}" for b in VERBALIZED_BASELINES for name in SCORES]
+    vanilla = [metric_name(name, VANILLA) for name in SCORES]
+    baselines = [metric_name(name, b) for b in VERBALIZED_BASELINES for name in SCORES]
     return ["acc", *vanilla, *baselines, *GENERATION_EXTRAS]
 
 
@@ -309,7 +327,7 @@ def summarize_generations(
 ) -> dict[str, float]:
     """Metrics of a generation task; a distracted verbalized task is CaliDist's summary."""
     results = _summarize_generations(records, settings, context, confidence, distracted)
-    if confidence == "consistency":  # samples that were not sampled (a server, greedy)
+    if confidence == CONSISTENCY:  # samples that were not sampled (a server, greedy)
         message = consistency.identical_samples_warning(split_records(records)[1])
         if message:
             warnings.warn(message, CalibrationWarning, stacklevel=2)
@@ -345,8 +363,8 @@ def _summarize_generations(
     if confidence in SAMPLING_KINDS:
         for kind in SAMPLING_KINDS[confidence]:
             scores = np.asarray([r["confidences"][kind] for r in evaluation], dtype=float)
-            results.update(_scores(scores, correct, f"_{kind}"))
-        if confidence == "consistency":
+            results.update(_scores(scores, correct, kind))
+        if confidence == CONSISTENCY:
             results["identical_samples_rate"] = consistency.identical_samples_rate(evaluation)
         return results
     if not calibration:
@@ -355,6 +373,6 @@ def _summarize_generations(
     correct_c = _column(calibration, "correct")
     platt = PlattScaling().fit(conf_c, correct_c).predict(conf_e)
     isotonic = IsotonicCalibration().fit(conf_c, correct_c).predict(conf_e)
-    results.update(_scores(platt, correct, "_platt"))
-    results.update(_scores(isotonic, correct, "_isotonic"))
+    results.update(_scores(platt, correct, PLATT))
+    results.update(_scores(isotonic, correct, ISOTONIC))
     return results

@@ -20,6 +20,7 @@ from calidist_tasks import consistency, spuq, verbalized
 from calidist_tasks.aggregation import generation_metric_names
 from calidist_tasks.joining import Outcome, PromptPlan, join_document
 from calidist_tasks.prompts import DUMMY
+from calidist_tasks.records import CONSISTENCY, CONSISTENCY_KINDS, SPUQ, VERBALIZED, Record
 from calidist_tasks.settings import RunSettings
 from calidist_tasks.styles import content_key
 
@@ -65,7 +66,7 @@ class ConfidenceSource:
         raise NotImplementedError
 
     def record(self, parsed: list[dict[str, Any]], plans: Sequence[PromptPlan], n_choices: int,
-               label: int, settings: RunSettings, where: str) -> tuple[dict[str, Any], int]:
+               label: int, settings: RunSettings, where: str) -> tuple[Record, int]:
         """The document's record from its parsed answers, and how many were unreadable."""
         raise NotImplementedError
 
@@ -77,7 +78,7 @@ class ConfidenceSource:
 class Verbalized(ConfidenceSource):
     """The option and a 0-100% confidence stated in one greedy reply per prompt."""
 
-    name = "verbalized"
+    name = VERBALIZED
 
     def reply_form(self, settings: RunSettings) -> verbalized.ReplyForm:
         """The form ``--metadata verbalized_prompt`` names."""
@@ -96,7 +97,7 @@ class Verbalized(ConfidenceSource):
         return [Ask(None, base), *(Ask(v, base, shown=v) for v in variants)]
 
     def record(self, parsed: list[dict[str, Any]], plans: Sequence[PromptPlan], n_choices: int,
-               label: int, settings: RunSettings, where: str) -> tuple[dict[str, Any], int]:
+               label: int, settings: RunSettings, where: str) -> tuple[Record, int]:
         if len(parsed) != len(plans):
             raise ValueError(f"{where}: expected {len(plans)} answers, got {len(parsed)}")
         outcomes = [verbalized.outcome_from_parse(p, n_choices) for p in parsed]
@@ -120,7 +121,7 @@ class _Sampled(ConfidenceSource):
         raise NotImplementedError
 
     def record(self, parsed: list[dict[str, Any]], plans: Sequence[PromptPlan], n_choices: int,
-               label: int, settings: RunSettings, where: str) -> tuple[dict[str, Any], int]:
+               label: int, settings: RunSettings, where: str) -> tuple[Record, int]:
         answers = [p["answer"] for p in parsed]
         outcome, extra = self.outcome(answers, n_choices)
         record = join_document([PromptPlan()], [outcome], label)
@@ -131,7 +132,7 @@ class _Sampled(ConfidenceSource):
 class Consistency(_Sampled):
     """N sampled answers: self-consistency, entropy and first-second distance."""
 
-    name = "consistency"
+    name = CONSISTENCY
 
     def asks(self, doc: dict[str, Any], variants: list[dict[str, Any]], base: dict[str, Any],
              repeats: int, settings: RunSettings) -> list[Ask]:
@@ -142,15 +143,15 @@ class Consistency(_Sampled):
     def outcome(self, answers: list[int | None],
                 n_choices: int) -> tuple[Outcome, dict[str, Any]]:
         votes = consistency.vote(answers, n_choices)
-        outcome = Outcome(votes["prediction"], votes["consistency"], parsed=votes["parsed"])
-        return outcome, {"confidences": {k: votes[k] for k in consistency.KINDS}}
+        outcome = Outcome(votes["prediction"], votes[CONSISTENCY], parsed=votes["parsed"])
+        return outcome, {"confidences": {k: votes[k] for k in CONSISTENCY_KINDS}}
 
 
 class Spuq(_Sampled):
     """The original answer, then its perturbed copies (dummy tokens, system messages,
     temperatures); the confidence is the share agreeing with the original."""
 
-    name = "spuq"
+    name = SPUQ
 
     def asks(self, doc: dict[str, Any], variants: list[dict[str, Any]], base: dict[str, Any],
              repeats: int, settings: RunSettings) -> list[Ask]:
@@ -170,7 +171,7 @@ class Spuq(_Sampled):
         reference, perturbed = answers[0], answers[1:]
         outcome = verbalized.outcome_from_parse(
             {"answer": reference, "confidence": spuq.confidence(reference, perturbed)}, n_choices)
-        return outcome, {"confidences": {"spuq": outcome.confidence},
+        return outcome, {"confidences": {SPUQ: outcome.confidence},
                          "agreement": [int(a == reference) for a in perturbed]}
 
 

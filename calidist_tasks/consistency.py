@@ -31,7 +31,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-KINDS = ("consistency", "entropy", "fsd")
+from calidist_tasks.records import CONSISTENCY, CONSISTENCY_KINDS, ENTROPY, FSD
+
 API_TEMPERATURE = 1.5  # paper, Appendix I, for APIs that take a temperature only
 # Above this share of documents whose samples all agree, the samples were probably not sampled.
 IDENTICAL_LIMIT = 0.9
@@ -45,7 +46,7 @@ def vote(answers: Sequence[int | None], n_choices: int) -> dict[str, Any]:
     readable = [a for a in dict.fromkeys(answers) if a is not None]  # in first-sampled order
     if not readable:
         floor = 1.0 / n_choices
-        return {"prediction": -1, "parsed": False, **dict.fromkeys(KINDS, floor)}
+        return {"prediction": -1, "parsed": False, **dict.fromkeys(CONSISTENCY_KINDS, floor)}
     prediction = max(readable, key=lambda a: counts[a])  # max keeps the first of equal counts
     n = len(answers)
     shares = [c / n for c in counts.values()]
@@ -54,11 +55,11 @@ def vote(answers: Sequence[int | None], n_choices: int) -> dict[str, Any]:
     return {
         "prediction": int(prediction),
         "parsed": True,
-        "consistency": counts[prediction] / n,
+        CONSISTENCY: counts[prediction] / n,
         # clipped: uniform shares give 1 - H/log k a round-off below 0
-        "entropy": max(0.0, 1.0 - entropy / math.log(len(counts))) if len(counts) > 1 else 1.0,
+        ENTROPY: max(0.0, 1.0 - entropy / math.log(len(counts))) if len(counts) > 1 else 1.0,
         # 0 when another category ("no answer" included) has as many votes as the prediction
-        "fsd": max(0, counts[prediction] - max(others, default=0)) / n,
+        FSD: max(0, counts[prediction] - max(others, default=0)) / n,
     }
 
 

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from calidist_tasks.records import INDEX_FIELD, SOURCE_FIELD
+
 log = logging.getLogger(__name__)
 DEFAULT_MAX_LENGTH = 2048  # lm-eval's hf default when neither config nor tokenizer says
 LENGTH_ATTRIBUTES = ("n_positions", "max_position_embeddings", "n_ctx")  # as lm-eval's hf reads
@@ -48,7 +50,7 @@ def context_window(metadata: Mapping[str, Any]) -> tuple[Any, int] | None:
 
 
 def long_documents(instances: Iterable[Any], tokenizer: Any, limit: int) -> dict[int, str]:
-    """calidist_index -> "source (n tokens)" for documents with a request over ``limit`` tokens
+    """Document index -> "source (n tokens)" for documents with a request over ``limit`` tokens
     (a generation request also needs room for its ``max_gen_toks``)."""
     requests = []
     for instance in instances:
@@ -65,9 +67,9 @@ def long_documents(instances: Iterable[Any], tokenizer: Any, limit: int) -> dict
     found: dict[int, tuple[str, int]] = {}
     for doc, text, continuation, room in requests:
         n = counts[text] + counts[continuation] + 1  # + a BOS token where the model adds one
-        index = doc.get("calidist_index", -1)
+        index = doc.get(INDEX_FIELD, -1)
         if n > room and n - room > found.get(index, ("", 0))[1]:
-            found[index] = (doc.get("calidist_source", "?"), n - room)
+            found[index] = (doc.get(SOURCE_FIELD, "?"), n - room)
     return {i: f"{source} ({over} tokens over)" for i, (source, over) in sorted(found.items())}
 
 

@@ -20,11 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from calidist_tasks.records import (
+    CALIBRATION,
+    EVALUATION,
+    INDEX_FIELD,
+    SOURCE_FIELD,
+    SPLIT_FIELD,
+    is_own_field,
+)
 from calidist_tasks.settings import RunSettings
 
-CALIBRATION, EVALUATION = "calibration", "evaluation"
 SUFFIXES = (".jsonl", ".json", ".tsv", ".csv", ".parquet", ".txt")
-RESERVED_PREFIXES = ("calidist_", "_calidist_")  # fields this package adds to every document
 Row = tuple[str, dict[str, Any]]  # (where it came from, e.g. "dev.jsonl:12", the row)
 
 
@@ -217,7 +223,7 @@ def _to_document(source: Source, where: str, row: dict[str, Any]) -> dict[str, A
             raise ValueError(f"{source.benchmark} {where}: {error}") from None
         if row is None:  # the adapter drops it by rule (e.g. PPDB pairs with 3 of 6 votes)
             return None
-    reserved = [name for name in row if str(name).startswith(RESERVED_PREFIXES)]
+    reserved = [name for name in row if is_own_field(name)]
     if reserved:  # these would be overwritten, or (hint fields) injected into the prompt
         raise ValueError(f"{source.benchmark} {where}: field name(s) {reserved} are reserved")
     for name in source.required_fields:
@@ -320,6 +326,6 @@ def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any
     marked = [(CALIBRATION, d) for d in calibration] + [(EVALUATION, d) for d in evaluation]
     _check_field_types(source.benchmark, [doc for _, doc in marked])
     return [
-        {**doc, "calidist_split": role, "calidist_index": i, "calidist_source": origin}
+        {**doc, SPLIT_FIELD: role, INDEX_FIELD: i, SOURCE_FIELD: origin}
         for i, (role, (origin, doc)) in enumerate(marked)
     ]

@@ -39,8 +39,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from calidist_tasks import distractors
-from calidist_tasks.dataset import CALIBRATION
 from calidist_tasks.joining import PromptPlan
+from calidist_tasks.records import CALIBRATION, INDEX_FIELD, SPLIT_FIELD, is_own_field
 
 log = logging.getLogger(__name__)
 SEPARATOR = "\n\n"  # between exemplars, and between the last exemplar and the question
@@ -57,9 +57,9 @@ class SolvesExemplars(Protocol):
 
 
 def exemplar_key(exemplar: dict[str, Any]) -> str:
-    """An exemplar's content key (no ``calidist_`` field): the seed of its confidence and of its
-    misleading distraction."""
-    return distractors.document_key(exemplar, [f for f in exemplar if "calidist_" not in f])
+    """An exemplar's content key (none of our fields, ``records.is_own_field``): the seed of its
+    confidence and of its misleading distraction."""
+    return distractors.document_key(exemplar, [f for f in exemplar if not is_own_field(f)])
 
 
 def select_exemplars(
@@ -69,7 +69,7 @@ def select_exemplars(
     """``per_label`` documents of each label 0..n_labels-1, label by label, from ``pool``."""
     chosen = []
     for label in range(n_labels):
-        found = [d for d in pool if d[label_field] == label and d["calidist_index"] != exclude]
+        found = [d for d in pool if d[label_field] == label and d[INDEX_FIELD] != exclude]
         if len(found) < per_label:
             log.warning("few-shot: the calibration documents hold %d exemplar(s) of label %d, "
                         "%d requested; using what there is", len(found), label, per_label)
@@ -103,4 +103,4 @@ def exemplar_block(
 
 def calibration_pool(docs: Any) -> list[dict[str, Any]]:
     """The calibration documents of a task's document list, in order (the exemplar pool)."""
-    return [dict(d) for d in docs if d["calidist_split"] == CALIBRATION]
+    return [dict(d) for d in docs if d[SPLIT_FIELD] == CALIBRATION]

@@ -36,10 +36,16 @@ from calidist_tasks.confidence_sources import (
     Ask,
     ConfidenceSource,
 )
-from calidist_tasks.dataset import EVALUATION
 from calidist_tasks.distractors import LETTERS
 from calidist_tasks.fewshot import exemplar_confidence
 from calidist_tasks.prompts import CHOICES, DUMMY, FEWSHOT, PromptParts
+from calidist_tasks.records import (
+    EVALUATION,
+    INDEX_FIELD,
+    SPLIT_FIELD,
+    VERBALIZED,
+    bookkeeping,
+)
 from calidist_tasks.styles import content_key
 from calidist_tasks.task import CaliDistTask
 
@@ -52,7 +58,7 @@ class GenerationTask(CaliDistTask):
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         config = dict(config or {})
-        self.confidence: str = config.pop("confidence", None) or "verbalized"
+        self.confidence: str = config.pop("confidence", None) or VERBALIZED
         name = config.get("task")
         if self.confidence not in SOURCES:
             raise ValueError(f"{name}: confidence must be one of {CONFIDENCES}, "
@@ -105,7 +111,7 @@ class GenerationTask(CaliDistTask):
     def doc_iterator(self, **kwargs: Any) -> Any:
         docs = super().doc_iterator(**kwargs)
         if self.confidence_source.evaluation_only:
-            return ((i, d) for i, d in docs if d["calidist_split"] == EVALUATION)
+            return ((i, d) for i, d in docs if d[SPLIT_FIELD] == EVALUATION)
         return docs
 
     def construct_requests(self, doc: dict[str, Any], ctx: Any, **kwargs: Any) -> list[Instance]:
@@ -156,7 +162,7 @@ class GenerationTask(CaliDistTask):
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         """Parsed generations -> one record (the confidence source's), joined and aggregated as
         the logit path's."""
-        where = f"{self.config.task} document {doc['calidist_index']}"
+        where = f"{self.config.task} document {doc[INDEX_FIELD]}"
         parsed = [p for per_request in results for p in per_request]
         if not all(isinstance(p, dict) and "answer" in p for p in parsed):
             raise ValueError(f"{where}: expected parsed answers; the task's filter_list must "
@@ -164,6 +170,6 @@ class GenerationTask(CaliDistTask):
         record, failures = self.confidence_source.record(
             parsed, self.prompt_plans(doc), len(self.doc_to_choice(doc)),
             doc[self.config.doc_to_target], self.settings, where)
-        record.update(index=doc["calidist_index"], split=doc["calidist_split"],
-                      requests=len(parsed), generations=len(parsed), parse_failures=failures)
+        record.update(bookkeeping(doc, len(parsed)), generations=len(parsed),
+                      parse_failures=failures)
         return self.metric_results(record)

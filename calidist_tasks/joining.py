@@ -1,6 +1,6 @@
 """Result joining: one document's answers to its original and hinted prompts -> one record.
 
-A record is plain JSON (it is logged in lm-eval's samples file) and holds everything the
+The record (``records.Record``, plain JSON in lm-eval's samples file) holds everything the
 aggregation and ``calidist report`` need: the prediction and confidence on the original prompt,
 every hinted prompt's outcome, and the instability measures of the paper's section 3
 (docs/method.md).
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from calidist_metrics import confidence_instability, prediction_instability, reliability_score
+from calidist_tasks.records import Hint, Record, answer_record, logged_lambda_raw, with_hints
 
 
 # NamedTuples, not dataclasses: several are built per document and a frozen dataclass's
@@ -83,49 +84,52 @@ def outcomes_from_loglikelihoods(
     return outcomes
 
 
+# Hint(...) without the NamedTuple's Python-level __new__ (the same tuple, in Hint's field
+# order): a document has one hint per hinted prompt and this halves their cost.
+_new_hint = tuple.__new__
+
+
+def hint_instability(
+    prediction: Any, confidence: float, hints: Sequence[Hint], delta_mode: str = "mean"
+) -> tuple[float, float, float, bool]:
+    """(mu, delta, lambda_raw as logged, flipped) of the original answer under ``hints``.
+
+    Only hints naming a label other than the original prediction count (the harness builds
+    every prompt before the model answers, so hints for all labels were sent); ``flipped``: one
+    of them changed the answer.
+    """
+    predictions = []
+    confidences = []
+    for hint in hints:
+        if hint.label != prediction:
+            predictions.append(hint.prediction)
+            confidences.append(hint.confidence)
+    mu = prediction_instability(prediction, predictions, confidences)
+    delta = confidence_instability(confidence, confidences, mode=delta_mode)
+    return (float(mu), float(delta), logged_lambda_raw(reliability_score(mu, delta)),
+            any([p != prediction for p in predictions]))
+
+
 def join_document(
     plans: Sequence[PromptPlan],
     outcomes: Sequence[Outcome],
     label: int,
     delta_mode: str = "mean",
-) -> dict[str, Any]:
+) -> Record:
     """Join a document's outcomes into its record (paper section 3; the first prompt is the
-    original).
-
-    Only hints naming a label other than the original prediction count (the harness builds every
-    prompt before the model answers, so hints for all labels were sent).
-    """
+    original; ``hint_instability``)."""
     if len(plans) != len(outcomes) or plans[0].hint_label is not None:
         raise ValueError("the first prompt must be the original and every prompt needs an outcome")
     original = outcomes[0]
-    record: dict[str, Any] = {
-        "label": int(label),
-        "prediction": original.prediction,
-        "confidence": original.confidence,
-        "correct": int(original.prediction == label),
-        "parsed": original.parsed,
-    }
-    if original.letter_logprobs is not None:
-        record["letter_logprobs"] = list(original.letter_logprobs)
-    hints = []
-    predictions = []  # of the hints naming another label than the original prediction
-    confidences = []
-    for plan, outcome in zip(plans[1:], outcomes[1:], strict=True):
-        hints.append([plan.hint_label, plan.template, outcome.prediction, outcome.confidence])
-        if plan.hint_label != original.prediction:
-            predictions.append(outcome.prediction)
-            confidences.append(outcome.confidence)
+    record = answer_record(int(label), original.prediction, original.confidence,
+                           original.prediction == label, original.parsed,
+                           original.letter_logprobs)
+    hints = [_new_hint(Hint, (plan.hint_label, plan.template, outcome.prediction,
+                              outcome.confidence))
+             for plan, outcome in zip(plans[1:], outcomes[1:], strict=True)]
     if not hints:
         return record
-    mu = prediction_instability(original.prediction, predictions, confidences)
-    delta = confidence_instability(original.confidence, confidences, mode=delta_mode)
-    lambda_raw = reliability_score(mu, delta)
-    record.update(
-        hints=hints,
-        mu=float(mu),
-        delta=float(delta),
-        lambda_raw=float(lambda_raw) if math.isfinite(lambda_raw) else 1e10,
-        flipped=int(any([p != original.prediction for p in predictions])),
-        parsed=original.parsed and all([o.parsed for o in outcomes]),
-    )
-    return record
+    mu, delta, lambda_raw, flipped = hint_instability(original.prediction, original.confidence,
+                                                      hints, delta_mode)
+    return with_hints(record, hints, mu, delta, lambda_raw, flipped,
+                      original.parsed and all([o.parsed for o in outcomes]))

@@ -43,9 +43,16 @@ from lm_eval.api.task import ConfigurableTask
 
 from calidist_tasks import distractors, lm_eval_compat
 from calidist_tasks.aggregation import parse_fail_rate
-from calidist_tasks.dataset import EVALUATION, Source
+from calidist_tasks.dataset import Source
 from calidist_tasks.joining import Outcome, PromptPlan, join_document, outcome_from_loglikelihoods
 from calidist_tasks.prompts import HINT
+from calidist_tasks.records import (
+    EVALUATION,
+    SOURCE_FIELD,
+    Record,
+    bookkeeping,
+    unreadable_record,
+)
 from calidist_tasks.task import CaliDistTask
 
 HINT_NUMBERS = 4  # distinct numbers near ŷ that hints assert (the "other labels" of the paper)
@@ -162,14 +169,6 @@ def read_original_records(
     return records
 
 
-def unreadable_record(target: str, where: dict[str, Any]) -> dict[str, Any]:
-    """The record of a document whose stage-1 answer had no number: wrong, confidence 0,
-    maximally unreliable (μ = δ = 1, so λ_raw = 0); its one answer was unreadable."""
-    return {"label": target, "prediction": None, "confidence": 0.0, "correct": 0, "parsed": False,
-            "hints": [], "mu": 1.0, "delta": 1.0, "lambda_raw": 0.0, "flipped": 0,
-            "generations": 1, "parse_failures": 1, **where}
-
-
 class Scoring(NamedTuple):
     """How one worked answer is scored in stage 3: ``candidates`` as continuations of the prompt
     and ``text`` (the chain cut where its number starts, or the whole chain and ``READOUT``);
@@ -249,7 +248,7 @@ class OpenEndedTask(CaliDistTask):
             )
         path = samples_file(self.original_samples, self.original_task)
         records = read_original_records(path, self.original_record_fields(), self.original_task)
-        missing = [d["calidist_source"] for d in docs if d["question"].strip() not in records]
+        missing = [d[SOURCE_FIELD] for d in docs if d["question"].strip() not in records]
         if missing:
             raise ValueError(
                 f"{self.config.task}: {len(missing)} document(s) have no answer in {path} (first: "
@@ -280,7 +279,7 @@ class OpenEndedTask(CaliDistTask):
     def check_original(self, doc: dict[str, Any], record: dict[str, Any], path: Path) -> None:
         """Refuse an earlier record these prompts do not fit (another seed or m, a hand-edited
         answer), naming the document."""
-        where = f"{self.config.task} document {doc['calidist_source']} ({path.name})"
+        where = f"{self.config.task} document {doc[SOURCE_FIELD]} ({path.name})"
         if doc[ANSWER_FIELD] and not same_number(parse_number(doc[CHAIN_FIELD]), doc[ANSWER_FIELD]):
             raise ValueError(f"{where}: the answer {doc[ANSWER_FIELD]!r} is not the number of its "
                              "logged worked answer ('chain')")
@@ -361,13 +360,12 @@ class OpenEndedTask(CaliDistTask):
     # ------------------------------------------------------------------ results
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         target = doc[self.config.doc_to_target]
-        where = {"index": doc["calidist_index"], "split": doc["calidist_split"],
-                 "requests": len(results)}
+        where = bookkeeping(doc, len(results))
         if self.stage == "answer":
             answer = parse_number(results[0])
-            record = {"label": target, "prediction": answer, "parsed": answer is not None,
-                      "correct": int(same_number(answer, target)), "chain": results[0],
-                      "generations": 1, "parse_failures": int(answer is None), **where}
+            record = Record(label=target, prediction=answer, parsed=answer is not None,
+                            correct=int(same_number(answer, target)), chain=results[0],
+                            generations=1, parse_failures=int(answer is None), **where)
         elif not self.candidates(doc):
             record = unreadable_record(target, where)
             if self.stage == "chains":  # carried on to stage 3
@@ -379,18 +377,18 @@ class OpenEndedTask(CaliDistTask):
         return self.metric_results(record)
 
     def chains_record(self, doc: dict[str, Any], chains: list[str], target: str,
-                      where: dict[str, Any]) -> dict[str, Any]:
+                      where: Record) -> Record:
         """Stage 2: the hinted chains and their numbers, with what stage 3 needs of stage 1."""
         self._check_count(doc, len(chains), len(self.prompt_plans(doc)) - 1)
         answers = [parse_number(chain) for chain in chains]
-        return {"label": target, "prediction": doc[ANSWER_FIELD], "chain": doc[CHAIN_FIELD],
-                "correct": int(same_number(doc[ANSWER_FIELD], target)),
-                "candidates": self.candidates(doc), "chains": list(chains), "answers": answers,
-                "parsed": None not in answers, "generations": 1 + len(chains),
-                "parse_failures": answers.count(None), **where}
+        return Record(label=target, prediction=doc[ANSWER_FIELD], chain=doc[CHAIN_FIELD],
+                      correct=int(same_number(doc[ANSWER_FIELD], target)),
+                      candidates=self.candidates(doc), chains=list(chains), answers=answers,
+                      parsed=None not in answers, generations=1 + len(chains),
+                      parse_failures=answers.count(None), **where)
 
     def scored_record(self, doc: dict[str, Any], results: list[Any], target: str,
-                      where: dict[str, Any]) -> dict[str, Any]:
+                      where: Record) -> Record:
         """Stage 3: p and every p'_j (``chain_outcome``), joined into CaliDist's record."""
         scorings = self.scorings(doc)
         self._check_count(doc, len(results), sum(len(s.candidates) for s in scorings))
@@ -400,7 +398,7 @@ class OpenEndedTask(CaliDistTask):
             start += len(scoring.candidates)
             name = "original chain" if j == 0 else f"hinted chain {j}"
             outcomes.append(chain_outcome(values, scoring, f"{self.config.task} document "
-                                          f"{doc['calidist_source']} {name}"))
+                                          f"{doc[SOURCE_FIELD]} {name}"))
         correct = same_number(doc[ANSWER_FIELD], target)
         record = join_document(self.prompt_plans(doc), outcomes, 0 if correct else -1,
                                self.settings.delta_mode)
@@ -412,7 +410,7 @@ class OpenEndedTask(CaliDistTask):
 
     def _check_count(self, doc: dict[str, Any], got: int, expected: int) -> None:
         if got != expected:
-            raise ValueError(f"{self.config.task} document {doc['calidist_source']}: expected "
+            raise ValueError(f"{self.config.task} document {doc[SOURCE_FIELD]}: expected "
                              f"{expected} answers, got {got}")
 
     # ------------------------------------------------------------------ metrics

@@ -33,14 +33,9 @@ from lm_eval.api.registry import register_filter
 from calidist_tasks import lm_eval_compat, verbalized
 from calidist_tasks.aggregation import generation_metric_names, summarize_generations
 from calidist_tasks.joining import Outcome, PromptPlan, join_document
-from calidist_tasks.open_ended import (
-    ANSWER_FIELD,
-    OpenEndedTask,
-    parse_number,
-    same_number,
-    unreadable_record,
-)
+from calidist_tasks.open_ended import ANSWER_FIELD, OpenEndedTask, parse_number, same_number
 from calidist_tasks.prompts import HINT
+from calidist_tasks.records import INDEX_FIELD, VERBALIZED, bookkeeping, unreadable_record
 
 OPEN = math.inf  # the c of the unreadable rule for an open answer: confidence 1/c = 0
 # The reply format, after the question (and hint) as in the classification families.
@@ -121,8 +116,7 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
             raise ValueError(f"{self.config.task}: expected parsed replies; the task's "
                              "filter_list must use the calidist_verbalized_number filter")
         target = doc[self.config.doc_to_target]
-        where = {"index": doc["calidist_index"], "split": doc["calidist_split"],
-                 "requests": len(readings)}
+        where = bookkeeping(doc, len(readings))
         if not self.stage2:  # the gold number is the one candidate: prediction 0 = correct
             outcome = number_outcome(readings[0], [target])
             record = join_document([PromptPlan()], [outcome], 0)
@@ -134,7 +128,7 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
             return self.metric_results(unreadable_record(target, where))
         plans = self.prompt_plans(doc)
         if len(readings) != len(plans) - 1:
-            raise ValueError(f"{self.config.task} document {doc['calidist_index']}: expected "
+            raise ValueError(f"{self.config.task} document {doc[INDEX_FIELD]}: expected "
                              f"{len(plans) - 1} replies, got {len(readings)}")
         original = Outcome(0, doc[CONFIDENCE_FIELD], parsed=doc[PARSED_FIELD])
         outcomes = [original, *(number_outcome(r, candidates) for r in readings)]
@@ -147,8 +141,8 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
         return self.metric_results(record)
 
     def reported_metrics(self) -> list[str]:
-        return generation_metric_names("verbalized", self.stage2)
+        return generation_metric_names(VERBALIZED, self.stage2)
 
     def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
         return summarize_generations(items, self.settings, self.calibrator_context(),
-                                     "verbalized", self.stage2)
+                                     VERBALIZED, self.stage2)

@@ -19,12 +19,13 @@ from typing import Any
 from calidist_tasks import distractors
 from calidist_tasks.joining import PromptPlan
 from calidist_tasks.prompts import CHOICES, HINT
+from calidist_tasks.records import is_own_field
 
 
 def content_key(doc: Mapping[str, Any]) -> str:
-    """A document's content key: every field but the ``calidist_`` bookkeeping (the seed of its
-    distractor choices)."""
-    return distractors.document_key(doc, [f for f in doc if not f.startswith("calidist_")])
+    """A document's content key: every field but ours (``records.is_own_field``): the seed of its
+    distractor choices."""
+    return distractors.document_key(doc, [f for f in doc if not is_own_field(f)])
 
 
 def misleading_label(key: str, label: int, n_labels: int, seed: int) -> int:

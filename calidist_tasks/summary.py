@@ -7,10 +7,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from calidist_tasks import records
+from calidist_tasks.records import metric_name
+
 SCORES = ("ece", "ece_adaptive", "brier", "auroc")
-BASELINES = {"ts": "temperature scaling", "platt": "Platt", "isotonic": "isotonic",
-             "vector": "vector scaling", "consistency": "self-consistency",
-             "entropy": "entropy consistency", "fsd": "FSD consistency", "spuq": "SPUQ"}
+# the rows after vanilla and CaliDist's: confidence (its metric suffix) -> label
+BASELINES = {records.TEMPERATURE_SCALING: "temperature scaling", records.PLATT: "Platt",
+             records.ISOTONIC: "isotonic", records.VECTOR_SCALING: "vector scaling",
+             records.CONSISTENCY: "self-consistency", records.ENTROPY: "entropy consistency",
+             records.FSD: "FSD consistency", records.SPUQ: "SPUQ"}
 
 
 def _metric(values: Mapping[str, Any], name: str) -> float | None:
@@ -30,15 +35,12 @@ def calibration_table(results: Mapping[str, Any]) -> str:
     ]
     for task, values in sorted(results.get("results", {}).items()):
         acc = _metric(values, "acc")
-        rows = [("vanilla", "_vanilla")]
-        if _metric(values, "ece") is not None:
-            rows.append(("CaliDist (calibrated)", ""))
-        rows += [(label, f"_{key}") for key, label in BASELINES.items()
-                 if _metric(values, f"ece_{key}") is not None]
-        for label, suffix in rows:
-            if _metric(values, f"ece{suffix}") is None:
+        rows = [("vanilla", records.VANILLA), ("CaliDist (calibrated)", records.CALIDIST),
+                *((label, key) for key, label in BASELINES.items())]
+        for label, confidence in rows:
+            if _metric(values, metric_name("ece", confidence)) is None:
                 continue
-            cells = [_cell(_metric(values, f"{s}{suffix}")) for s in SCORES]
+            cells = [_cell(_metric(values, metric_name(s, confidence))) for s in SCORES]
             lines.append(f"| {task} | {label} | {_cell(acc)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

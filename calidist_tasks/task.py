@@ -37,7 +37,7 @@ from calidist_tasks.aggregation import (
     summarize_calidist,
     warnings_named,
 )
-from calidist_tasks.dataset import EVALUATION, Source, build_documents
+from calidist_tasks.dataset import Source, build_documents
 from calidist_tasks.joining import PromptPlan, join_document, outcomes_from_loglikelihoods
 from calidist_tasks.prompts import (  # the fields a prompt reads; imported from here by others
     CHOICES,
@@ -47,6 +47,7 @@ from calidist_tasks.prompts import (  # the fields a prompt reads; imported from
     is_hinted,
     render,
 )
+from calidist_tasks.records import EVALUATION, INDEX_FIELD, SOURCE_FIELD, SPLIT_FIELD, bookkeeping
 from calidist_tasks.settings import RunSettings
 from calidist_tasks.styles import DistractorStyle, distractor_style
 
@@ -153,7 +154,7 @@ class CaliDistTask(ConfigurableTask):
         mislead = self.misleading_plan if self.style.hinted and is_hinted(doc) else None
         return fewshot.exemplar_block(self.fewshot_pool(), len(self.doc_to_choice(doc)), per_label,
                                       self.config.doc_to_target, self.solved_exemplar, mislead,
-                                      exclude=doc.get("calidist_index"))
+                                      exclude=doc.get(INDEX_FIELD))
 
     def misleading_plan(self, exemplar: dict[str, Any]) -> PromptPlan:
         """The style's distraction of a few-shot exemplar, towards a label other than its own."""
@@ -180,7 +181,7 @@ class CaliDistTask(ConfigurableTask):
 
     def prompt_plans(self, doc: dict[str, Any]) -> list[PromptPlan]:
         """The original prompt, then ``m`` hinted prompts per label (deterministic per document)."""
-        index = doc.get("calidist_index")
+        index = doc.get(INDEX_FIELD)
         if index is not None and index in self._plans:  # built once in construct_requests
             return self._plans[index]
         plans = self.style.plans(doc, len(self.doc_to_choice(doc)), self.settings.seed)
@@ -197,11 +198,11 @@ class CaliDistTask(ConfigurableTask):
         self._context_kwargs = lm_eval_compat.fewshot_context_kwargs(kwargs)
         selected = kwargs.get("samples") or range(len(self.eval_docs) if limit is None
                                                    else min(int(limit), len(self.eval_docs)))
-        splits = self.eval_docs.select(list(selected))["calidist_split"]
+        splits = self.eval_docs.select(list(selected))[SPLIT_FIELD]
         if EVALUATION not in splits:
             raise ValueError(
                 f"{self.config.task}: --limit {limit} selects only calibration documents (the "
-                f"first {sum(s != EVALUATION for s in self.eval_docs['calidist_split'])} documents "
+                f"first {sum(s != EVALUATION for s in self.eval_docs[SPLIT_FIELD])} documents "
                 "calibrate); raise --limit or lower --metadata calib_size"
             )
         super().build_all_requests(limit=limit, **kwargs)
@@ -240,14 +241,13 @@ class CaliDistTask(ConfigurableTask):
         plans = self.prompt_plans(doc)
         n_choices = len(self.doc_to_choice(doc))
         if len(results) != len(plans) * n_choices:
-            raise ValueError(f"{self.config.task} document {doc['calidist_index']}: expected "
+            raise ValueError(f"{self.config.task} document {doc[INDEX_FIELD]}: expected "
                              f"{len(plans) * n_choices} answers, got {len(results)}")
-        where = f"{self.config.task} document {doc['calidist_index']} ({doc['calidist_source']})"
+        where = f"{self.config.task} document {doc[INDEX_FIELD]} ({doc[SOURCE_FIELD]})"
         outcomes = outcomes_from_loglikelihoods([ll for ll, _ in results], n_choices, where)
         record = join_document(plans, outcomes, doc[self.config.doc_to_target],
                                self.settings.delta_mode)
-        record.update(index=doc["calidist_index"], split=doc["calidist_split"],
-                      requests=len(results))
+        record.update(bookkeeping(doc, len(results)))
         return self.metric_results(record)
 
     def metric_results(self, record: dict[str, Any]) -> dict[str, Any]:

@@ -253,7 +253,8 @@ def test_export_keeps_what_the_analysis_needs_and_no_absolute_path(exported):
 
 
 def test_instability_reproduces_the_joining_and_subsamples_m():
-    from calidist_tasks.report.methods import first_m, hints_of, instability, with_instability
+    from calidist_tasks.records import hints_of
+    from calidist_tasks.report.methods import first_m, instability, with_instability
 
     records, _ = _records("calidist_ppdb_assertion", seed=3)
     for record in records:

@@ -17,6 +17,7 @@ from calidist_tasks import consistency, spuq
 from calidist_tasks.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.consistency import decoding, sample_requests, vote
 from calidist_tasks.generation import DUMMY
+from calidist_tasks.records import CONSISTENCY_KINDS
 
 END_OF_TURN = ["<|im_end|>", "<|eot_id|>", "<|endoftext|>", "</s>"]  # the YAMLs' until
 
@@ -190,7 +191,7 @@ def test_consistency_record(metadata):
     record = record["ece_consistency"]
     assert record["prediction"] == doc["label"] and record["correct"] == 1
     assert record["confidences"] == pytest.approx(
-        {k: v for k, v in vote(answers, 2).items() if k in consistency.KINDS})
+        {k: v for k, v in vote(answers, 2).items() if k in CONSISTENCY_KINDS})
     assert (record["generations"], record["parse_failures"], record["requests"]) == (15, 1, 15)
 
 
@@ -229,7 +230,7 @@ def test_consistency_and_spuq_run_with_hf(tiny_model_dir, metadata):
     assert consistency_run["requests_per_doc,none"] == 15.0
     assert consistency_run["n_evaluation,none"] == 3.0
     assert consistency_run["n_calibration,none"] == 0.0
-    for kind in consistency.KINDS:  # NaN exactly when most samples were unreadable
+    for kind in CONSISTENCY_KINDS:  # NaN exactly when most samples were unreadable
         unreadable = consistency_run["parse_fail_rate,none"] > UNREADABLE_LIMIT
         assert math.isnan(consistency_run[f"ece_{kind},none"]) == unreadable
     samples = out["samples"]["calidist_ppdb_consistency"]

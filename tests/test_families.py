@@ -24,6 +24,7 @@ from family_data import (
 )
 
 from calidist_tasks.aggregation import metric_names
+from calidist_tasks.records import hints_of
 
 # benchmark -> number of labels (options per document)
 FAMILIES = {"mscinli": 4, "yahoo": 10, "hellaswag": 4, "csqa": 5, "aqua": 5, "contractnli": 3}
@@ -62,7 +63,7 @@ def test_every_family_end_to_end(tiny_model_dir: Path, data_dir: Path) -> None:
         assert record["split"] == "evaluation" and len(record["letter_logprobs"]) == c
         if distracted:
             assert {"mu", "delta", "lambda_raw", "hints", "flipped"} <= set(record)
-            assert sorted(h[0] for h in record["hints"]) == list(range(c))
+            assert sorted(hint.label for hint in hints_of(record)) == list(range(c))
             assert 0.0 <= record["mu"] <= 1.0 and 0.0 <= record["delta"] <= 1.0
 
 

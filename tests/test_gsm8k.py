@@ -35,6 +35,7 @@ from calidist_tasks.open_ended import (
     same_number,
     samples_file,
 )
+from calidist_tasks.records import hints_of
 
 
 @pytest.mark.parametrize("text, number", [
@@ -183,8 +184,9 @@ def test_gsm8k_hinted_stage_reasons_again(tmp_path: Path) -> None:
     record = stage3.process_results(doc, results)["acc"]
     assert record["prediction"] == y and record["correct"] == 1
     assert record["confidence"] == pytest.approx(0.6)  # p: C0's softmax at ŷ
-    assert [h[2] for h in record["hints"]] == [1, -1, 5, 0]  # h1, no number, other, ŷ
-    assert [h[3] for h in record["hints"]] == pytest.approx([0.5, 0.7, 0.5, 0.3])
+    hints = hints_of(record)
+    assert [h.prediction for h in hints] == [1, -1, 5, 0]  # h1, no number, other, ŷ
+    assert [h.confidence for h in hints] == pytest.approx([0.5, 0.7, 0.5, 0.3])
     assert record["answers"] == [h1, None, str(int(y) + 100), y]
     assert record["mu"] == pytest.approx((0.5 + 0.7 + 0.5) / 4)  # three flips, by confidence
     assert record["delta"] == pytest.approx(abs(0.6 - (0.5 + 0.7 + 0.5 + 0.3) / 4))
@@ -285,7 +287,7 @@ def test_three_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
             own = numbers.index(number) if number else int(np.argmax(values))
             probabilities.append(values[own] / values.sum())
         assert record["confidence"] == pytest.approx(probabilities[0])
-        assert [h[3] for h in record["hints"]] == pytest.approx(probabilities[1:])
+        assert [h.confidence for h in hints_of(record)] == pytest.approx(probabilities[1:])
         flips = [p for p, a in zip(probabilities[1:], record["answers"], strict=True)
                  if a != record["prediction"]]
         assert record["mu"] == pytest.approx(sum(flips) / HINT_NUMBERS)

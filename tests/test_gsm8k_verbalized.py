@@ -21,6 +21,7 @@ from calidist_tasks.open_ended_verbalized import (
     NumberFilter,
     parse_number_response,
 )
+from calidist_tasks.records import hints_of
 from calidist_tasks.task import HINT
 from calidist_tasks.verbalized import CONFIDENCE_INSTRUCTION
 
@@ -100,7 +101,8 @@ def test_join_of_scripted_replies_by_hand(tmp_path: Path) -> None:
         p = want[i][1]
         assert record["prediction"] == candidates[0] == want[i][0]
         assert record["confidence"] == p and record["correct"] == want[i][2]
-        assert [h[2:] for h in record["hints"]] == [[1, 0.6], [0, 0.8], [-1, 0.0], [0, 0.0]]
+        assert [(h.prediction, h.confidence) for h in hints_of(record)] == [
+            (1, 0.6), (0, 0.8), (-1, 0.0), (0, 0.0)]
         assert record["answers"] == [candidates[1], candidates[0], None, candidates[0]]
         assert record["mu"] == pytest.approx((0.6 + 0.0) / 4)  # flips weighted by confidence
         assert record["delta"] == pytest.approx(abs(p - (0.6 + 0.8 + 0.0 + 0.0) / 4))
@@ -173,7 +175,8 @@ def test_two_verbalized_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) 
         assert all(p.endswith(NUMBER_FORMAT + "\n") and "\nHint: " in p for p in prompts)
         assert record["correct"] == int(record["prediction"] == doc["target"])
         # every hinted reply is unreadable: a change at confidence 0 (μ 0, δ = p, flipped)
-        assert [h[2:] for h in record["hints"]] == [[-1, 0.0]] * HINT_NUMBERS
+        assert [(h.prediction, h.confidence) for h in hints_of(record)] == [
+            (-1, 0.0)] * HINT_NUMBERS
         assert record["mu"] == 0.0 and record["delta"] == pytest.approx(record["confidence"])
     evaluation = [r for r in records if r["split"] == "evaluation"]
     assert results["acc"] == pytest.approx(np.mean([r["correct"] for r in evaluation]))

@@ -19,6 +19,7 @@ from calidist_tasks.joining import (
     outcome_from_loglikelihoods,
     outcomes_from_loglikelihoods,
 )
+from calidist_tasks.records import hints_of
 
 SIZES = {"calib_size": 5, "eval_size": 7}
 
@@ -90,9 +91,11 @@ def test_process_results_computes_mu_delta_lambda_by_hand(mnli_data_dir):
     assert rec["split"] == "evaluation"
     assert rec["index"] == SIZES["calib_size"]
     # Every hinted prompt is logged (the ignored ones too), with its template and answer.
-    assert [h[:2] for h in rec["hints"]] == [[p.hint_label, p.template] for p in plans[1:]]
-    assert [h[2] for h in rec["hints"]] == [2, 1, 1, 0, 2, 0]
-    assert [h[3] for h in rec["hints"]] == pytest.approx([0.9, 0.9, 0.7, 0.5, 0.8, 0.45])
+    hints = hints_of(rec)
+    assert [(h.label, h.template) for h in hints] == [(p.hint_label, p.template)
+                                                      for p in plans[1:]]
+    assert [h.prediction for h in hints] == [2, 1, 1, 0, 2, 0]
+    assert [h.confidence for h in hints] == pytest.approx([0.9, 0.9, 0.7, 0.5, 0.8, 0.45])
 
 
 def test_requests_per_document_is_one_plus_c_times_m_prompts_of_c_letters(mnli_data_dir):

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from calidist_tasks.aggregation import UNREADABLE_LIMIT
-from calidist_tasks.dataset import EVALUATION
+from calidist_tasks.records import EVALUATION
 from calidist_tasks.report.cost import cost_table
 from calidist_tasks.report.loading import (
     RESULTS_NAME,

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from calidist_tasks.records import SOURCE_FIELD, Record, is_record
+
 STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"  # lm-eval's date_id
 RESULTS_NAME = re.compile(rf"^(?P<stem>.+)_(?P<stamp>{STAMP})\.json$")
 SAMPLES_NAME = re.compile(rf"^samples_(?P<task>.+)_(?P<stamp>{STAMP})\.jsonl$")
@@ -38,10 +40,10 @@ class TaskRun:
     expected_docs: int | None = None  # lm-eval's n-samples "effective"
     filter_name: str = "none"  # the lm-eval filter whose numbers and samples are reported
     samples_file: Path | None = None
-    records: list[dict[str, Any]] | None = None  # per-document records; None when not usable
+    records: list[Record] | None = None  # per-document records; None when not usable
     prompts: list[list[tuple[str, int]]] | None = None  # per document: (prompt, times sent)
     # per document (same order as records): the texts the model generated (empty for scored
-    # tasks), and the document's origin (``calidist_source``: file and line) when logged
+    # tasks), and the document's origin (its SOURCE_FIELD: file and line) when logged
     generations: list[list[str]] | None = None
     sources: list[str | None] | None = None
 
@@ -218,18 +220,18 @@ def _generations(line: Mapping[str, Any]) -> list[str]:
     return texts
 
 
-def _record(line: Mapping[str, Any], metric_names: Iterable[str]) -> dict[str, Any] | None:
+def _record(line: Mapping[str, Any], metric_names: Iterable[str]) -> Record | None:
     # process_results returns the same record under every metric name
     for name in [*(line.get("metrics") or []), *metric_names]:
         value = line.get(name)
-        if isinstance(value, dict) and "split" in value and "index" in value:
+        if is_record(value):
             return value
     return None
 
 
 def _source(line: Mapping[str, Any]) -> str | None:
     doc = line.get("doc")
-    source = doc.get("calidist_source") if isinstance(doc, dict) else None
+    source = doc.get(SOURCE_FIELD) if isinstance(doc, dict) else None
     return str(source) if source is not None else None
 
 

@@ -1,9 +1,9 @@
 """Leaderboard rows: which task reports which method, and its per-document confidences.
 
 The mapping is data: a task ``calidist_<benchmark>_<variant>`` fills the rows of ``METHODS`` that
-list its variant, with the numbers ``ece<suffix>``, ``brier<suffix>``, ``auroc<suffix>`` of its
-results file. A new method is one more line here. Where the logged records allow it, the
-method's confidence on every evaluation document is rebuilt (``refit``) the way the task's own
+list its variant, with the results file's ECE, Brier and AUROC of the row's confidence (named by
+``records.metric_name``). A new method is one more line here. Where the logged records allow it,
+the method's confidence on every evaluation document is rebuilt (``refit``) the way the task's own
 aggregation built it; the rebuilt scores must equal the results file's, otherwise the mismatch
 is reported and the results-file numbers are used without per-document data. CaliDist is refitted
 with the run's own settings as lm-eval logged them in the task's config metadata (``lambda_scale``
@@ -17,23 +17,33 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from calidist_metrics import (
-    CalibrationWarning,
-    CaliDistCalibrator,
-    confidence_instability,
-    prediction_instability,
-    reliability_score,
-)
+from calidist_metrics import CalibrationWarning, CaliDistCalibrator
 from calidist_tasks.aggregation import (
     SCORES,
     UNREADABLE_LIMIT,
     baseline_confidences,
     calidist_calibrator,
     split_records,
+)
+from calidist_tasks.joining import hint_instability
+from calidist_tasks.records import (
+    CALIDIST,
+    CONSISTENCY,
+    ENTROPY,
+    FSD,
+    ISOTONIC,
+    PLATT,
+    SPUQ,
+    TEMPERATURE_SCALING,
+    VANILLA,
+    VECTOR_SCALING,
+    Hint,
+    hints_of,
+    metric_name,
 )
 from calidist_tasks.report.loading import TASK_PREFIX, TaskRun
 from calidist_tasks.settings import RunSettings
@@ -47,39 +57,46 @@ class Method:
 
     label: str
     variants: tuple[str, ...]  # task-name suffixes that report it, preferred first ("" = original)
-    suffix: str  # its metrics in the results file: ece<suffix>, brier<suffix>, auroc<suffix>
+    # the confidence its metrics are named after: ``records.metric_name(score, confidence)``
+    confidence: str
     # How to rebuild its per-document confidence from the records: "vanilla" (the original
     # prompt's), "calidist" (refit), "baseline:<name>" (logit baselines, refit),
     # "sampled:<kind>" (record["confidences"][kind]); None: results-file numbers only.
     refit: str | None
 
+    def metric(self, score: str) -> str:
+        """The results-file name of ``score`` for this row."""
+        return metric_name(score, self.confidence)
 
+
+REFIT_CALIDIST = "calidist"
+BASELINE, SAMPLED = "baseline:", "sampled:"  # refit kinds: "baseline:<name>", "sampled:<kind>"
 LOGIT = ("", "assertion", "probe", "corruption")
 VERBALIZED = ("verbalized", "assertion_verbalized", "probe_verbalized", "corruption_verbalized")
 METHODS: tuple[Method, ...] = (
-    Method("Vanilla", LOGIT, "_vanilla", "vanilla"),
-    Method("Temperature scaling", ("",), "_ts", "baseline:ts"),
-    Method("Platt", ("",), "_platt", "baseline:platt"),
-    Method("Isotonic", ("",), "_isotonic", "baseline:isotonic"),
-    Method("Vector scaling", ("",), "_vector", "baseline:vector"),
-    Method("Verbalized", VERBALIZED, "_vanilla", "vanilla"),
-    Method("Verbalized + Platt", ("verbalized",), "_platt", None),
-    Method("Verbalized + isotonic", ("verbalized",), "_isotonic", None),
-    Method("Consistency", ("consistency",), "_consistency", "sampled:consistency"),
-    Method("Entropy", ("consistency",), "_entropy", "sampled:entropy"),
-    Method("FSD", ("consistency",), "_fsd", "sampled:fsd"),
-    Method("SPUQ", ("spuq",), "_spuq", "sampled:spuq"),
-    Method("CaliDist (As.)", ("assertion",), "", "calidist"),
-    Method("CaliDist (Pr.)", ("probe",), "", "calidist"),
-    Method("CaliDist (Sa.)", ("corruption",), "", "calidist"),
-    Method("CaliDist verbalized (As.)", ("assertion_verbalized",), "", "calidist"),
-    Method("CaliDist verbalized (Pr.)", ("probe_verbalized",), "", "calidist"),
-    Method("CaliDist verbalized (Sa.)", ("corruption_verbalized",), "", "calidist"),
+    Method("Vanilla", LOGIT, VANILLA, VANILLA),
+    Method("Temperature scaling", ("",), TEMPERATURE_SCALING, BASELINE + TEMPERATURE_SCALING),
+    Method("Platt", ("",), PLATT, BASELINE + PLATT),
+    Method("Isotonic", ("",), ISOTONIC, BASELINE + ISOTONIC),
+    Method("Vector scaling", ("",), VECTOR_SCALING, BASELINE + VECTOR_SCALING),
+    Method("Verbalized", VERBALIZED, VANILLA, VANILLA),
+    Method("Verbalized + Platt", ("verbalized",), PLATT, None),
+    Method("Verbalized + isotonic", ("verbalized",), ISOTONIC, None),
+    Method("Consistency", ("consistency",), CONSISTENCY, SAMPLED + CONSISTENCY),
+    Method("Entropy", ("consistency",), ENTROPY, SAMPLED + ENTROPY),
+    Method("FSD", ("consistency",), FSD, SAMPLED + FSD),
+    Method("SPUQ", ("spuq",), SPUQ, SAMPLED + SPUQ),
+    Method("CaliDist (As.)", ("assertion",), CALIDIST, REFIT_CALIDIST),
+    Method("CaliDist (Pr.)", ("probe",), CALIDIST, REFIT_CALIDIST),
+    Method("CaliDist (Sa.)", ("corruption",), CALIDIST, REFIT_CALIDIST),
+    Method("CaliDist verbalized (As.)", ("assertion_verbalized",), CALIDIST, REFIT_CALIDIST),
+    Method("CaliDist verbalized (Pr.)", ("probe_verbalized",), CALIDIST, REFIT_CALIDIST),
+    Method("CaliDist verbalized (Sa.)", ("corruption_verbalized",), CALIDIST, REFIT_CALIDIST),
 )
 VARIANTS = sorted({v for m in METHODS for v in m.variants if v}, key=len, reverse=True)
 # Tasks whose record "confidence" is a vanilla row: their other rows are paired with it.
-PAIRED_VARIANTS = {v for m in METHODS if m.refit == "vanilla" for v in m.variants}
-VANILLA_LABELS = {m.label for m in METHODS if m.refit == "vanilla"}  # the model's own confidence
+PAIRED_VARIANTS = {v for m in METHODS if m.refit == VANILLA for v in m.variants}
+VANILLA_LABELS = {m.label for m in METHODS if m.refit == VANILLA}  # the model's own confidence
 
 
 @dataclass
@@ -103,11 +120,11 @@ class Cell:
     @property
     def accuracy(self) -> float | None:
         """Share of correct evaluation documents: from the per-document data, else the results
-        file's ``acc<suffix>`` (vector scaling's own) or ``acc``."""
+        file's accuracy of the row's confidence (vector scaling's own) or ``acc``."""
         if self.correct is not None:
             return float(np.mean(self.correct))
         metrics = self.run.metrics if self.run is not None else {}
-        return metrics.get(f"acc{self.method.suffix}", metrics.get("acc"))
+        return metrics.get(self.method.metric("acc"), metrics.get("acc"))
 
     @property
     def parse_fail_rate(self) -> float | None:
@@ -148,25 +165,10 @@ def settings_of(run: TaskRun) -> RunSettings:
 def _fit_hint(run: TaskRun, method: Method) -> str:
     """Why a CaliDist refit may differ: the run's metadata does not name its fit."""
     metadata = run.config.get("metadata") or {}
-    if method.refit != "calidist" or "fit" in metadata:
+    if method.refit != REFIT_CALIDIST or "fit" in metadata:
         return ""
     return ("; the run's metadata names no fit, so it was refitted with the paper's grid "
             "search alone (runs made before --metadata fit existed refined it by default)")
-
-
-class Hint(NamedTuple):
-    """One hinted prompt of a record, as ``joining.join_document`` logs it (a JSON list)."""
-
-    label: int  # the label the hint names
-    template: int | None  # assertion template index (None for fixed templates)
-    prediction: Any  # the model's answer under the hint
-    confidence: float
-
-
-def hints_of(record: Mapping[str, Any]) -> list[Hint]:
-    """The record's hinted prompts in the order they were sent (prompt 1, 2, ... after the
-    original); [] for a record without hints."""
-    return [Hint(*hint) for hint in record.get("hints") or []]
 
 
 def first_m(hints: Sequence[Hint], m: int | None) -> list[int]:
@@ -199,21 +201,16 @@ def instability(record: Mapping[str, Any], m: int | None = None,
     Only hints naming a label other than the original prediction count; ``m`` keeps the first
     m hints per label (the subsample an m-run would have sent), ``delta_mode`` is the run's
     (``mean``) or the ablation's (``worst_case``). With ``m=None`` and the run's delta_mode this
-    reproduces the record's logged mu, delta and lambda_raw (a non-finite lambda_raw is logged
-    as 1e10).
+    reproduces the record's logged mu, delta and lambda_raw (``joining.hint_instability``).
     """
     hints = hints_of(record)
-    kept = [hints[i] for i in first_m(hints, m) if hints[i].label != record["prediction"]]
-    if not kept:
+    kept = [hints[i] for i in first_m(hints, m)]
+    if all(hint.label == record["prediction"] for hint in kept):
         raise ValueError(f"record {record.get('index')}: no hint naming another label than the "
                          f"prediction among the first m={m} per label")
-    predictions = [hint.prediction for hint in kept]
-    confidences = [hint.confidence for hint in kept]
-    mu = prediction_instability(record["prediction"], predictions, confidences)
-    delta = confidence_instability(record["confidence"], confidences, mode=delta_mode)
-    lambda_raw = reliability_score(mu, delta)
-    return (float(mu), float(delta),
-            float(lambda_raw) if math.isfinite(lambda_raw) else 1e10)
+    mu, delta, lambda_raw, _ = hint_instability(record["prediction"], record["confidence"], kept,
+                                                delta_mode)
+    return mu, delta, lambda_raw
 
 
 def with_instability(records: Sequence[Mapping[str, Any]], m: int | None = None,
@@ -250,18 +247,18 @@ def refit(run: TaskRun, kinds: set[str]) -> dict[str, tuple[np.ndarray, np.ndarr
     """Per evaluation document (confidence, correct) for each refit kind the run's rows need."""
     calibration, evaluation = split_records(run.records)
     correct = column(evaluation, "correct")
-    found = {"vanilla": (column(evaluation, "confidence"), correct)}
-    if "calidist" in kinds:
+    found = {VANILLA: (column(evaluation, "confidence"), correct)}
+    if REFIT_CALIDIST in kinds:
         settings = settings_of(run)
         calibrated, _ = calidist_confidences(calibration, evaluation, settings,
                                              calidist_context(run, settings))
-        found["calidist"] = (calibrated, correct)
-    if any(kind.startswith("baseline:") for kind in kinds):
+        found[REFIT_CALIDIST] = (calibrated, correct)
+    if any(kind.startswith(BASELINE) for kind in kinds):
         baselines, _ = baseline_confidences(calibration, evaluation)
-        found.update({f"baseline:{name}": pair for name, pair in baselines.items()})
+        found.update({BASELINE + name: pair for name, pair in baselines.items()})
     for kind in kinds:
-        if kind.startswith("sampled:"):
-            name = kind.partition(":")[2]
+        if kind.startswith(SAMPLED):
+            name = kind.removeprefix(SAMPLED)
             found[kind] = (np.asarray([r["confidences"][name] for r in evaluation], float),
                            correct)
     return found
@@ -304,8 +301,8 @@ def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
                             f"({type(error).__name__}: {error}); results-file numbers only")
     cells = []
     for method in methods:
-        saved = {s: run.metrics[f"{s}{method.suffix}"] for s in SCORES
-                 if f"{s}{method.suffix}" in run.metrics}
+        saved = {s: run.metrics[method.metric(s)] for s in SCORES
+                 if method.metric(s) in run.metrics}
         cell = Cell(run.model, benchmark, method, run, saved)
         if method.refit in per_doc:
             confidence, correct = per_doc[method.refit]
@@ -318,8 +315,8 @@ def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
                                 "results-file numbers only")
             else:
                 cell.values, cell.confidence, cell.correct = values, confidence, correct
-                if method.refit != "vanilla" and variant in PAIRED_VARIANTS:
-                    cell.vanilla = per_doc["vanilla"]
+                if method.refit != VANILLA and variant in PAIRED_VARIANTS:
+                    cell.vanilla = per_doc[VANILLA]
         if cell.values:
             cells.append(cell)
     return cells

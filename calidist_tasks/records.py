@@ -1,0 +1,155 @@
+"""The per-document record, and the names around it: one schema, defined here only.
+
+A record is what a task's ``process_results`` returns for one document (the same object under
+every metric name) and what lm-eval logs in its samples file; the aggregation, ``calidist report``
+and the benchmarks read it back. At runtime it is a plain dict (``Record`` names its keys for type
+checkers) and its JSON is the samples file's: a ``Hint`` is a NamedTuple, so it is written as the
+list ``[label, template, prediction, confidence]`` and read back with ``hints_of``.
+
+Also here: the fields this package adds to every document (``SPLIT_FIELD``, ``INDEX_FIELD``,
+``SOURCE_FIELD``) and the one rule for which document fields are ours (``is_own_field``); the
+metric names (``metric_name``: a score under a confidence's suffix) and the confidences that
+name them (the baselines, the sampling baselines' kinds).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple, TypedDict
+
+# ------------------------------------------------------------------ document fields
+# Every document carries these (``dataset.build_documents``); a benchmark's rows may not.
+SPLIT_FIELD = "calidist_split"  # CALIBRATION or EVALUATION
+INDEX_FIELD = "calidist_index"  # position in the task's document list (calibration first)
+SOURCE_FIELD = "calidist_source"  # where the row came from: "dev.jsonl:12", "path/split[3]"
+CALIBRATION, EVALUATION = "calibration", "evaluation"  # the split values
+# Our fields start with one of these: the ones above, and the prompt fields a document copy
+# carries ("_calidist_hint", ..., ``prompts``). A benchmark row may hold none of them.
+OWN_PREFIXES = ("calidist_", "_calidist_")
+
+
+def is_own_field(name: Any) -> bool:
+    """Whether a document field is one this package adds (left out of a document's content
+    key, refused in a benchmark's rows)."""
+    return str(name).startswith(OWN_PREFIXES)
+
+
+# ------------------------------------------------------------------ the record
+class Hint(NamedTuple):
+    """One hinted prompt of a document, as its record logs it (a JSON list)."""
+
+    label: int  # the label the hint names (an option index; GSM8K: a candidate's index)
+    template: int | None  # assertion template index (None for fixed templates)
+    prediction: Any  # the model's answer under the hint (-1: none, for GSM8K)
+    confidence: float  # its confidence in that answer
+
+
+class Record(TypedDict, total=False):
+    """Every key a record may hold; which ones depends on the task (see each key)."""
+
+    # the original prompt (every task)
+    label: Any  # the gold label (an option index; GSM8K: the gold number, text)
+    prediction: Any  # the predicted label (GSM8K: ŷ, text; None: no number)
+    confidence: float  # the model's confidence in it (p)
+    correct: int  # 1 when the prediction is the gold label, else 0
+    parsed: bool  # False when an answer or confidence of the document could not be read
+    letter_logprobs: list[float]  # logit path: the option letters' log-likelihoods
+    # the hinted prompts (distractor tasks): ``joining.join_document``
+    hints: list[Hint]  # in the order sent; JSON lists when read back (use ``hints_of``)
+    mu: float  # prediction instability
+    delta: float  # confidence instability
+    lambda_raw: float  # (1 - mu) / (delta + epsilon); STABLE_LAMBDA_RAW at most
+    flipped: int  # 1 when a hint naming another label changed the answer
+    # where the document stands (``bookkeeping``)
+    index: int  # the document's INDEX_FIELD
+    split: str  # the document's SPLIT_FIELD: CALIBRATION or EVALUATION
+    requests: int  # requests sent for the document
+    # generation tasks
+    generations: int  # replies read for the record
+    parse_failures: int  # of them, the unreadable ones
+    confidences: dict[str, float]  # sampling baselines: kind -> confidence (SAMPLING_KINDS)
+    answers: list[Any]  # sampled answers (consistency, SPUQ); GSM8K: the hinted chains' numbers
+    agreement: list[int]  # SPUQ: per perturbed answer, 1 when it equals the original one
+    # GSM8K (``open_ended``): what a later stage reads of an earlier stage's record
+    chain: str  # stage 1's worked answer C0
+    chains: list[str]  # stage 2's regenerated chains, one per hinted prompt
+    candidates: list[str]  # [ŷ, h_1, ...]: the predicted number and the hinted numbers
+
+
+def hints_of(record: Mapping[str, Any]) -> list[Hint]:
+    """The record's hinted prompts in the order they were sent (prompt 1, 2, ... after the
+    original), as logged or as read back from JSON; [] for a record without hints."""
+    return [Hint(*hint) for hint in record.get("hints") or []]
+
+
+def is_record(value: Any) -> bool:
+    """Whether a value of a samples-file line is a record (lm-eval logs it under every metric
+    name, beside the document, the arguments and the responses)."""
+    return isinstance(value, dict) and "split" in value and "index" in value
+
+
+# reliability_score's 1 / epsilon: the lambda_raw of a fully stable document (mu = delta = 0),
+# also logged in place of a non-finite one (JSON holds no infinity).
+STABLE_LAMBDA_RAW = 1e10
+
+
+def logged_lambda_raw(value: float) -> float:
+    """lambda_raw as a record holds it: a float, STABLE_LAMBDA_RAW when not finite."""
+    return float(value) if math.isfinite(value) else STABLE_LAMBDA_RAW
+
+
+def answer_record(label: Any, prediction: Any, confidence: float, correct: bool | int,
+                  parsed: bool, letter_logprobs: Any = None) -> Record:
+    """A record of the original prompt's answer (a task without hints stops here)."""
+    record: Record = {"label": label, "prediction": prediction, "confidence": confidence,
+                      "correct": int(correct), "parsed": parsed}
+    if letter_logprobs is not None:
+        record["letter_logprobs"] = list(letter_logprobs)
+    return record
+
+
+def with_hints(record: Record, hints: list[Hint], mu: float, delta: float, lambda_raw: float,
+               flipped: bool, parsed: bool) -> Record:
+    """``record`` (an ``answer_record``) with its hinted prompts and their instability."""
+    record.update(hints=hints, mu=float(mu), delta=float(delta),
+                  lambda_raw=logged_lambda_raw(lambda_raw), flipped=int(flipped), parsed=parsed)
+    return record
+
+
+def unreadable_record(label: Any, place: Record) -> Record:
+    """The record of a document whose answer has no number (GSM8K): wrong, confidence 0,
+    maximally unreliable (mu = delta = 1, so lambda_raw = 0); its one reply was unreadable.
+    ``place``: the document's ``bookkeeping``."""
+    record = with_hints(answer_record(label, None, 0.0, 0, False), [], 1.0, 1.0, 0.0, False,
+                        False)
+    record.update(generations=1, parse_failures=1, **place)
+    return record
+
+
+def bookkeeping(doc: Mapping[str, Any], requests: int) -> Record:
+    """Where a document's record stands: its index and split, and the requests it took."""
+    return Record(index=doc[INDEX_FIELD], split=doc[SPLIT_FIELD], requests=requests)
+
+
+# ------------------------------------------------------------------ metric names
+# A metric is a score (``aggregation.SCORES``: ece, brier, auroc, ...) of one confidence:
+# ``metric_name("ece", VANILLA)`` = "ece_vanilla"; CaliDist's calibrated confidence (CALIDIST) is
+# the bare score ("ece"). The confidence names below are also the keys of the per-document
+# confidences the aggregation and the report rebuild.
+CALIDIST = ""  # CaliDist's calibrated confidence: the task's own metrics
+VANILLA = "vanilla"  # the model's own confidence on the original prompt
+TEMPERATURE_SCALING, PLATT, ISOTONIC, VECTOR_SCALING = "ts", "platt", "isotonic", "vector"
+LOGIT_BASELINES = (TEMPERATURE_SCALING, PLATT, ISOTONIC, VECTOR_SCALING)  # fitted on logits
+VERBALIZED_BASELINES = (PLATT, ISOTONIC)  # the logit baselines that need no logits
+# The generation tasks' confidence sources (YAML ``confidence:``), and the confidences a
+# sampling baseline reports (a record's ``confidences``), each a metric suffix of its own.
+VERBALIZED, CONSISTENCY, SPUQ = "verbalized", "consistency", "spuq"
+ENTROPY, FSD = "entropy", "fsd"
+CONSISTENCY_KINDS = (CONSISTENCY, ENTROPY, FSD)  # ``consistency.vote``'s three confidences
+SAMPLING_KINDS = {CONSISTENCY: CONSISTENCY_KINDS, SPUQ: (SPUQ,)}
+
+
+def metric_name(score: str, confidence: str = CALIDIST) -> str:
+    """The results-file name of ``score`` for ``confidence``: "ece_vanilla", "ece" (CaliDist)."""
+    return f"{score}_{confidence}" if confidence else score
