@@ -52,6 +52,8 @@ def evaluate(
     model_args: str | Mapping[str, Any] | None = None,
     log_samples: bool = True,
     include_defaults: bool = False,
+    two_stage: bool = False,
+    stage1_dir: str | None = None,
     **simple_evaluate_kwargs: Any,
 ) -> dict[str, Any] | None:
     """Run calidist tasks (and groups) with ``lm_eval.simple_evaluate``; return its results dict.
@@ -74,6 +76,12 @@ def evaluate(
     ``log_samples`` is on by default: the per-document records in ``results["samples"]`` are what
     ``calidist_tasks.report.write_report_from_results`` needs for intervals and diagrams.
 
+    ``two_stage=True`` sends the paper's minimum, 1 + (c - 1)·m prompts per document, in two
+    ``simple_evaluate`` calls with one model load: the hinted tasks' original prompts first, then
+    only the hints naming a label other than each document's prediction (``calidist_tasks.
+    two_stage``); stage 1's samples go to ``stage1_dir`` (default: a temporary folder). The
+    result is stage 2's, in the single-stage form (same records, same metrics).
+
     Returns what ``simple_evaluate`` returns: ``results["results"][task]["ece,none"]`` and the
     other metrics of the README, ``results["samples"][task]`` per document; None on the non-zero
     ranks of a multi-process run. ``evaluate`` itself writes nothing to disk.
@@ -89,6 +97,12 @@ def evaluate(
                         "and the metadata); pass include_defaults=True for lm-eval's own tasks")
     if isinstance(tasks, str):
         tasks = [name.strip() for name in tasks.split(",") if name.strip()]
+    if two_stage:
+        from calidist_tasks.two_stage import evaluate_two_stage
+
+        return evaluate_two_stage(evaluate, model, tasks, metadata, stage1_dir,
+                                  model_args=model_args, log_samples=log_samples,
+                                  include_defaults=include_defaults, **simple_evaluate_kwargs)
     merged = {**_model_metadata(model, model_args), **dict(metadata or {})}
     manager = TaskManager(include_path=task_folder(), include_defaults=include_defaults,
                           metadata=merged)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -42,6 +43,7 @@ from calidist_tasks.records import (
     PLATT,
     SAMPLING_KINDS,
     SPUQ,
+    STABLE_LAMBDA_RAW,
     TEMPERATURE_SCALING,
     VANILLA,
     VECTOR_SCALING,
@@ -63,8 +65,12 @@ SCORES: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
 }
 DIAGNOSTICS = (
     "flip_rate", "mu_mean", "delta_mean", "alpha", "beta", "lambda_min", "lambda_max",
-    "requests_per_doc", "n_calibration", "n_evaluation",
+    "stable_fraction", "requests_per_doc", "n_calibration", "n_evaluation",
 )
+# reliability_score's epsilon: a document whose delta is below it (0 up to rounding) did not move,
+# and its lambda_raw = (1 - mu) / (delta + epsilon) is set by epsilon (STABLE_LAMBDA_RAW = 1 /
+# epsilon when mu = 0 too), not measured; lambda_min / lambda_max leave such documents out.
+EPSILON = 1.0 / STABLE_LAMBDA_RAW
 # the fitted temperature, and vector scaling's own accuracy (it may change the prediction)
 BASELINE_EXTRAS = ("temperature", metric_name("acc", VECTOR_SCALING), "requests_per_doc",
                    "n_calibration", "n_evaluation")
@@ -103,8 +109,8 @@ def split_records(records: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
     evaluation = [r for r in ordered if r["split"] == EVALUATION]
     if not evaluation:
         raise ValueError(
-            "no evaluation documents reached the aggregation (did --limit stop inside the "
-            f"calibration documents? {len(calibration)} calibration documents were scored)"
+            "no evaluation documents reached the aggregation (did --samples name calibration "
+            f"documents only? {len(calibration)} calibration documents were scored)"
         )
     return calibration, evaluation
 
@@ -125,12 +131,40 @@ def _common(calibration: list, evaluation: list) -> dict[str, float]:
 
 @contextmanager
 def warnings_named(task: str) -> Iterator[None]:
-    """Prefix the calibrators' warnings with the task: a group run fits one set per task."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    for w in caught:
-        warnings.warn_explicit(f"{task}: {w.message}", w.category, w.filename, w.lineno)
+    """Log the calibration warnings (``CalibrationWarning``) raised in the block once each, as
+    one line naming the task (``warning_lines``): a group run fits one set per task, and the same
+    cause (a one-class calibration set for Platt and isotonic, AUROC of one class for every
+    confidence) is one line, with no source line echoed. Other warnings pass on unchanged."""
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+    finally:  # also when the block fails: what it warned about may explain why
+        ours = [str(w.message) for w in caught if issubclass(w.category, CalibrationWarning)]
+        for line in warning_lines(task, ours):
+            log.warning("%s", line)
+        for w in caught:
+            if not issubclass(w.category, CalibrationWarning):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+_OWNER = re.compile(r"^(\w+): (.+)$", re.S)  # "PlattScaling: the calibration set is all-correct"
+
+
+def warning_lines(task: str, messages: Sequence[str]) -> list[str]:
+    """One line per distinct warning of ``task``, in order: messages that differ only in the
+    estimator or score they start with ("IsotonicCalibration: ...") are one line naming them all;
+    line breaks are folded."""
+    grouped: dict[str, list[str]] = {}
+    for message in messages:
+        text = " ".join(str(message).split())
+        match = _OWNER.match(text)
+        owner, rest = (match[1], match[2]) if match else ("", text)
+        owners = grouped.setdefault(rest, [])
+        if owner and owner not in owners:
+            owners.append(owner)
+    return [f"{task}: {', '.join(owners) + ': ' if owners else ''}{rest}"
+            for rest, owners in grouped.items()]
 
 
 def calibrator_path(template: str, context: Mapping[str, Any]) -> str:
@@ -143,17 +177,18 @@ def calibrator_path(template: str, context: Mapping[str, Any]) -> str:
 
 
 def applied_calibrator(
-    settings: RunSettings, context: Mapping[str, Any]
+    settings: RunSettings, context: Mapping[str, Any], log_model: bool = True
 ) -> CaliDistCalibrator | None:
     """The saved fit named by ``--metadata calibrator``, checked against this task (or None).
 
-    The task calls this when it is built too, so that a wrong file fails before any model time.
+    The task calls this when it is built too, so that a wrong file fails before any model time
+    (and logs a fit of another model then; ``log_model=False`` does not log it again).
     """
     if not settings.calibrator:
         return None
     path = calibrator_path(settings.calibrator, context)
     calibrator, saved = load_calibrator(path)
-    check_calibrator_context(path, calibrator, saved, context, settings)
+    check_calibrator_context(path, calibrator, saved, context, settings, log_model)
     return calibrator
 
 
@@ -165,7 +200,7 @@ def calidist_calibrator(
     The fit uses the run's ``lambda_scale`` and ``fit`` (default "grid": the paper's search
     alone, Appendix I); the records' lambda_raw already follow its ``delta_mode``.
     """
-    calibrator = applied_calibrator(settings, context)
+    calibrator = applied_calibrator(settings, context, log_model=False)  # logged at task build
     if calibrator is not None:
         return calibrator
     if not calibration:
@@ -186,8 +221,10 @@ def check_calibrator_context(
     saved: Mapping[str, Any],
     context: Mapping[str, Any],
     settings: RunSettings,
+    log_model: bool = True,
 ) -> None:
-    """Refuse a saved fit made for another kind of calibrator, label space or task."""
+    """Refuse a saved fit made for another kind of calibrator, label space or task; log one made
+    for another model (unless ``log_model`` is False)."""
     if not isinstance(calibrator, CaliDistCalibrator):
         raise ValueError(f"{path}: holds a {type(calibrator).__name__}, not a CaliDist fit")
     if saved.get("labels") != context["labels"]:
@@ -200,7 +237,7 @@ def check_calibrator_context(
             f"{path}: fitted on task {saved.get('task')!r}, not {context['task']!r}; pass "
             "--metadata allow_transfer=true to apply it to another task (out-of-domain transfer)"
         )
-    if saved.get("model") != context.get("model"):
+    if log_model and saved.get("model") != context.get("model"):
         log.warning("%s: fitted for model %r, applied to %r", path, saved.get("model"),
                     context.get("model"))
 
@@ -227,8 +264,33 @@ def summarize_calidist(
         "delta_mean": float(_column(evaluation, "delta").mean()),
         "alpha": float(calibrator.alpha_),
         "beta": float(calibrator.beta_),
-        "lambda_min": float(calibrator.lambda_min_),
-        "lambda_max": float(calibrator.lambda_max_),
+        **lambda_diagnostics(calibration),
+    }
+
+
+def lambda_diagnostics(calibration: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """``lambda_min`` / ``lambda_max``: the smallest and largest lambda_raw of the calibration
+    documents that moved under the hints, NaN when none did; and ``stable_fraction``: the share
+    of calibration documents whose confidence did not move (delta < EPSILON, 0 up to rounding)
+    and whose answer not every hint changed (mu < 1): their lambda_raw = (1 - mu) / EPSILON, up
+    to 1 / EPSILON = 1e10, is set by EPSILON rather than measured.
+
+    With no such document and a fit made in this run, the two bounds are exactly the fit's
+    min-max bounds. With one, the fit's upper bound is a stable document's lambda_raw (1e10 when
+    mu = 0 too): min-max then gives the stable documents lambda near 10 and every document that
+    moved lambda <= 10 * lambda_max / 1e10, about 0 (README, "Metrics"). The fit is unchanged:
+    these are diagnostics only (a saved fit's own bounds are in its file).
+    """
+    if not calibration:
+        return dict.fromkeys(("lambda_min", "lambda_max", "stable_fraction"), math.nan)
+    raw = _column(calibration, "lambda_raw")
+    delta = np.asarray([r.get("delta", math.nan) for r in calibration], dtype=float)
+    stable = ((delta < EPSILON) & (raw > 0)) | (raw >= STABLE_LAMBDA_RAW)  # raw 0: mu = 1
+    moved = raw[~stable]
+    return {
+        "lambda_min": float(moved.min()) if moved.size else math.nan,
+        "lambda_max": float(moved.max()) if moved.size else math.nan,
+        "stable_fraction": float(stable.mean()),
     }
 
 

@@ -15,6 +15,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from calidist_tasks import task_folder
+from calidist_tasks.yaml_configs import task_configs
 
 MARKER = ".calidist-link.json"
 LINK_NAME = "calidist"
@@ -63,6 +64,13 @@ def lm_eval_main(argv: Sequence[str]) -> None:
 
 
 HELP_FLAGS = ("-h", "--help")
+TWO_STAGE_FLAG = "--two-stage"
+TWO_STAGE_HELP = textwrap.fill(
+    f"{TWO_STAGE_FLAG} (calidist eval only): the paper's minimum cost, 1 + (c-1)*m prompts per "
+    "document: stage 1 sends the hinted tasks' original prompts (kept in <output_path>/stage1), "
+    "stage 2 only the hints naming a label other than each document's prediction; one model "
+    "load, one output folder as a single-stage run's; needs --output_path; --use_cache lets a "
+    "rerun answer stage 1 from the cache (docs/method.md, \"Two-stage runs\").", 100) + "\n"
 METADATA_HELP_TITLE = "calidist options (pass as --metadata '{\"key\": value}')"
 EPILOG = ("`calidist eval --help` lists calidist's own options (the --metadata keys: defaults and "
           "allowed values), then lm_eval's. From Python: calidist_tasks.evaluate "
@@ -103,20 +111,8 @@ def with_include_path(argv: Sequence[str]) -> list[str]:
 
 def list_tasks() -> list[tuple[str, str]]:
     """(name, kind) for every task and group in our YAML folder."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
-    found = []
-    for path in sorted(Path(task_folder()).rglob("*.yaml")):
-        config = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader)  # noqa: S506
-        if "group" in config:
-            found.append((config["group"], "group"))
-        elif "task" in config:
-            found.append((config["task"], "task"))
-    return found
+    return [(name, "group" if "group" in config else "task")
+            for name, config in task_configs().items()]
 
 
 def lm_eval_task_dir() -> Path:
@@ -229,7 +225,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     if argv[:1] == ["eval"]:
         if any(a in HELP_FLAGS for a in argv[1:]):
             print(metadata_help(), flush=True)  # then lm_eval's own help (it exits)
-        lm_eval_main(with_include_path(argv[1:]))
+            print(TWO_STAGE_HELP, flush=True)
+        rest = [a for a in argv[1:] if a != TWO_STAGE_FLAG]
+        if len(rest) < len(argv) - 1 and not any(a in HELP_FLAGS for a in rest):
+            from calidist_tasks.two_stage import run_two_stage
+
+            run_two_stage(with_include_path(rest), lm_eval_main)
+            return
+        lm_eval_main(with_include_path(rest))
         return
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "demo":

@@ -49,6 +49,7 @@ class ConfidenceSource:
     name = ""
     evaluation_only = False  # whether only the evaluation documents are sent
     takes_distractor = True  # whether the task may have a distractor style
+    splits_in_stages = False  # whether a hinted task can run in two stages (``two_stage``)
 
     def reply_form(self, settings: RunSettings) -> verbalized.ReplyForm:
         """What the prompts ask the reply to hold (and how few-shot exemplars answer)."""
@@ -60,14 +61,17 @@ class ConfidenceSource:
         return generation
 
     def asks(self, doc: dict[str, Any], variants: list[dict[str, Any]], base: dict[str, Any],
-             repeats: int, settings: RunSettings) -> list[Ask]:
+             repeats: int, settings: RunSettings, original: bool = True) -> list[Ask]:
         """The requests of one document: ``variants`` are its hinted copies, ``base`` the
-        generation kwargs, ``repeats`` the generations lm-eval asks per request."""
+        generation kwargs, ``repeats`` the generations lm-eval asks per request; ``original``
+        False: the original prompt was answered in stage 1 of a two-stage run."""
         raise NotImplementedError
 
     def record(self, parsed: list[dict[str, Any]], plans: Sequence[PromptPlan], n_choices: int,
-               label: int, settings: RunSettings, where: str) -> tuple[Record, int]:
-        """The document's record from its parsed answers, and how many were unreadable."""
+               label: int, settings: RunSettings, where: str,
+               first: Outcome | None = None) -> tuple[Record, int]:
+        """The document's record from its parsed answers (to the prompts of ``plans``), and how
+        many were unreadable; ``first``: the original answer from stage 1 of a two-stage run."""
         raise NotImplementedError
 
     def metric_names(self, distracted: bool) -> list[str]:
@@ -79,6 +83,7 @@ class Verbalized(ConfidenceSource):
     """The option and a 0-100% confidence stated in one greedy reply per prompt."""
 
     name = VERBALIZED
+    splits_in_stages = True
 
     def reply_form(self, settings: RunSettings) -> verbalized.ReplyForm:
         """The form ``--metadata verbalized_prompt`` names."""
@@ -92,15 +97,18 @@ class Verbalized(ConfidenceSource):
         return generation
 
     def asks(self, doc: dict[str, Any], variants: list[dict[str, Any]], base: dict[str, Any],
-             repeats: int, settings: RunSettings) -> list[Ask]:
-        """The original prompt, then every hinted copy, greedy."""
-        return [Ask(None, base), *(Ask(v, base, shown=v) for v in variants)]
+             repeats: int, settings: RunSettings, original: bool = True) -> list[Ask]:
+        """The original prompt (unless stage 1 asked it), then every hinted copy, greedy."""
+        return [Ask(None, base)] * original + [Ask(v, base, shown=v) for v in variants]
 
     def record(self, parsed: list[dict[str, Any]], plans: Sequence[PromptPlan], n_choices: int,
-               label: int, settings: RunSettings, where: str) -> tuple[Record, int]:
+               label: int, settings: RunSettings, where: str,
+               first: Outcome | None = None) -> tuple[Record, int]:
         if len(parsed) != len(plans):
             raise ValueError(f"{where}: expected {len(plans)} answers, got {len(parsed)}")
         outcomes = [verbalized.outcome_from_parse(p, n_choices) for p in parsed]
+        if first is not None:
+            plans, outcomes = [PromptPlan(), *plans], [first, *outcomes]
         record = join_document(plans, outcomes, label, settings.delta_mode)
         return record, sum(not o.parsed for o in outcomes)
 
@@ -121,7 +129,8 @@ class _Sampled(ConfidenceSource):
         raise NotImplementedError
 
     def record(self, parsed: list[dict[str, Any]], plans: Sequence[PromptPlan], n_choices: int,
-               label: int, settings: RunSettings, where: str) -> tuple[Record, int]:
+               label: int, settings: RunSettings, where: str,
+               first: Outcome | None = None) -> tuple[Record, int]:
         answers = [p["answer"] for p in parsed]
         outcome, extra = self.outcome(answers, n_choices)
         record = join_document([PromptPlan()], [outcome], label)
@@ -135,7 +144,7 @@ class Consistency(_Sampled):
     name = CONSISTENCY
 
     def asks(self, doc: dict[str, Any], variants: list[dict[str, Any]], base: dict[str, Any],
-             repeats: int, settings: RunSettings) -> list[Ask]:
+             repeats: int, settings: RunSettings, original: bool = True) -> list[Ask]:
         sampled = consistency.decoding(base, settings.sampling, settings.api)
         return [Ask(None, kwargs, n) for kwargs, n in consistency.sample_requests(
             sampled, repeats, settings.api, settings.seed)]
@@ -154,7 +163,7 @@ class Spuq(_Sampled):
     name = SPUQ
 
     def asks(self, doc: dict[str, Any], variants: list[dict[str, Any]], base: dict[str, Any],
-             repeats: int, settings: RunSettings) -> list[Ask]:
+             repeats: int, settings: RunSettings, original: bool = True) -> list[Ask]:
         asks = [Ask(None, base)]
         for plan in spuq.perturbations(content_key(doc), settings.seed):
             if plan.kind == "dummy_token":

@@ -15,7 +15,8 @@ confidences; here N is drawn from 50-95 by the exemplar's content and the run's 
 
 - Exemplars come from the calibration documents (never from the evaluation documents): for each
   label, the first ones in document order whose gold label is that label, never the document
-  being asked. The same exemplars therefore appear in every prompt of a run.
+  being asked. The same exemplars therefore appear in every prompt of a run. A pool short of a
+  label is logged once per task and label (``ExemplarPool`` remembers), not once per prompt.
 - The original prompt shows the exemplars as they are, so its answer (ŷ, p) is the same as the
   plain ``calidist_<b>`` task's with the same shots. A hinted prompt shows every exemplar with a
   misleading distraction of the same style (paper: "append a misleading hint with each few-shot
@@ -71,10 +72,24 @@ def select_exemplars(
     for label in range(n_labels):
         found = [d for d in pool if d[label_field] == label and d[INDEX_FIELD] != exclude]
         if len(found) < per_label:
-            log.warning("few-shot: the calibration documents hold %d exemplar(s) of label %d, "
-                        "%d requested; using what there is", len(found), label, per_label)
+            _warn_short(pool, label, per_label, label_field)
         chosen += found[:per_label]
     return chosen
+
+
+def _warn_short(pool: list[dict[str, Any]], label: int, per_label: int, label_field: str) -> None:
+    """Log that ``pool`` is short of exemplars of ``label``: once per label for a task's pool
+    (``ExemplarPool``; every prompt asks again), each time for a plain list."""
+    warned = getattr(pool, "warned", None)
+    if warned is not None:
+        if label in warned:
+            return
+        warned.add(label)
+    held = sum(d[label_field] == label for d in pool)
+    task = getattr(pool, "task", "")
+    log.warning("%sfew-shot: the calibration documents hold %d exemplar(s) of label %d, %d "
+                "requested per label; prompts show what there is (a document is never its own "
+                "exemplar)", f"{task}: " if task else "", held, label, per_label)
 
 
 def exemplar_confidence(exemplar: dict[str, Any], seed: int) -> int:
@@ -101,6 +116,22 @@ def exemplar_block(
                    for e in chosen)
 
 
-def calibration_pool(docs: Any) -> list[dict[str, Any]]:
+class ExemplarPool(list):
+    """A task's exemplar pool (a list of documents) that remembers which labels it was found
+    short of, so that the warning is logged once per task and label, not once per prompt."""
+
+    def __init__(self, docs: Any = (), task: str = "") -> None:
+        super().__init__(docs)
+        self.task = task  # named in the warning
+        self.warned: set[int] = set()
+
+
+def calibration_pool(docs: Any, task: str = "") -> ExemplarPool:
     """The calibration documents of a task's document list, in order (the exemplar pool)."""
-    return [dict(d) for d in docs if d[SPLIT_FIELD] == CALIBRATION]
+    return ExemplarPool((dict(d) for d in docs if d[SPLIT_FIELD] == CALIBRATION), task)
+
+
+def name_pool(pool: list[dict[str, Any]], task: str) -> None:
+    """Name the task a pool's warnings speak for (a pool built without its task's name)."""
+    if isinstance(pool, ExemplarPool) and not pool.task:
+        pool.task = task

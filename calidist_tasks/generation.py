@@ -39,15 +39,10 @@ from calidist_tasks.confidence_sources import (
 from calidist_tasks.distractors import LETTERS
 from calidist_tasks.fewshot import exemplar_confidence
 from calidist_tasks.prompts import CHOICES, DUMMY, FEWSHOT, PromptParts
-from calidist_tasks.records import (
-    EVALUATION,
-    INDEX_FIELD,
-    SPLIT_FIELD,
-    VERBALIZED,
-    bookkeeping,
-)
+from calidist_tasks.records import INDEX_FIELD, VERBALIZED, bookkeeping
 from calidist_tasks.styles import content_key
 from calidist_tasks.task import CaliDistTask
+from calidist_tasks.two_stage import ALL, HINTS, count_prompts
 
 CONFIDENCES = tuple(SOURCES)
 __all__ = ["CONFIDENCES", "DUMMY", "SHORT_MAX_GEN_TOKS", "GenerationTask"]
@@ -74,11 +69,18 @@ class GenerationTask(CaliDistTask):
             self.set_config("generation_kwargs", budget)
 
     def reported_metrics(self) -> list[str]:
-        return self.confidence_source.metric_names(self.style.hinted)
+        return self.confidence_source.metric_names(self.sends_hints())
 
     def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
         return summarize_generations(items, self.settings, self.calibrator_context(),
-                                     self.confidence, self.style.hinted)
+                                     self.confidence, self.sends_hints())
+
+    def splits_in_stages(self) -> bool:
+        """Verbalized tasks run in two stages too: stage 1's outcome is the parsed reply."""
+        return self.confidence_source.splits_in_stages
+
+    def logit_outcomes(self) -> bool:
+        return False
 
     # ------------------------------------------------------------------ prompts
     def reply_form(self) -> verbalized.ReplyForm:
@@ -108,11 +110,10 @@ class GenerationTask(CaliDistTask):
             instruction=form.instruction, reply_format=form.format,
             dummy=tuple(dummy) if dummy else None)
 
-    def doc_iterator(self, **kwargs: Any) -> Any:
-        docs = super().doc_iterator(**kwargs)
-        if self.confidence_source.evaluation_only:
-            return ((i, d) for i, d in docs if d[SPLIT_FIELD] == EVALUATION)
-        return docs
+    def sends_calibration_documents(self) -> bool:
+        """The sampling baselines fit nothing: their calibration documents would be wasted calls
+        (``CaliDistTask.doc_iterator`` then sends the evaluation documents only)."""
+        return not self.confidence_source.evaluation_only
 
     def construct_requests(self, doc: dict[str, Any], ctx: Any, **kwargs: Any) -> list[Instance]:
         """generate_until requests, as the confidence source asks (``Ask``): one per prompt
@@ -124,10 +125,14 @@ class GenerationTask(CaliDistTask):
         choices = list(self.doc_to_choice(doc))
         plain = self._request_doc(doc, choices)
         base = dict(self.config.generation_kwargs or {})
-        variants = [self.distracted_doc(doc, plan) for plan in self.prompt_plans(doc)[1:]]
+        self.check_stage1_prompt(doc, ctx)
+        plans = self.sent_plans(doc)
+        variants = [self.distracted_doc(doc, plan) for plan in plans if plan.hint_label is not None]
         asks = self.confidence_source.asks(doc, variants, base,
                                            lm_eval_compat.metadata_repeats(metadata),
-                                           self.settings)
+                                           self.settings, original=self.cost_stage != HINTS)
+        if self.cost_stage != ALL:
+            count_prompts(self.config.task, self.cost_stage, len(asks), len(self.prompt_plans(doc)))
         return [
             Instance(request_type="generate_until",
                      doc=plain if ask.shown is None else self._request_doc(ask.shown, choices),
@@ -167,9 +172,12 @@ class GenerationTask(CaliDistTask):
         if not all(isinstance(p, dict) and "answer" in p for p in parsed):
             raise ValueError(f"{where}: expected parsed answers; the task's filter_list must "
                              "use the calidist_verbalized filter")
+        first = self.stage1_answer(doc)  # stage hints: the original reply, read in stage 1
         record, failures = self.confidence_source.record(
-            parsed, self.prompt_plans(doc), len(self.doc_to_choice(doc)),
-            doc[self.config.doc_to_target], self.settings, where)
-        record.update(bookkeeping(doc, len(parsed)), generations=len(parsed),
+            parsed, self.sent_plans(doc), len(self.doc_to_choice(doc)),
+            doc[self.config.doc_to_target], self.settings, where,
+            first=first.outcome if first else None)
+        before = first.requests if first else 0  # stage 1's reply (counted in failures too)
+        record.update(bookkeeping(doc, len(parsed) + before), generations=len(parsed) + before,
                       parse_failures=failures)
         return self.metric_results(record)

@@ -28,6 +28,11 @@ parsers ``parse_logprobs`` / ``parse_generations`` of ``LocalCompletionsAPI`` an
 …)`` with each decoded JSON reply; ``reply_parsers_wrapped`` replaces them on those classes for
 the length of a run (``calidist eval``) and puts the originals back. The attribute ``base_url``
 (the endpoint) and the registered names of those classes (``API_BACKENDS``).
+
+Two-stage runs (``calidist_tasks.two_stage``): ``simple_evaluate`` builds a model named by string
+as ``lm_eval.api.registry.get_model(name).create_from_arg_string(...)`` (or
+``create_from_arg_obj``), looked up on the registry module at call time; ``models_reused``
+replaces ``get_model`` for the length of both stages so that the second gets the first's object.
 """
 
 from __future__ import annotations
@@ -199,3 +204,80 @@ def api_backend(lm: Any) -> str:
 def api_endpoint(lm: Any) -> str:
     """The URL an lm-eval API model posts to (``base_url``)."""
     return str(getattr(lm, "base_url", None) or "(no base_url)")
+
+
+# ---------------------------------------------------------------------- two-stage runs
+# ``simple_evaluate`` builds its model as ``lm_eval.api.registry.get_model(name)
+# .create_from_arg_string(model_args, additional_config)`` (or ``create_from_arg_obj`` for a dict);
+# ``models_reused`` makes a second run with the same arguments get the first run's object.
+MODEL_FACTORY = "lm_eval.api.registry.get_model"
+MODEL_CONSTRUCTORS = ("create_from_arg_string", "create_from_arg_obj")
+
+
+class _ReusingModelClass:
+    """Stands in for a registered model class: its constructors return the object built for the
+    same arguments before (within ``models_reused``); everything else is the class's."""
+
+    def __init__(self, cls: type, name: str, loaded: dict[str, Any]) -> None:
+        self._cls, self._name, self._loaded = cls, name, loaded
+
+    def __getattr__(self, attribute: str) -> Any:
+        found = getattr(self._cls, attribute)
+        if attribute not in MODEL_CONSTRUCTORS:
+            return found
+
+        def build(arguments: Any, additional_config: Mapping[str, Any] | None = None) -> Any:
+            key = repr((self._name, attribute, arguments, sorted(
+                (str(k), repr(v)) for k, v in (additional_config or {}).items())))
+            if key not in self._loaded:
+                self._loaded[key] = found(arguments, additional_config)
+            return self._loaded[key]
+
+        return build
+
+
+@contextmanager
+def models_reused() -> Iterator[dict[str, Any]]:
+    """While the block runs, lm-eval runs asking for a model by name with the same arguments
+    (``--model``, ``--model_args``, batch size, device) share one loaded object: the two stages
+    of a two-stage run load the model once. Yields the loaded models (key -> object)."""
+    module_name, _, attribute = MODEL_FACTORY.rpartition(".")
+    registry = import_module(module_name)
+    original = getattr(registry, attribute)
+    loaded: dict[str, Any] = {}
+
+    def get_model(name: str) -> Any:
+        found = original(name)
+        return _ReusingModelClass(found, name, loaded) if isinstance(found, type) else found
+
+    setattr(registry, attribute, get_model)
+    try:
+        yield loaded
+    finally:
+        setattr(registry, attribute, original)
+
+
+# ---------------------------------------------------------------------- --limit (document choice)
+# lm-eval chooses a task's documents in ``Task.doc_iterator(*, rank, limit, world_size, samples)``
+# (parameters ``DOC_ITERATOR_PARAMETERS``): ``build_all_requests`` and the evaluator's scoring loop
+# both call it with the same arguments, and a task may override it (``CaliDistTask.doc_iterator``
+# takes both splits under --limit). It yields (doc_id, doc), doc_id the position in ``eval_docs``;
+# each rank keeps every ``world_size``-th pair from ``rank`` (``lm_eval.utils.create_iterator``,
+# ``rank_share``). With ``cache_requests`` a cached run keeps the requests of the first ``limit``
+# documents whatever doc_iterator chose, so a task choosing others builds its requests without
+# that cache (``without_request_cache``, the ``REQUEST_CACHE_KWARGS`` of build_all_requests).
+DOC_ITERATOR = "lm_eval.api.task.Task.doc_iterator"
+DOC_ITERATOR_PARAMETERS = ("self", "rank", "limit", "world_size", "samples")
+REQUEST_CACHE_KWARGS = ("cache_requests", "rewrite_requests_cache")
+
+
+def rank_share(pairs: Iterator[Any], rank: int, world_size: int) -> Iterator[Any]:
+    """The pairs of ``doc_iterator`` one rank takes, as lm-eval shares documents over ranks."""
+    from lm_eval.utils import create_iterator
+
+    return create_iterator(pairs, rank=int(rank), world_size=int(world_size), limit=None)
+
+
+def without_request_cache(build_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``build_all_requests``' keywords with lm-eval's request cache off."""
+    return {**build_kwargs, **dict.fromkeys(REQUEST_CACHE_KWARGS, False)}

@@ -27,6 +27,9 @@ CALIBRATION, EVALUATION = "calibration", "evaluation"  # the split values
 # Our fields start with one of these: the ones above, and the prompt fields a document copy
 # carries ("_calidist_hint", ..., ``prompts``). A benchmark row may hold none of them.
 OWN_PREFIXES = ("calidist_", "_calidist_")
+# calidist eval --two-stage keeps stage 1's output here, inside --output_path (its records lack
+# the hints; stage 2's records are whole, so reports read stage 2's only).
+STAGE1_FOLDER = "stage1"
 
 
 def is_own_field(name: Any) -> bool:

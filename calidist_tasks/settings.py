@@ -18,6 +18,10 @@ SAMPLINGS = ("auto", "top_k", "temperature")  # consistency decoding (calidist_t
 # Verbalized prompt: "paper" is Appendix F's step-by-step wording, "short" asks for the option
 # and one confidence only (cheaper, and easier for small models).
 VERBALIZED_PROMPTS = ("paper", "short")
+# Two-stage runs (docs/method.md, "Two-stage runs"): "all" sends every prompt in one run;
+# "original" only the original prompts; "hints" only the hints naming a label other than the
+# prediction logged by an "original" (or "all") run of the same task (``original_run``).
+STAGES = ("all", "original", "hints")
 
 
 def _option(default: Any, text: str, *, choices: tuple[str, ...] | None = None,
@@ -73,6 +77,14 @@ class RunSettings:
                                      "max_gen_toks 128)", choices=VERBALIZED_PROMPTS)
     allow_transfer: bool = _option(False, "let calibrator come from another task with the same "
                                    "labels (out-of-domain transfer)")
+    stage: str = _option("all", "hinted tasks: all (original and every hint in one run), "
+                         "original (the original prompts only: stage 1 of a two-stage run), "
+                         "hints (only the hints naming a label other than original_run's "
+                         "prediction: stage 2); calidist eval --two-stage runs both",
+                         choices=STAGES)
+    original_run: str | None = _option(None, "stage hints: the stage-1 run of the same task (its "
+                                       "--output_path folder or samples_<task>_*.jsonl file)",
+                                       shown="none")
     # recorded in saved calibrators (from --model_args pretrained/model)
     model: str | None = _option(None, "the model, from --model_args pretrained= or model=",
                                 internal=True)
@@ -118,7 +130,7 @@ class RunSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"--metadata {name} must be an integer, got {value!r}")
-        for name in ("data_dir", "calibrator", "save_calibrator"):
+        for name in ("data_dir", "calibrator", "save_calibrator", "original_run"):
             value = getattr(self, name)
             if value is not None and not _is_path(value):
                 raise ValueError(f"--metadata {name} must be a path (a non-empty string), "
@@ -145,6 +157,8 @@ class RunSettings:
         if self.verbalized_prompt not in VERBALIZED_PROMPTS:
             raise ValueError(f"--metadata verbalized_prompt must be one of {VERBALIZED_PROMPTS}, "
                              f"got {self.verbalized_prompt!r}")
+        if self.stage not in STAGES:
+            raise ValueError(f"--metadata stage must be one of {STAGES}, got {self.stage!r}")
         if self.delta_mode not in DELTA_MODES:
             raise ValueError(
                 f"--metadata delta_mode must be one of {DELTA_MODES}, got {self.delta_mode!r}"

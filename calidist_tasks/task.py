@@ -28,7 +28,7 @@ import pyarrow
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from calidist_tasks import context_length, distractors, fewshot, lm_eval_compat
+from calidist_tasks import context_length, distractors, fewshot, lm_eval_compat, two_stage
 from calidist_tasks.aggregation import (
     applied_calibrator,
     higher_is_better,
@@ -38,7 +38,12 @@ from calidist_tasks.aggregation import (
     warnings_named,
 )
 from calidist_tasks.dataset import Source, build_documents
-from calidist_tasks.joining import PromptPlan, join_document, outcomes_from_loglikelihoods
+from calidist_tasks.joining import (
+    Outcome,
+    PromptPlan,
+    join_document,
+    outcomes_from_loglikelihoods,
+)
 from calidist_tasks.prompts import (  # the fields a prompt reads; imported from here by others
     CHOICES,
     FEWSHOT,
@@ -83,6 +88,14 @@ class CaliDistTask(ConfigurableTask):
         self._fewshot_pool: list[dict[str, Any]] | None = None
         self._plans: dict[int, list[PromptPlan]] = {}
         self._summary: tuple[list, dict[str, float]] | None = None  # records, metrics
+        # Two-stage runs (calidist_tasks.two_stage): which prompts this run sends; tasks that
+        # cannot split (no hints, GSM8K's own stages) run whole whatever --metadata stage says.
+        self.cost_stage: str = (self.settings.stage if self.style.hinted and self.splits_in_stages()
+                                else two_stage.ALL)
+        if self.cost_stage == two_stage.HINTS and not self.settings.original_run:
+            raise ValueError(f"{name}: --metadata stage hints needs original_run, the stage-1 "
+                             "run of this task (its --output_path folder or samples file)")
+        self._stage1: two_stage.Stage1Lookup | None = None
         super().__init__(config=config, **kwargs)
         lm_eval_compat.set_task_metrics(self, self.reported_metrics(), self._aggregate,
                                         higher_is_better)
@@ -100,8 +113,63 @@ class CaliDistTask(ConfigurableTask):
         self.dataset = datasets.DatasetDict({self.config.test_split: table})
 
     def documents(self) -> list[dict[str, Any]]:
-        """Calibration documents first, then evaluation documents (``dataset.build_documents``)."""
-        return build_documents(self.source(), self.settings)
+        """Calibration documents first, then evaluation documents (``dataset.build_documents``).
+        Stage hints also reads (and checks) stage 1's answers to them now, before model time."""
+        docs = build_documents(self.source(), self.settings)
+        if self.cost_stage == two_stage.HINTS:
+            task = self.config.task
+            answers = two_stage.read_stage1(self.settings.original_run, task, docs,
+                                            logits=self.logit_outcomes())
+            self._stage1 = two_stage.Stage1Lookup(
+                answers, str(two_stage.stage1_file(self.settings.original_run, task)), task)
+        return docs
+
+    # ------------------------------------------------------------------ two-stage runs
+    def splits_in_stages(self) -> bool:
+        """Whether this task can send its original and hinted prompts in two runs (``--metadata
+        stage``): the log-likelihood CaliDist task; subclasses say for themselves."""
+        return type(self).process_results is CaliDistTask.process_results
+
+    def logit_outcomes(self) -> bool:
+        """Whether the original answer is read from letter log-probabilities (stage 1's record
+        must hold them)."""
+        return True
+
+    def sends_hints(self) -> bool:
+        """Whether this run sends hinted prompts (a hinted task, not stage 1 of two)."""
+        return self.style.hinted and self.cost_stage != two_stage.ORIGINAL
+
+    def stage1_answer(self, doc: dict[str, Any]) -> two_stage.Stage1 | None:
+        """Stage hints: the document's answer from stage 1 (None in other stages)."""
+        return self._stage1.get(doc) if self._stage1 is not None else None
+
+    def sent_plans(self, doc: dict[str, Any]) -> list[PromptPlan]:
+        """The plans of the prompts this run sends for ``doc``: every prompt (stage all), the
+        original (stage original), or the hints naming a label other than stage 1's prediction
+        (stage hints; ``two_stage.hints_sent``)."""
+        plans = self.prompt_plans(doc)
+        if self.cost_stage == two_stage.ALL:
+            return plans
+        first = self.stage1_answer(doc)
+        hinted = two_stage.hints_sent(plans, self.cost_stage, first and first.outcome.prediction)
+        return hinted if self.cost_stage == two_stage.HINTS else plans[:1]
+
+    def joined_outcomes(self, doc: dict[str, Any], outcomes: list[Outcome]
+                        ) -> tuple[list[PromptPlan], list[Outcome]]:
+        """The plans and outcomes ``join_document`` takes, the original first: those of the
+        prompts sent, with stage 1's original answer in front in stage hints."""
+        plans = self.sent_plans(doc)
+        first = self.stage1_answer(doc)
+        if first is None:
+            return plans, outcomes
+        return [PromptPlan(), *plans], [first.outcome, *outcomes]
+
+    def check_stage1_prompt(self, doc: dict[str, Any], ctx: Any) -> None:
+        """Stage hints: refuse stage 1's answer to another original prompt."""
+        first = self.stage1_answer(doc)
+        if first is not None:
+            two_stage.check_original_prompt(first, ctx, self.config.task, doc,
+                                            self._stage1.file)
 
     def source(self) -> Source:
         """Where the benchmark's rows come from and how they become documents (from the YAML)."""
@@ -196,15 +264,21 @@ class CaliDistTask(ConfigurableTask):
     def build_all_requests(self, *, limit: int | None = None, **kwargs: Any) -> None:
         # Kept so that hinted prompts get the same chat template / system prompt as the original.
         self._context_kwargs = lm_eval_compat.fewshot_context_kwargs(kwargs)
-        selected = kwargs.get("samples") or range(len(self.eval_docs) if limit is None
-                                                   else min(int(limit), len(self.eval_docs)))
-        splits = self.eval_docs.select(list(selected))[SPLIT_FIELD]
-        if EVALUATION not in splits:
-            raise ValueError(
-                f"{self.config.task}: --limit {limit} selects only calibration documents (the "
-                f"first {sum(s != EVALUATION for s in self.eval_docs[SPLIT_FIELD])} documents "
-                "calibrate); raise --limit or lower --metadata calib_size"
-            )
+        samples = kwargs.get("samples")
+        if samples:
+            if EVALUATION not in self.eval_docs.select(list(samples))[SPLIT_FIELD]:
+                raise ValueError(
+                    f"{self.config.task}: --samples selects only calibration documents (the "
+                    f"first {sum(s != EVALUATION for s in self.eval_docs[SPLIT_FIELD])} "
+                    "documents calibrate); name evaluation documents too"
+                )
+        elif self.limited_sizes(limit) is not None:  # documents of both splits (doc_iterator)
+            if kwargs.get("cache_requests"):  # lm-eval's request cache keeps the first N
+                kwargs = lm_eval_compat.without_request_cache(kwargs)
+            if not kwargs.get("rank"):
+                log.warning("%s", self.limit_message(limit))
+        if self.config.num_fewshot:  # its short-of-a-label warning names the task
+            fewshot.name_pool(self.fewshot_pool(), self.config.task)
         super().build_all_requests(limit=limit, **kwargs)
         context_length.warn_long_prompts(self.config.task, self.instances,
                                          self.config.metadata or {})
@@ -212,8 +286,13 @@ class CaliDistTask(ConfigurableTask):
     def construct_requests(self, doc: dict[str, Any], ctx: str, **kwargs: Any) -> list[Instance]:
         kwargs = lm_eval_compat.instance_kwargs(kwargs)
         n_choices = len(self.doc_to_choice(doc))
-        prompts = [ctx] + [self.variant_prompt(self.distracted_doc(doc, plan))
-                           for plan in self.prompt_plans(doc)[1:]]
+        self.check_stage1_prompt(doc, ctx)
+        prompts = [ctx if plan.hint_label is None
+                   else self.variant_prompt(self.distracted_doc(doc, plan))
+                   for plan in self.sent_plans(doc)]
+        if self.cost_stage != two_stage.ALL:
+            two_stage.count_prompts(self.config.task, self.cost_stage, len(prompts),
+                                    len(self.prompt_plans(doc)))
         return [
             Instance(
                 request_type="loglikelihood",
@@ -238,16 +317,20 @@ class CaliDistTask(ConfigurableTask):
 
     # ------------------------------------------------------------------ results
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
-        plans = self.prompt_plans(doc)
+        """The document's record: its answers joined (``join_document``); in stage hints,
+        stage 1's original answer and the hints sent now, ``requests`` counting both stages."""
+        n_sent = len(self.sent_plans(doc))
         n_choices = len(self.doc_to_choice(doc))
-        if len(results) != len(plans) * n_choices:
+        if len(results) != n_sent * n_choices:
             raise ValueError(f"{self.config.task} document {doc[INDEX_FIELD]}: expected "
-                             f"{len(plans) * n_choices} answers, got {len(results)}")
+                             f"{n_sent * n_choices} answers, got {len(results)}")
         where = f"{self.config.task} document {doc[INDEX_FIELD]} ({doc[SOURCE_FIELD]})"
         outcomes = outcomes_from_loglikelihoods([ll for ll, _ in results], n_choices, where)
+        plans, outcomes = self.joined_outcomes(doc, outcomes)
         record = join_document(plans, outcomes, doc[self.config.doc_to_target],
                                self.settings.delta_mode)
-        record.update(bookkeeping(doc, len(results)))
+        first = self.stage1_answer(doc)
+        record.update(bookkeeping(doc, len(results) + (first.requests if first else 0)))
         return self.metric_results(record)
 
     def metric_results(self, record: dict[str, Any]) -> dict[str, Any]:
@@ -279,18 +362,107 @@ class CaliDistTask(ConfigurableTask):
             self._summary = (list(items), last[1])
             return last[1][name]
         with warnings_named(self.config.task):  # a group run fits one calibrator per task
-            self._summary = (list(items), self.summarize(items))
-        return self._summary[1][name]
+            try:
+                summary = self.summarize(items)
+            except Exception as error:  # the model's answers are saved before the run stops
+                raise self.recovered(items, error) from error
+        self._summary = (list(items), summary)
+        return summary[name]
 
     def reported_metrics(self) -> list[str]:
         """The metric names this task reports (README, "Metrics"); subclasses with other records
         extend it."""
-        return metric_names(distracted=self.style.hinted)
+        return metric_names(distracted=self.sends_hints())
 
     def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
         """Every reported metric from the per-document records (fit on calibration, score eval)."""
-        summarize = summarize_calidist if self.style.hinted else summarize_baselines
+        summarize = summarize_calidist if self.sends_hints() else summarize_baselines
         return summarize(items, self.settings, self.calibrator_context())
+
+    # ------------------------------------------------------------------ --limit
+    def sends_calibration_documents(self) -> bool:
+        """Whether the calibration documents are sent to the model (to fit on); a task that fits
+        nothing (the sampling baselines) sends the evaluation documents only."""
+        return True
+
+    def split_indices(self) -> tuple[list[int], list[int]]:
+        """(calibration, evaluation) document indices this task sends, each in document order."""
+        splits = self.eval_docs[SPLIT_FIELD]
+        evaluation = [i for i, split in enumerate(splits) if split == EVALUATION]
+        if not self.sends_calibration_documents():
+            return [], evaluation
+        return [i for i, split in enumerate(splits) if split != EVALUATION], evaluation
+
+    def limited_sizes(self, limit: int | None) -> tuple[int, int] | None:
+        """(calibration, evaluation) documents a run with lm-eval's ``limit`` sends
+        (``limit_sizes``); None when the limit takes every document."""
+        calibration, evaluation = self.split_indices()
+        try:
+            return limit_sizes(limit, len(calibration), len(evaluation))
+        except ValueError as error:
+            raise ValueError(f"{self.config.task}: {error}") from None
+
+    def limit_message(self, limit: int) -> str:
+        """The one warning of a --limit run: how many documents of each split it takes."""
+        calibration, evaluation = self.split_indices()
+        n_cal, n_eval = self.limited_sizes(limit) or (len(calibration), len(evaluation))
+        taken = (f"{n_cal} calibration + {n_eval} evaluation documents of {len(calibration)} + "
+                 f"{len(evaluation)}" if calibration else
+                 f"{n_eval} evaluation documents of {len(evaluation)} (this task sends no "
+                 "calibration documents)")
+        return (f"{self.config.task}: --limit {limit}: {taken}; metrics from so few documents "
+                "are a smoke test, not a measurement")
+
+    def doc_iterator(self, *, rank: int = 0, limit: int | None = None, world_size: int = 1,
+                     samples: list[int] | None = None) -> Any:
+        """(index, document) pairs this rank sends and scores. lm-eval's ``limit`` takes the first
+        N documents, which are all calibration documents here; this takes both splits in their
+        proportion (``limit_sizes``). ``samples`` (lm-eval's --samples) are lm-eval's own."""
+        if samples:
+            docs = super().doc_iterator(rank=rank, limit=limit, world_size=world_size,
+                                        samples=samples)
+            if self.sends_calibration_documents():
+                return docs
+            return ((i, d) for i, d in docs if d[SPLIT_FIELD] == EVALUATION)
+        calibration, evaluation = self.split_indices()
+        n_cal, n_eval = self.limited_sizes(limit) or (len(calibration), len(evaluation))
+        chosen = set(calibration[:n_cal] + evaluation[:n_eval])
+        pairs = ((i, doc) for i, doc in enumerate(self.eval_docs) if i in chosen)
+        return lm_eval_compat.rank_share(pairs, rank, world_size)
+
+    # ------------------------------------------------------------------ failed aggregation
+    def recovered(self, items: list[dict[str, Any]], error: Exception) -> Exception:
+        """The error a failed aggregation raises, after saving ``items`` (the per-document
+        records) where ``calidist report`` recomputes the metrics from them (``recovery``)."""
+        from calidist_tasks import recovery
+
+        return recovery.save_records(
+            self.config.task, items, error, docs=self.eval_docs,
+            config={"task": self.config.task, "metadata": self.config.metadata,
+                    "doc_to_choice": self.config.doc_to_choice},
+            model=self.settings.model, instances=self.instances,
+        )
+
+
+def limit_sizes(limit: int | None, calibration: int, evaluation: int) -> tuple[int, int] | None:
+    """(calibration, evaluation) documents a run with lm-eval's ``--limit`` sends, None when it
+    takes every document. lm-eval passes N (a fraction f of the documents as ceil(f * all)); a
+    task with ``calibration`` + ``evaluation`` documents then sends N of them: round(N * share of
+    calibration) calibration documents (halves up), at least 2 (1 when N = 2), always leaving at
+    least 1 evaluation document, the rest evaluation documents; the first ones of each split. A
+    task that sends no calibration documents takes the first N evaluation documents."""
+    total = calibration + evaluation
+    limit = int(limit) if limit else None  # lm-eval: 0 or None is no limit
+    if limit is None or limit >= total:
+        return None
+    if not calibration:
+        return 0, limit
+    if limit < 2:
+        raise ValueError(f"--limit {limit} cannot take a calibration and an evaluation document; "
+                         "use --limit 2 or more")
+    share = int(limit * calibration / total + 0.5)  # round half up (positive numbers)
+    n_cal = min(max(share, min(2, limit - 1)), calibration, limit - 1)
+    return n_cal, limit - n_cal
 
 
 def _fingerprint(records: list[dict[str, Any]]) -> str:

@@ -252,13 +252,70 @@ def test_task_aggregation_routes_every_metric_and_refits_on_new_records(ppdb_dat
         other, task.settings, task.calibrator_context())["ece"]
 
 
-def test_calibration_warnings_name_the_task(ppdb_data_dir):
-    # A group run fits one calibrator per task: a grid-edge or one-class warning must say which.
+def test_calibration_warnings_name_the_task(ppdb_data_dir, caplog):
+    # A group run fits one calibrator per task: a grid-edge or one-class warning must say which,
+    # in one logged line (no Python warning, so no echoed source line).
     task = load_task("calidist_ppdb_assertion",
                      {"data_dir": str(ppdb_data_dir), "calib_size": 10, "eval_size": 20})
     records = make_records(all_correct_cal=True)
-    with pytest.warns(CalibrationWarning, match=r"^calidist_ppdb_assertion: .*all-correct"):
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level("WARNING"):
+        warnings.simplefilter("always")
         task.aggregation()["ece"](records)
+    assert not [w for w in caught if issubclass(w.category, CalibrationWarning)]
+    lines = [r.getMessage() for r in caplog.records if "all-correct" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith(
+        "calidist_ppdb_assertion: CaliDistCalibrator: the calibration set is all-correct")
+
+
+def test_warning_lines_merge_one_cause_of_several_estimators():
+    from calidist_tasks.aggregation import warning_lines
+
+    one_class = "the calibration set is all-correct; the fit is defined but degenerate"
+    lines = warning_lines("t", [f"PlattScaling: {one_class}", f"IsotonicCalibration: {one_class}",
+                                "auroc: only one class", "auroc: only one class",
+                                "PlattScaling: " + one_class, "on 100% of 3\ndocuments"])
+    assert lines == [f"t: PlattScaling, IsotonicCalibration: {one_class}",
+                     "t: auroc: only one class", "t: on 100% of 3 documents"]
+
+
+# ---------------------------------------------------------------- lambda diagnostics
+
+
+@pytest.mark.filterwarnings("ignore::calidist_metrics.CalibrationWarning")
+def test_lambda_bounds_leave_out_documents_that_did_not_move():
+    """Issue #15.2: a document whose confidence did not move has lambda_raw = 1/epsilon = 1e10;
+    the printed bounds are those of the documents that moved, stable_fraction counts the rest,
+    and the fit (min-max up to 1e10) and every calibrated score are unchanged."""
+    from calidist_metrics import CaliDistCalibrator
+
+    records = make_records()
+    stable = {0, 3, 7}  # calibration documents with mu = delta = 0 (one of them: mu > 0)
+    records = [dict(r, mu=0.25 if i == 7 else 0.0, delta=0.0,
+                    lambda_raw=(1 - (0.25 if i == 7 else 0.0)) / 1e-10)
+               if i in stable else r for i, r in enumerate(records)]
+    out = summarize_calidist(records, RunSettings(), CONTEXT)
+    cal = [r for r in records if r["split"] == "calibration"]
+    moved = [r["lambda_raw"] for i, r in enumerate(cal) if i not in stable]
+    assert (out["lambda_min"], out["lambda_max"]) == (min(moved), max(moved))
+    assert out["lambda_max"] < 1e3 and out["stable_fraction"] == 3 / 30
+    fit = CaliDistCalibrator().fit(column(cal, "lambda_raw"), column(cal, "confidence"),
+                                   column(cal, "correct"))
+    assert fit.lambda_max_ == 1e10 and (out["alpha"], out["beta"]) == (fit.alpha_, fit.beta_)
+    ev = [r for r in records if r["split"] == "evaluation"]
+    calibrated = fit.predict(column(ev, "lambda_raw"), column(ev, "confidence"))
+    for name, value in hand_scores(calibrated, column(ev, "correct")).items():
+        assert out[name] == pytest.approx(value, abs=1e-12), name
+    # without such documents the bounds are the fit's own and stable_fraction is 0
+    plain = summarize_calidist(make_records(), RunSettings(), CONTEXT)
+    assert plain["stable_fraction"] == 0.0
+    # every calibration document stable: no bound to print (NaN), the fit is the constant one
+    still = [dict(r, mu=0.0, delta=0.0, lambda_raw=1e10) if r["split"] == "calibration" else r
+             for r in make_records()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)
+        out = summarize_calidist(still, RunSettings(), CONTEXT)
+    assert math.isnan(out["lambda_min"]) and math.isnan(out["lambda_max"])
+    assert out["stable_fraction"] == 1.0
 
 
 # ---------------------------------------------------------------- saved calibrators
@@ -340,7 +397,8 @@ def test_diagnostics_carry_no_better_or_worse_arrow():
 
     arrows = {name: higher_is_better(name) for name in metric_names(True) + metric_names(False)}
     for name in ("alpha", "beta", "lambda_min", "lambda_max", "temperature", "n_calibration",
-                 "n_evaluation", "requests_per_doc", "mu_mean", "delta_mean", "flip_rate"):
+                 "n_evaluation", "requests_per_doc", "mu_mean", "delta_mean", "flip_rate",
+                 "stable_fraction"):
         assert arrows[name] is None, name
     assert arrows["ece"] is False and arrows["brier_ts"] is False and arrows["auroc"] is True
     assert arrows["acc"] is True and higher_is_better("parse_fail_rate") is False

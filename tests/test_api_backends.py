@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -22,7 +23,6 @@ from conftest import run_lm_eval, write_mnli
 from family_data import write_all
 from openai_server import Faults, ModelServer
 
-from calidist_metrics import CalibrationWarning
 from calidist_tasks import task_folder
 from calidist_tasks.distractors import HINT_NOTE
 
@@ -307,19 +307,20 @@ def test_lm_eval_cli_chat_prints_verbalized_calibration(server, tiny_model_dir, 
 
 
 # ------------------------------------------------------------------ identical samples
-def test_a_server_that_ignores_temperature_is_reported(clean, tiny_model_dir, ppdb_data_dir):
+def test_a_server_that_ignores_temperature_is_reported(clean, tiny_model_dir, ppdb_data_dir,
+                                                       caplog):
     """transformers serve samples only if the model's generation config does: the 15 seeded
     requests at temperature 1.5 then come back as one reply. The run says so, loudly and once,
     and reports the share of such documents."""
     clean.chat_reply = lambda body: "The answer is (a)."  # whatever the seed and temperature
     metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 2, "eval_size": 3,
                 "base_url": clean.base_url}  # as lm-eval's CLI adds --model_args to --metadata
-    with pytest.warns(CalibrationWarning) as caught:
+    with caplog.at_level(logging.WARNING):
         out = run_lm_eval(["calidist_ppdb_consistency"], tiny_model_dir, metadata,
                           model="local-chat-completions", model_args=chat_args(clean),
                           batch_size=1, apply_chat_template=True)
-    same = [str(w.message) for w in caught if "the samples all gave the same answer" in
-            str(w.message)]
+    same = [r.getMessage() for r in caplog.records
+            if "the samples all gave the same answer" in r.getMessage()]
     assert len(same) == 1, same
     assert same[0].startswith("calidist_ppdb_consistency: on 100% of 3 evaluation documents")
     for cause in ("ignores temperature", "greedy decoding", "sampling=temperature"):

@@ -23,7 +23,7 @@ from benchmarks.overhead import measure_overhead
 def test_overhead_runs_our_calls_on_synthetic_documents():
     found = measure_overhead(300, calib_size=50, repeats=1)
     # calidist_ppdb_assertion: 2 labels, m=2 -> 1 original + 4 hinted prompts, 2 letters each
-    assert found["requests_per_doc"] == 10 and found["metrics"] == 25
+    assert found["requests_per_doc"] == 10 and found["metrics"] == 26
     assert found["process_results_s"] > 0 and found["aggregation_s"] > 0
     seconds = found["process_results_s"] + found["aggregation_s"]
     assert found["seconds_per_100k"] == pytest.approx(seconds * 100_000 / 300)
@@ -304,6 +304,9 @@ def test_analysis_renders_from_committed_records_alone(exported, tmp_path):
     assert "mu, delta, lambda_raw recomputed from the hints equal the logged ones (140)" in text
     # cost: the m=1 subset of the logged m=2 prompts
     assert "| tiny | PPDB | assertion m=1 (subset of the same prompts) | 140 | 6.0 | 3.0 |" in text
+    # two-stage: 1 + (c - 1)·m prompts per document, each scored over the c = 2 letters
+    assert "| tiny | PPDB | assertion m=2, two-stage | 140 | 6.0 | 3.0 |" in text
+    assert "| tiny | PPDB | assertion m=1 (subset), two-stage | 140 | 4.0 | 2.0 |" in text
 
 
 def test_verdicts_follow_the_paired_interval():

@@ -12,11 +12,11 @@ import pytest
 
 from calidist_metrics import DELTA_MODES, FIT_METHODS, LAMBDA_SCALES
 from calidist_tasks import cli, task_folder
-from calidist_tasks.settings import SAMPLINGS, VERBALIZED_PROMPTS, RunSettings
+from calidist_tasks.settings import SAMPLINGS, STAGES, VERBALIZED_PROMPTS, RunSettings
 
 # the option keys and the tuples RunSettings.validate checks them against
 CHOICES = {"lambda_scale": LAMBDA_SCALES, "delta_mode": DELTA_MODES, "fit": FIT_METHODS,
-           "verbalized_prompt": VERBALIZED_PROMPTS, "sampling": SAMPLINGS}
+           "verbalized_prompt": VERBALIZED_PROMPTS, "sampling": SAMPLINGS, "stage": STAGES}
 
 
 def tree(root: Path) -> list[str]:
@@ -204,3 +204,32 @@ def test_link_needs_an_existing_lm_eval_task_folder(tmp_path):
         cli.link(target_root=tmp_path / "missing")
     assert not (tmp_path / "missing").exists()
 
+
+
+def test_two_stage_plans_stage1_with_the_hinted_tasks_and_stage2_with_all(tmp_path):
+    import json
+
+    from calidist_tasks.two_stage import plan_two_stage
+
+    out = tmp_path / "out"
+    argv = ["--model", "hf", "--tasks", "calidist_ppdb_all,calidist_aqua_assertion",
+            "--output_path", str(out), "--use_cache", "c", "--metadata", '{"calib_size": 2}']
+    plan = plan_two_stage(argv)
+    # groups expanded: hinted log-likelihood and verbalized tasks split, the others run whole
+    assert plan.hinted == ["calidist_ppdb_assertion", "calidist_ppdb_probe",
+                           "calidist_ppdb_corruption", "calidist_ppdb_assertion_verbalized",
+                           "calidist_ppdb_probe_verbalized", "calidist_ppdb_corruption_verbalized",
+                           "calidist_aqua_assertion"]
+    first = plan.stage1
+    assert first[first.index("--tasks") + 1] == ",".join(plan.hinted)
+    assert first[first.index("--output_path") + 1] == str(out / "stage1")
+    assert "--log_samples" in first and "--use_cache" in first
+    assert json.loads(first[-1]) == {"stage": "original"}
+    assert plan.stage2[:-2] == argv
+    assert json.loads(plan.stage2[-1]) == {"stage": "hints", "original_run": str(out / "stage1")}
+    with pytest.raises(SystemExit, match="needs --output_path"):
+        plan_two_stage(["--tasks", "calidist_ppdb_assertion"])
+    with pytest.raises(SystemExit, match="sets --metadata stage"):
+        plan_two_stage([*argv, "--metadata", '{"stage": "all"}'])
+    # only tasks without hints: one stage
+    assert plan_two_stage(["--tasks", "calidist_ppdb", "-o", str(out)]).stage1 is None

@@ -110,3 +110,33 @@ def test_hinted_prompts_share_everything_up_to_the_hint(evaluation, variant):
         stems = {p[:p.rindex("Hint:")] for p in hinted}
         assert len(hinted) == prompts_per_doc("ppdb", variant) - 1
         assert len(stems) == 1 and stems.pop().endswith(question)
+
+
+# Two-stage runs (calidist eval --two-stage): stage 2 sends only the hints naming a label other
+# than stage 1's prediction, so with the original prompt the paper's 1 + (c - 1)·m per document.
+TWO_STAGE = {("ppdb", "assertion"): M_ASSERTION, ("aqua", "assertion"): M_ASSERTION,
+             ("ppdb", "probe"): 1}
+
+
+def test_two_stage_sends_one_plus_c_minus_one_times_m_prompts(evaluation, tiny_model_dir,
+                                                               tmp_path):
+    from calidist_tasks.two_stage import write_samples
+
+    out, _ = evaluation
+    tasks = [task_name(*key) for key in TWO_STAGE]
+    # a single-stage run's samples hold the original answers stage 2 reads
+    write_samples(out["samples"], tmp_path, tasks)
+    hints = run_lm_eval(tasks, tiny_model_dir, {
+        "data_dir": str(DATA), "calib_size": 2, "eval_size": 3, "stage": "hints",
+        "original_run": str(tmp_path)})
+    for (benchmark, variant), m in TWO_STAGE.items():
+        task, c = task_name(benchmark, variant), LABELS[benchmark]
+        samples = hints["samples"][task]
+        assert len(samples) == N_DOCS
+        for sample in samples:
+            texts = [argument[0] for argument in sample["arguments"]]
+            assert len(set(texts)) == (c - 1) * m, f"{task}: stage-2 prompts per document"
+            assert len(texts) == (c - 1) * m * c, f"{task}: stage-2 requests per document"
+        # requests counts both stages: (1 + (c - 1)·m)·c against single-stage's (1 + c·m)·c
+        assert hints["results"][task]["requests_per_doc,none"] == (1 + (c - 1) * m) * c
+        assert out["results"][task]["requests_per_doc,none"] == (1 + c * m) * c

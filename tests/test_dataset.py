@@ -117,14 +117,15 @@ def test_seed_changes_assertion_templates_and_nothing_else(ppdb_data_dir):
         assert requests(load_task(name, base)) == requests(load_task(name, {**base, "seed": 1}))
 
 
-def test_limit_inside_the_calibration_documents_is_refused(ppdb_data_dir):
+def test_limit_takes_both_splits(ppdb_data_dir):
+    """--limit is a smoke test: both splits in the run's proportion (10 of 10 + 5: 7 + 3)."""
     task = load_task("calidist_ppdb_probe", {"data_dir": str(ppdb_data_dir), "calib_size": 10,
                                              "eval_size": 5})
-    with pytest.raises(ValueError, match=r"calidist_ppdb_probe: --limit 10 selects only "
-                                         r"calibration documents.*first 10"):
-        task.build_all_requests(limit=10, rank=0, world_size=1)
-    task.build_all_requests(limit=12, rank=0, world_size=1)
-    assert len(task.instances) == 12 * 6  # (1 + c) prompts of c letters, c = 2
+    task.build_all_requests(limit=10, rank=0, world_size=1)
+    per_doc = 6  # (1 + c) prompts of c letters, c = 2
+    assert len(task.instances) == 10 * per_doc
+    assert [i.doc["calidist_split"] for i in task.instances[::per_doc]] == (
+        ["calibration"] * 7 + ["evaluation"] * 3)
 
 
 # ---------------------------------------------------------------- bad input

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.records import SOURCE_FIELD, Record, is_record
+from calidist_tasks.records import SOURCE_FIELD, STAGE1_FOLDER, Record, is_record
 
 STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"  # lm-eval's date_id
 RESULTS_NAME = re.compile(rf"^(?P<stem>.+)_(?P<stamp>{STAMP})\.json$")
@@ -107,6 +107,8 @@ def _find(paths: Sequence[str | Path], problems: list[str]) -> tuple[list[Path],
             problems.append(f"{path}: no such file or folder")
             continue
         for file in [path] if path.is_file() else sorted(path.rglob("*.json*")):
+            if path.is_dir() and STAGE1_FOLDER in file.relative_to(path).parts[:-1]:
+                continue  # a two-stage run's stage 1: its stage 2 holds the whole records
             if SAMPLES_NAME.match(file.name):
                 samples.add(file.resolve())
             elif RESULTS_NAME.match(file.name):

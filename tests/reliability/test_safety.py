@@ -18,6 +18,7 @@ from lm_eval.models.huggingface import HFLM
 
 from calidist_metrics import CaliDistCalibrator, save_calibrator
 from calidist_tasks import cli, task_folder
+from calidist_tasks.yaml_configs import task_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted([*ROOT.glob("calidist_tasks/**/*.py"), *ROOT.glob("metrics/**/*.py")])
@@ -88,8 +89,8 @@ def test_yaml_is_read_with_a_safe_loader_only() -> None:
         toks = tokens(path)
         calls += [(path, t.start[0]) for i, t in enumerate(toks) if t.string == "load"
                   and toks[i - 1].string == "." and toks[i - 2].string == "yaml"]
-    assert [(p.name, line) for p, line in calls] == [("cli.py", calls[0][1])]
-    source = inspect.getsource(cli.list_tasks)
+    assert [(p.name, line) for p, line in calls] == [("yaml_configs.py", calls[0][1])]
+    source = inspect.getsource(task_configs)
     assert "class Loader(yaml.SafeLoader)" in source and "Loader=Loader" in source
 
 

@@ -1,0 +1,34 @@
+"""Our YAML task configs as plain dicts, read without lm-eval (the task list, two-stage plans)."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+
+def task_configs() -> dict[str, dict[str, Any]]:
+    """Every task and group of our YAML folder: name -> its config with includes merged (read
+    with a safe loader; ``!function`` tags are kept as their dotted names)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+
+    def load(path: Path) -> dict[str, Any]:
+        config = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader) or {}  # noqa: S506
+        includes = config.pop("include", None) or []
+        merged: dict[str, Any] = {}
+        for include in [includes] if isinstance(includes, str) else includes:
+            merged.update(load((path.parent / include).resolve()))
+        return {**merged, **config}
+
+    configs = {}
+    for path in sorted(Path(str(files("calidist_tasks.yaml_tasks"))).rglob("*.yaml")):
+        config = load(path)
+        name = config.get("group") or config.get("task")
+        if isinstance(name, str):
+            configs[name] = config
+    return configs
