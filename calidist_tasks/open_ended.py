@@ -53,6 +53,7 @@ from calidist_tasks.records import (
     bookkeeping,
     unreadable_record,
 )
+from calidist_tasks.report.loading import samples_file_of
 from calidist_tasks.task import CaliDistTask
 
 HINT_NUMBERS = 4  # distinct numbers near ŷ that hints assert (the "other labels" of the paper)
@@ -126,24 +127,6 @@ def near_numbers(answer: str, n: int, key: str, seed: int) -> list[str]:
 def number_hint(template: int, number: str) -> str:
     """'Hint: {S} {number}.' and the paper's note (assertion style, Appendix E)."""
     return f"Hint: {distractors.ASSERTION_TEMPLATES[template]} {number}.\n{distractors.HINT_NOTE}"
-
-
-def samples_file(path: str | Path, task: str) -> Path:
-    """An earlier stage's samples: the file itself, or the newest samples_<task>_<date>.jsonl
-    below a folder (lm-eval's --output_path)."""
-    path = Path(path)
-    if path.is_file():
-        return path
-    if path.is_dir():
-        pattern = re.compile(rf"^samples_{re.escape(task)}_\d{{4}}-.*\.jsonl$")
-        found = [p for p in path.rglob("samples_*.jsonl") if pattern.match(p.name)]
-        if found:
-            return max(found, key=lambda p: p.stat().st_mtime)
-        raise FileNotFoundError(
-            f"original_samples: no samples_{task}_*.jsonl under {path}; run {task} with "
-            "--log_samples and --output_path first"
-        )
-    raise FileNotFoundError(f"original_samples: {path} does not exist")
 
 
 def read_original_records(
@@ -246,7 +229,8 @@ class OpenEndedTask(CaliDistTask):
                 f"samples with --metadata '{{\"original_samples\": \"PATH\"}}' (its "
                 "--output_path folder or samples_*.jsonl file; see docs/gsm8k.md)"
             )
-        path = samples_file(self.original_samples, self.original_task)
+        path = samples_file_of(self.original_samples, self.original_task, "original_samples",
+                               "--log_samples and --output_path")
         records = read_original_records(path, self.original_record_fields(), self.original_task)
         missing = [d[SOURCE_FIELD] for d in docs if d["question"].strip() not in records]
         if missing:

@@ -22,20 +22,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from calidist_tasks.joining import Outcome, PromptPlan
 from calidist_tasks.records import INDEX_FIELD, SOURCE_FIELD, STAGE1_FOLDER, is_record
+from calidist_tasks.report.loading import read_jsonl, samples_file_of
 from calidist_tasks.settings import STAGES
 from calidist_tasks.styles import content_key
 from calidist_tasks.yaml_configs import task_configs
 
 ALL, ORIGINAL, HINTS = STAGES
-SAMPLES_NAME = re.compile(r"^samples_(?P<task>.+)_\d{4}-.*\.jsonl$")  # lm-eval's, and ours
 LOGIT_CLASS = "calidist_tasks.task.CaliDistTask"
 GENERATION_CLASS = "calidist_tasks.generation.GenerationTask"
 
@@ -62,26 +62,9 @@ def hints_sent(plans: Sequence[PromptPlan], stage: str,
 
 # ---------------------------------------------------------------------- reading stage 1
 def stage1_file(path: str | Path, task: str) -> Path:
-    """Stage 1's samples file of ``task``: the file itself (refused when it is another task's) or
-    the newest ``samples_<task>_<date>.jsonl`` below a folder (lm-eval's --output_path), as
-    ``open_ended.samples_file`` finds an earlier GSM8K stage's."""
-    given = Path(path)
-    if given.is_file():
-        match = SAMPLES_NAME.match(given.name)
-        if match is None or match["task"] != task:
-            other = f"the samples of {match['task']}" if match else "not a samples file"
-            raise ValueError(f"{task}: original_run {given} is {other}; give this task's "
-                             f"samples_{task}_*.jsonl or its stage-1 output folder")
-        return given
-    if given.is_dir():
-        found = [p for p in given.rglob(f"samples_{task}_*.jsonl")
-                 if (m := SAMPLES_NAME.match(p.name)) and m["task"] == task]
-        if found:
-            return max(found, key=lambda p: p.stat().st_mtime)
-        raise FileNotFoundError(
-            f"{task}: original_run: no samples_{task}_*.jsonl under {given}; run {task} with "
-            "--metadata '{\"stage\": \"original\"}' --log_samples --output_path first")
-    raise FileNotFoundError(f"{task}: original_run {given} does not exist")
+    """Stage 1's samples file of ``task`` (``loading.samples_file_of``)."""
+    return samples_file_of(path, task, "original_run",
+                           "--metadata '{\"stage\": \"original\"}' --log_samples --output_path")
 
 
 def read_stage1(path: str | Path, task: str, docs: Sequence[Mapping[str, Any]],
@@ -92,7 +75,6 @@ def read_stage1(path: str | Path, task: str, docs: Sequence[Mapping[str, Any]],
     not this run's document of the same index (another data, calib_size, eval_size or
     split_seed), or a record lacks what stage 2 needs. Documents stage 1 did not log (``--limit``)
     are refused when stage 2 builds their requests (``Stage1Lookup.get``)."""
-    from calidist_tasks.report.loading import read_jsonl
 
     file = stage1_file(path, task)
     by_index = {doc[INDEX_FIELD]: doc for doc in docs}
@@ -361,10 +343,11 @@ def write_samples(samples: Mapping[str, Sequence[Mapping[str, Any]]], folder: st
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now().strftime("%Y-%m-%dT%H-%M-%S.%f")  # lm-eval's date_id
     for task in tasks:
         lines = [json.dumps(line, default=handle_non_serializable, ensure_ascii=False)
                  for line in samples.get(task) or []]
-        (folder / f"samples_{task}_0000-stage1.jsonl").write_text(
+        (folder / f"samples_{task}_{stamp}.jsonl").write_text(
             "".join(line + "\n" for line in lines), encoding="utf-8")
     return folder
 

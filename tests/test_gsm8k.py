@@ -33,9 +33,9 @@ from calidist_tasks.open_ended import (
     parse_number,
     read_original_records,
     same_number,
-    samples_file,
 )
 from calidist_tasks.records import hints_of
+from calidist_tasks.report.loading import samples_file_of
 
 
 @pytest.mark.parametrize("text, number", [
@@ -342,14 +342,20 @@ def test_later_stages_need_the_earlier_ones(tmp_path: Path) -> None:
 
 
 def test_samples_file_takes_the_newest_first_stage_file(tmp_path: Path) -> None:
+    def find(path: Path) -> Path:
+        return samples_file_of(path, "calidist_gsm8k", "original_samples", "--log_samples")
+
     older = _save_samples(tmp_path, "calidist_gsm8k", [])
     stage2 = tmp_path / "tiny" / "samples_calidist_gsm8k_assertion_2099-01-01T00-00-00.jsonl"
     stage2.write_text("", encoding="utf-8")
-    assert samples_file(tmp_path, "calidist_gsm8k") == older
+    assert find(tmp_path) == older
     newer = tmp_path / "tiny" / "samples_calidist_gsm8k_2098-01-01T00-00-00.jsonl"
     newer.write_text("", encoding="utf-8")
-    assert samples_file(tmp_path, "calidist_gsm8k") == newer
-    assert samples_file(older, "calidist_gsm8k") == older
+    assert find(tmp_path) == newer
+    assert find(older) == older
+    with pytest.raises(ValueError, match="original_samples .* is the samples of "
+                                         "calidist_gsm8k_assertion"):
+        find(stage2)
 
 
 def test_gsm8k_local_data_and_gold_numbers() -> None:

@@ -99,6 +99,28 @@ def _metrics(values: Mapping[str, Any]) -> tuple[dict[str, float], str | None, l
     return by_filter[chosen], chosen, sorted(set(by_filter) - {chosen})
 
 
+def samples_file_of(path: str | Path, task: str, key: str, how: str) -> Path:
+    """An earlier run's samples of ``task`` (a later stage reads them): the file itself, refused
+    when lm-eval named it another task's, or the newest ``samples_<task>_<date>.jsonl`` below a folder
+    (lm-eval's --output_path). ``key`` names the setting that gave ``path``, ``how`` says how to
+    produce the file; both go into the error."""
+    given = Path(path)
+    if given.is_file():  # any name, but not lm-eval's name for another task's samples
+        match = SAMPLES_NAME.match(given.name)
+        if match is not None and match["task"] != task:
+            raise ValueError(f"{task}: {key} {given} is the samples of {match['task']}; give "
+                             f"this task's samples_{task}_*.jsonl or its output folder")
+        return given
+    if given.is_dir():
+        found = [p for p in given.rglob(f"samples_{task}_*.jsonl")
+                 if (m := SAMPLES_NAME.match(p.name)) and m["task"] == task]
+        if found:
+            return max(found, key=lambda p: p.stat().st_mtime)
+        raise FileNotFoundError(f"{task}: {key}: no samples_{task}_*.jsonl under {given}; "
+                                f"run {task} with {how} first")
+    raise FileNotFoundError(f"{task}: {key} {given} does not exist")
+
+
 def _find(paths: Sequence[str | Path], problems: list[str]) -> tuple[list[Path], list[Path]]:
     results, samples = set(), set()
     for given in paths:
