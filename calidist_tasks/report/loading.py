@@ -101,9 +101,9 @@ def _metrics(values: Mapping[str, Any]) -> tuple[dict[str, float], str | None, l
 
 def samples_file_of(path: str | Path, task: str, key: str, how: str) -> Path:
     """An earlier run's samples of ``task`` (a later stage reads them): the file itself, refused
-    when lm-eval named it another task's, or the newest ``samples_<task>_<date>.jsonl`` below a folder
-    (lm-eval's --output_path). ``key`` names the setting that gave ``path``, ``how`` says how to
-    produce the file; both go into the error."""
+    when lm-eval named it another task's, or the newest ``samples_<task>_<date>.jsonl`` below a
+    folder (lm-eval's --output_path). ``key`` names the setting that gave ``path``, ``how`` says
+    how to produce the file; both go into the error."""
     given = Path(path)
     if given.is_file():  # any name, but not lm-eval's name for another task's samples
         match = SAMPLES_NAME.match(given.name)
