@@ -211,3 +211,21 @@ def test_stage2_failure_keeps_stage1_and_resumes_from_the_cache(tiny_model_dir, 
     assert "stage 1 sent 4 prompts (4 documents), stage 2 8 (4): 3 per document; " \
            "single-stage: 5" in printed
     assert list(out.glob("*/results_*.json"))
+
+
+def test_reports_read_stage_2_of_a_two_stage_folder_only(tmp_path):
+    """Stage 1's records lack the hints: a report of the output folder reads stage 2's."""
+    from calidist_tasks.report.loading import _find
+
+    stamp = "2026-01-01T00-00-00.000001"
+    for folder in (tmp_path / "tiny", tmp_path / two_stage.STAGE1_FOLDER / "tiny"):
+        folder.mkdir(parents=True)
+        (folder / f"results_{stamp}.json").write_text("{}", encoding="utf-8")
+        (folder / f"samples_calidist_ppdb_assertion_{stamp}.jsonl").write_text("",
+                                                                              encoding="utf-8")
+    results, samples = _find([tmp_path], [])
+    assert [p.parent.name for p in results + samples] == ["tiny", "tiny"]
+    assert all(two_stage.STAGE1_FOLDER not in p.parts for p in results + samples)
+    # named directly, a stage-1 folder is read
+    results, samples = _find([tmp_path / two_stage.STAGE1_FOLDER], [])
+    assert len(results) == len(samples) == 1
