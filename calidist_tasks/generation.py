@@ -39,7 +39,7 @@ from calidist_tasks.confidence_sources import (
 from calidist_tasks.distractors import LETTERS
 from calidist_tasks.fewshot import exemplar_confidence
 from calidist_tasks.prompts import CHOICES, DUMMY, FEWSHOT, PromptParts
-from calidist_tasks.records import INDEX_FIELD, VERBALIZED, bookkeeping
+from calidist_tasks.records import INDEX_FIELD, VERBALIZED, Record, bookkeeping
 from calidist_tasks.styles import content_key
 from calidist_tasks.task import CaliDistTask
 from calidist_tasks.two_stage import ALL, HINTS, count_prompts
@@ -164,7 +164,7 @@ class GenerationTask(CaliDistTask):
         return content_key(doc)
 
     # ------------------------------------------------------------------ results
-    def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+    def document_record(self, doc: dict[str, Any], results: list[Any]) -> Record:
         """Parsed generations -> one record (the confidence source's), joined and aggregated as
         the logit path's."""
         where = f"{self.config.task} document {doc[INDEX_FIELD]}"
@@ -180,4 +180,4 @@ class GenerationTask(CaliDistTask):
         before = first.requests if first else 0  # stage 1's reply (counted in failures too)
         record.update(bookkeeping(doc, len(parsed) + before), generations=len(parsed) + before,
                       parse_failures=failures)
-        return self.metric_results(record)
+        return record

@@ -342,7 +342,7 @@ class OpenEndedTask(CaliDistTask):
                 for i, (kind, arguments) in enumerate(requests)]
 
     # ------------------------------------------------------------------ results
-    def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+    def document_record(self, doc: dict[str, Any], results: list[Any]) -> Record:
         target = doc[self.config.doc_to_target]
         where = bookkeeping(doc, len(results))
         if self.stage == "answer":
@@ -358,7 +358,7 @@ class OpenEndedTask(CaliDistTask):
             record = self.chains_record(doc, results, target, where)
         else:
             record = self.scored_record(doc, results, target, where)
-        return self.metric_results(record)
+        return record
 
     def chains_record(self, doc: dict[str, Any], chains: list[str], target: str,
                       where: Record) -> Record:

@@ -35,7 +35,13 @@ from calidist_tasks.aggregation import generation_metric_names, summarize_genera
 from calidist_tasks.joining import Outcome, PromptPlan, join_document
 from calidist_tasks.open_ended import ANSWER_FIELD, OpenEndedTask, parse_number, same_number
 from calidist_tasks.prompts import HINT
-from calidist_tasks.records import INDEX_FIELD, VERBALIZED, bookkeeping, unreadable_record
+from calidist_tasks.records import (
+    INDEX_FIELD,
+    VERBALIZED,
+    Record,
+    bookkeeping,
+    unreadable_record,
+)
 
 OPEN = math.inf  # the c of the unreadable rule for an open answer: confidence 1/c = 0
 # The reply format, after the question (and hint) as in the classification families.
@@ -110,7 +116,7 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
                          arguments=(prompt, deepcopy(gen_kwargs)), idx=i, **kwargs)
                 for i, (prompt, gen_kwargs, request_doc) in enumerate(requests)]
 
-    def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+    def document_record(self, doc: dict[str, Any], results: list[Any]) -> Record:
         readings = [r for per_request in results for r in per_request]
         if not all(isinstance(r, dict) and "answer" in r for r in readings):
             raise ValueError(f"{self.config.task}: expected parsed replies; the task's "
@@ -122,10 +128,10 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
             record = join_document([PromptPlan()], [outcome], 0)
             record.update(label=target, prediction=readings[0]["answer"], generations=1,
                           parse_failures=int(not outcome.parsed), **where)
-            return self.metric_results(record)
+            return record
         candidates = self.candidates(doc)
         if not candidates:
-            return self.metric_results(unreadable_record(target, where))
+            return unreadable_record(target, where)
         plans = self.prompt_plans(doc)
         if len(readings) != len(plans) - 1:
             raise ValueError(f"{self.config.task} document {doc[INDEX_FIELD]}: expected "
@@ -138,7 +144,7 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
         record.update(label=target, prediction=candidates[0], candidates=candidates,
                       answers=[r["answer"] for r in readings], generations=len(outcomes),
                       parse_failures=sum(not o.parsed for o in outcomes), **where)
-        return self.metric_results(record)
+        return record
 
     def reported_metrics(self) -> list[str]:
         return generation_metric_names(VERBALIZED, self.stage2)

@@ -78,6 +78,8 @@ class Record(TypedDict, total=False):
     chain: str  # stage 1's worked answer C0
     chains: list[str]  # stage 2's regenerated chains, one per hinted prompt
     candidates: list[str]  # [ŷ, h_1, ...]: the predicted number and the hinted numbers
+    # a document whose answers cannot be used (``failed_record``): bookkeeping and this only
+    error: str  # why, naming the task, the document, its source and the prompt
 
 
 def hints_of(record: Mapping[str, Any]) -> list[Hint]:
@@ -133,6 +135,26 @@ def unreadable_record(label: Any, place: Record) -> Record:
 def bookkeeping(doc: Mapping[str, Any], requests: int) -> Record:
     """Where a document's record stands: its index and split, and the requests it took."""
     return Record(index=doc[INDEX_FIELD], split=doc[SPLIT_FIELD], requests=requests)
+
+
+def failed_record(doc: Mapping[str, Any], requests: int, error: str) -> Record:
+    """The record of a document whose answers cannot be used (a non-finite log-probability, a
+    missing answer): where it stands and why. ``process_results`` returns it instead of raising,
+    so that the other documents' answers reach the aggregation, which refuses the run only after
+    saving every record (``recovery``); ``calidist report`` leaves these documents out."""
+    record = bookkeeping(doc, requests)
+    record["error"] = error
+    return record
+
+
+def is_failed(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` is a ``failed_record``."""
+    return "error" in record
+
+
+def failed_documents(records: list[Record]) -> list[Record]:
+    """The ``failed_record``s among ``records``."""
+    return [record for record in records if is_failed(record)]
 
 
 # ------------------------------------------------------------------ metric names

@@ -52,7 +52,16 @@ from calidist_tasks.prompts import (  # the fields a prompt reads; imported from
     is_hinted,
     render,
 )
-from calidist_tasks.records import EVALUATION, INDEX_FIELD, SOURCE_FIELD, SPLIT_FIELD, bookkeeping
+from calidist_tasks.records import (
+    EVALUATION,
+    INDEX_FIELD,
+    SOURCE_FIELD,
+    SPLIT_FIELD,
+    Record,
+    bookkeeping,
+    failed_documents,
+    failed_record,
+)
 from calidist_tasks.settings import RunSettings
 from calidist_tasks.styles import DistractorStyle, distractor_style
 
@@ -317,21 +326,36 @@ class CaliDistTask(ConfigurableTask):
 
     # ------------------------------------------------------------------ results
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        """lm-eval's hook: the document's record (``document_record``) under every metric name.
+        Answers that cannot be used give a ``failed_record`` naming the document instead of an
+        error here, which would lose every other document's answers: the aggregation refuses
+        the run after saving them all (``recovery``)."""
+        try:
+            record = self.document_record(doc, results)
+        except Exception as error:  # noqa: BLE001  raised at the aggregation, with the records
+            where = f"{self.config.task} document {doc[INDEX_FIELD]} ({doc[SOURCE_FIELD]})"
+            message = str(error) if isinstance(error, ValueError) else (
+                f"{where}: {type(error).__name__}: {error}")
+            record = failed_record(doc, len(results), message)
+        return self.metric_results(record)
+
+    def document_record(self, doc: dict[str, Any], results: list[Any]) -> Record:
         """The document's record: its answers joined (``join_document``); in stage hints,
-        stage 1's original answer and the hints sent now, ``requests`` counting both stages."""
+        stage 1's original answer and the hints sent now, ``requests`` counting both stages.
+        Raises ValueError naming the document and prompt when an answer cannot be used."""
         n_sent = len(self.sent_plans(doc))
         n_choices = len(self.doc_to_choice(doc))
-        if len(results) != n_sent * n_choices:
-            raise ValueError(f"{self.config.task} document {doc[INDEX_FIELD]}: expected "
-                             f"{n_sent * n_choices} answers, got {len(results)}")
         where = f"{self.config.task} document {doc[INDEX_FIELD]} ({doc[SOURCE_FIELD]})"
+        if len(results) != n_sent * n_choices:
+            raise ValueError(f"{where}: expected {n_sent * n_choices} answers, got "
+                             f"{len(results)}")
         outcomes = outcomes_from_loglikelihoods([ll for ll, _ in results], n_choices, where)
         plans, outcomes = self.joined_outcomes(doc, outcomes)
         record = join_document(plans, outcomes, doc[self.config.doc_to_target],
                                self.settings.delta_mode)
         first = self.stage1_answer(doc)
         record.update(bookkeeping(doc, len(results) + (first.requests if first else 0)))
-        return self.metric_results(record)
+        return record
 
     def metric_results(self, record: dict[str, Any]) -> dict[str, Any]:
         """What ``process_results`` returns: the document's record under every reported metric."""
@@ -363,6 +387,7 @@ class CaliDistTask(ConfigurableTask):
             return last[1][name]
         with warnings_named(self.config.task):  # a group run fits one calibrator per task
             try:
+                refuse_failed_documents(items)
                 summary = self.summarize(items)
             except Exception as error:  # the model's answers are saved before the run stops
                 raise self.recovered(items, error) from error
@@ -463,6 +488,17 @@ def limit_sizes(limit: int | None, calibration: int, evaluation: int) -> tuple[i
     share = int(limit * calibration / total + 0.5)  # round half up (positive numbers)
     n_cal = min(max(share, min(2, limit - 1)), calibration, limit - 1)
     return n_cal, limit - n_cal
+
+
+def refuse_failed_documents(records: list[dict[str, Any]]) -> None:
+    """Raise ValueError naming the documents whose answers cannot be used (``failed_record``):
+    no metric is computed from a run missing some of its documents' answers."""
+    failed = failed_documents(records)
+    if failed:
+        shown = "; ".join(record["error"] for record in failed[:3])
+        more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
+        raise ValueError(f"{len(failed)} of {len(records)} documents have answers that cannot "
+                         f"be used: {shown}{more}")
 
 
 def _fingerprint(records: list[dict[str, Any]]) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from calidist_tasks.joining import Outcome, PromptPlan
-from calidist_tasks.records import INDEX_FIELD, SOURCE_FIELD, STAGE1_FOLDER, is_record
+from calidist_tasks.records import INDEX_FIELD, SOURCE_FIELD, STAGE1_FOLDER, is_failed, is_record
 from calidist_tasks.report.loading import read_jsonl, samples_file_of
 from calidist_tasks.settings import STAGES
 from calidist_tasks.styles import content_key
@@ -94,6 +94,9 @@ def read_stage1(path: str | Path, task: str, docs: Sequence[Mapping[str, Any]],
                 f"{where}: document {index} ({logged.get(SOURCE_FIELD)}) is not this run's "
                 f"document {index} ({ours}); run both stages on the same data, calib_size, "
                 "eval_size and split_seed")
+        if is_failed(record):
+            raise ValueError(f"{where}: document {index} has no usable stage-1 answer "
+                             f"({record['error']}); run stage 1 again")
         try:
             letters = record.get("letter_logprobs")
             if logits and not letters:

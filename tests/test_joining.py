@@ -20,6 +20,7 @@ from calidist_tasks.joining import (
     outcomes_from_loglikelihoods,
 )
 from calidist_tasks.records import hints_of
+from calidist_tasks.task import refuse_failed_documents
 
 SIZES = {"calib_size": 5, "eval_size": 7}
 
@@ -136,9 +137,7 @@ def test_non_finite_loglikelihood_names_task_document_and_source_row(mnli_data_d
     doc = task.eval_docs[6]
     results = hand_made(task, doc)[1]
     results[7] = (math.nan, False)  # prompt 2 (the second hinted prompt), letter b
-    with pytest.raises(ValueError) as error:
-        task.process_results(doc, results)
-    message = str(error.value)
+    message = task.process_results(doc, results)["acc"]["error"]  # refused at the aggregation
     assert "calidist_mnli_assertion" in message
     assert "document 6" in message
     assert doc["calidist_source"] in message
@@ -148,8 +147,15 @@ def test_non_finite_loglikelihood_names_task_document_and_source_row(mnli_data_d
 
 def test_wrong_number_of_answers_is_refused(mnli_data_dir):
     task = mnli(mnli_data_dir, "calidist_mnli_probe")
-    with pytest.raises(ValueError, match=r"expected 12 answers, got 11"):
-        task.process_results(task.eval_docs[0], [(-1.0, False)] * 11)
+    doc = task.eval_docs[0]
+    record = task.process_results(doc, [(-1.0, False)] * 11)["acc"]
+    assert record["error"] == (f"calidist_mnli_probe document 0 ({doc['calidist_source']}): "
+                               "expected 12 answers, got 11")
+    good = task.process_results(task.eval_docs[1], [(-1.0, False)] * 12)["acc"]
+    with pytest.raises(ValueError, match=r"^1 of 2 documents have answers that cannot be used: "
+                                         r"calidist_mnli_probe document 0 .*got 11$"):
+        refuse_failed_documents([good, record])
+    refuse_failed_documents([good])  # nothing to refuse
 
 
 def test_outcome_is_softmax_over_letters():

@@ -52,6 +52,16 @@ def test_the_unreadable_record_is_wrong_and_maximally_unreliable():
                       "index": 3, "split": "calibration", "requests": 1}
 
 
+def test_a_failed_record_is_a_record_that_says_why_and_holds_no_answer():
+    doc = {records.INDEX_FIELD: 5, records.SPLIT_FIELD: records.CALIBRATION}
+    record = json.loads(json.dumps(records.failed_record(doc, 10, "task document 5: NaN")))
+    assert record == {"index": 5, "split": "calibration", "requests": 10,
+                      "error": "task document 5: NaN"}
+    assert is_record(record) and records.is_failed(record)
+    assert not records.is_failed(unreadable_record("1", bookkeeping(doc, 1)))
+    assert records.failed_documents([record, bookkeeping(doc, 1)]) == [record]
+
+
 @pytest.mark.parametrize("name, ours", [
     (records.SPLIT_FIELD, True), (records.INDEX_FIELD, True), (records.SOURCE_FIELD, True),
     (prompts.HINT, True), (prompts.CHOICES, True), (prompts.FEWSHOT, True),

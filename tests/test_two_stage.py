@@ -162,8 +162,16 @@ def test_a_wrong_stage1_run_is_refused_before_model_time(runs, tmp_path):
     with pytest.raises(ValueError, match="not this run's document"):
         load_task("calidist_ppdb_assertion", {**metadata, "original_run": str(folder),
                                               "split_seed": 7})
-    # a document stage 1 did not log: refused while requests are built (no model call)
+    # a document whose stage-1 answer was refused (a failed record, from a recovered folder)
     lines = other.read_text(encoding="utf-8").splitlines()
+    first = json.loads(lines[0])
+    first["acc"] = {**{k: first["acc"][k] for k in ("index", "split", "requests")},
+                    "error": "calidist_ppdb_assertion document 0: NaN"}
+    other.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="document 0 has no usable stage-1 answer "
+                                         r"\(calidist_ppdb_assertion document 0: NaN\)"):
+        load_task("calidist_ppdb_assertion", {**metadata, "original_run": str(other)})
+    # a document stage 1 did not log: refused while requests are built (no model call)
     other.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
     task = load_task("calidist_ppdb_assertion", {**metadata, "original_run": str(other)})
     missing = next(d for d in task.eval_docs if d["calidist_index"] == N_DOCS - 1)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.records import SOURCE_FIELD, STAGE1_FOLDER, Record, is_record
+from calidist_tasks.records import SOURCE_FIELD, STAGE1_FOLDER, Record, is_failed, is_record
 
 STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"  # lm-eval's date_id
 RESULTS_NAME = re.compile(rf"^(?P<stem>.+)_(?P<stamp>{STAMP})\.json$")
@@ -267,7 +267,7 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
     except (OSError, UnicodeDecodeError) as error:
         problems.append(f"{path}: unreadable ({error}); {run.name} has no per-document data")
         return
-    records, prompts, generations, sources, doc_ids, bad = [], [], [], [], [], []
+    records, prompts, generations, sources, doc_ids, bad, failed = [], [], [], [], [], [], []
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
@@ -283,11 +283,14 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
         if record is None:
             bad.append(f"line {number} holds no calidist record")
             continue
+        doc_ids.append(line.get("doc_id", record["index"]))
+        if is_failed(record):  # a failed_record: counted as logged, left out of the metrics
+            failed.append(record)
+            continue
         records.append(record)
         prompts.append(_prompts(line))
         generations.append(_generations(line))
         sources.append(_source(line))
-        doc_ids.append(line.get("doc_id", record["index"]))
     expected = run.expected_docs
     if expected is None and "n_evaluation" in run.metrics:
         expected = int(run.metrics.get("n_calibration", 0) + run.metrics["n_evaluation"])
@@ -304,6 +307,11 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
         problems.append(f"{path}: {'; '.join(bad)}: {run.name} left out of intervals, tests, "
                         "diagrams, costs and transfer (its results-file numbers are kept)")
         return
+    if failed:
+        problems.append(f"{path}: {run.name}: {len(failed)} of {len(doc_ids)} documents have "
+                        "answers that cannot be used and are left out of every number: "
+                        f"{failed[0]['error']}"
+                        + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
     order = sorted(range(len(records)), key=lambda i: records[i]["index"])
     run.records = [records[i] for i in order]
     run.prompts = [prompts[i] for i in order]

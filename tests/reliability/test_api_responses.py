@@ -1,10 +1,14 @@
 """Model answers that are not numbers: NaN, infinite or null log-probabilities from an API (or any
-backend) stop the run with an error naming the task, the document, its source line and the
-prompt, and never reach a metric. tests/test_joining.py has the basic NaN case of the joining."""
+backend) never reach a metric. The document's record says why (naming the task, the document, its
+source line and the prompt); the run stops in the aggregation with that message after saving every
+document's record, so no other answer is lost (issue #17.2), and `calidist report` recomputes from
+the others. tests/test_joining.py has the basic NaN case of the joining."""
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -14,7 +18,9 @@ from hypothesis import strategies as st
 from openai_server import ModelServer
 
 import reliability.models  # noqa: F401  (registers calidist-fake)
+from calidist_tasks import cli
 from calidist_tasks.joining import outcome_from_loglikelihoods
+from calidist_tasks.recovery import AggregationError
 
 NAN, INF = float("nan"), float("inf")
 
@@ -55,23 +61,52 @@ def test_process_results_names_document_source_and_prompt(ppdb_task, prompt, let
     n_prompts = len(ppdb_task.prompt_plans(doc))
     results = [(-1.0 - 0.1 * i, False) for i in range(n_prompts * 2)]
     results[prompt * 2 + letter] = (value, False)
-    with pytest.raises(ValueError) as error:
-        ppdb_task.process_results(doc, results)
-    assert (f"calidist_ppdb_assertion document 3 ({doc['calidist_source']}) prompt {prompt}:"
-            in str(error.value))
-    with pytest.raises(ValueError, match="document 3: expected 10 answers, got 9"):
-        ppdb_task.process_results(doc, results[:-1])
+    record = ppdb_task.process_results(doc, results)["acc"]
+    where = f"calidist_ppdb_assertion document 3 ({doc['calidist_source']})"
+    assert record["error"].startswith(f"{where} prompt {prompt}: the model returned ")
+    assert (record["index"], record["split"], record["requests"]) == (3, "evaluation", 10)
+    assert "confidence" not in record
+    short = ppdb_task.process_results(doc, results[:-1])["acc"]
+    assert short["error"] == f"{where}: expected 10 answers, got 9"
+
+
+def _recovered_lines(error: AggregationError) -> list[dict]:
+    samples = next(error.folder.glob("samples_calidist_ppdb_assertion_*.jsonl"))
+    return [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.mark.parametrize("bad_value", ["nan", "none", "inf"])
-def test_a_backend_answering_nan_or_null_stops_the_run(bad_value, ppdb_data_dir) -> None:
-    """Through lm-eval: a backend whose answer to one hinted prompt is NaN / None / -inf."""
+def test_a_backend_answering_nan_or_null_keeps_every_record(bad_value, ppdb_data_dir, tmp_path,
+                                                            monkeypatch) -> None:
+    """Through lm-eval: a backend whose answer to one hinted template is NaN / None / -inf. The
+    run stops naming the documents; every document's record is saved (the bad ones with their
+    error), and `calidist report` on the saved folder recomputes from the good ones."""
+    monkeypatch.setenv("CALIDIST_RECOVERED_DIR", str(tmp_path))
     metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 2, "eval_size": 2}
     args = f"bad_marker=I read online,bad_value={bad_value}"
-    with pytest.raises(ValueError, match=r"calidist_ppdb_assertion document \d+ \(test\.tsv:\d+\) "
-                                         r"prompt [1-9]\d*: the model returned non-finite"):
+    with pytest.raises(AggregationError) as failed:
         run_lm_eval(["calidist_ppdb_assertion"], Path("unused"), metadata, model="calidist-fake",
                     model_args=args, log_samples=False)
+    assert re.search(r"documents have answers that cannot be used: calidist_ppdb_assertion "
+                     r"document \d+ \(test\.tsv:\d+\) prompt [1-9]\d*: the model returned "
+                     "non-finite", str(failed.value))
+    lines = _recovered_lines(failed.value)
+    assert [line["doc_id"] for line in lines] == [0, 1, 2, 3]
+    failed_docs = [line["doc_id"] for line in lines if "error" in line["acc"]]
+    good = [line for line in lines if "error" not in line["acc"]]
+    assert failed_docs and f"{len(failed_docs)} of 4 documents" in str(failed.value)
+    assert all(0 <= line["acc"]["confidence"] <= 1 and line["acc"]["hints"] for line in good)
+    if bad_value != "nan" or not good:
+        return
+    report = tmp_path / "report"
+    with pytest.raises(SystemExit) as done:
+        cli.main(["report", str(failed.value.folder), "--out", str(report), "--no_figures",
+                  "--bootstrap", "0"])
+    assert done.value.code == 0
+    text = (report / "report.md").read_text(encoding="utf-8")
+    assert ",CaliDist (As.)," in (report / "leaderboard.csv").read_text(encoding="utf-8")
+    assert (f"{len(failed_docs)} of 4 documents have answers that cannot be used and are left "
+            "out of every number: calidist\\_ppdb\\_assertion document ") in text
 
 
 class BrokenServer(ModelServer):
@@ -104,12 +139,16 @@ def completions(server: ModelServer, tiny_model_dir: Path, ppdb_data_dir: Path) 
                 model_args=args, batch_size=1, log_samples=False)
 
 
-def test_api_nan_logprobs_stop_the_run_naming_the_document(server, tiny_model_dir, ppdb_data_dir):
-    """JSON NaN passes lm-eval's response parser; calidist refuses it by document."""
+def test_api_nan_logprobs_stop_the_run_naming_the_document(server, tiny_model_dir, ppdb_data_dir,
+                                                           tmp_path, monkeypatch):
+    """JSON NaN passes lm-eval's response parser; calidist refuses it by document, keeping the
+    records."""
+    monkeypatch.setenv("CALIDIST_RECOVERED_DIR", str(tmp_path))
     server.mode = "nan"
-    with pytest.raises(ValueError, match=r"calidist_ppdb_assertion document 0 \(test\.tsv:\d+\) "
-                                         r"prompt [12]: the model returned non-finite"):
+    with pytest.raises(AggregationError, match=r"calidist_ppdb_assertion document 0 "
+                       r"\(test\.tsv:\d+\) prompt [12]: the model returned non-finite") as failed:
         completions(server, tiny_model_dir, ppdb_data_dir)
+    assert [line["doc_id"] for line in _recovered_lines(failed.value)] == [0, 1]
 
 
 def test_api_null_logprobs_fail_inside_lm_eval_before_any_metric(server, tiny_model_dir,
@@ -120,3 +159,27 @@ def test_api_null_logprobs_fail_inside_lm_eval_before_any_metric(server, tiny_mo
     server.mode = "null"
     with pytest.raises(TypeError, match="NoneType"):
         completions(server, tiny_model_dir, ppdb_data_dir)
+
+
+def test_any_error_joining_a_document_becomes_its_failed_record(ppdb_data_dir,
+                                                               monkeypatch) -> None:
+    """Generation tasks too: replies the task cannot read as parsed answers (a filter_list
+    without calidist_verbalized), or any other error, name the document in its record instead
+    of stopping the run before the other documents' records exist."""
+    task = load_task("calidist_ppdb_assertion_verbalized",
+                     {"data_dir": str(ppdb_data_dir), "calib_size": 2, "eval_size": 2})
+    doc = task.eval_docs[1]
+    n_prompts = len(task.prompt_plans(doc))
+    record = task.process_results(doc, [["raw text"]] * n_prompts)["acc"]
+    assert record["error"] == ("calidist_ppdb_assertion_verbalized document 1: expected parsed "
+                               "answers; the task's filter_list must use the calidist_verbalized "
+                               "filter")
+    assert (record["index"], record["requests"]) == (1, n_prompts)
+
+    def bug(doc):  # a bug of ours, met while joining
+        raise KeyError("calidist_stage1")
+
+    monkeypatch.setattr(task, "stage1_answer", bug)
+    record = task.process_results(doc, [[{"answer": 0, "confidence": 0.5}]] * n_prompts)["acc"]
+    assert record["error"] == (f"calidist_ppdb_assertion_verbalized document 1 "
+                               f"({doc['calidist_source']}): KeyError: 'calidist_stage1'")
