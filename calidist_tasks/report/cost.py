@@ -83,10 +83,10 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
     for run in sorted(runs, key=lambda r: (names[r.model], r.task)):
         variant = split_task(run.task)[1]
         methods = ", ".join(m.label for m in METHODS if variant in m.variants)
-        if run.prompts is None:  # no usable samples: the results file's request count only
+        if not run.prompts:  # no usable samples: the results file's request count only
             table.rows.append([names[run.model], run.task, methods, None,
                                run.metrics.get("requests_per_doc"), None, None, None, None,
-                               "no samples logged"])
+                               "no usable samples"])
             continue
         if run.model not in counters:
             count, how = token_counter(run.model)
