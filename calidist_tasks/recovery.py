@@ -23,9 +23,10 @@ import os
 import tempfile
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from calidist_tasks.report.loading import new_stamp
 
 RECOVERED_DIR = "calidist-recovered"
 RECOVERED_DIR_VARIABLE = "CALIDIST_RECOVERED_DIR"
@@ -100,7 +101,7 @@ def save_records(task: str, records: Sequence[Mapping[str, Any]], error: Excepti
                  instances: Sequence[Any] | None = None) -> AggregationError:
     """Save a failed aggregation's records (``write_records``) and return the error to raise:
     it names the task, the original error, the folder and the command to recompute."""
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S.%f")  # lm-eval's date form
+    stamp = new_stamp()
     cause = f"{type(error).__name__}: {error}"
     try:
         folder = recovered_folder(task, stamp)

@@ -24,13 +24,12 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from calidist_tasks.joining import Outcome, PromptPlan
 from calidist_tasks.records import INDEX_FIELD, SOURCE_FIELD, STAGE1_FOLDER, is_failed, is_record
-from calidist_tasks.report.loading import read_jsonl, samples_file_of
+from calidist_tasks.report.loading import new_stamp, read_jsonl, samples_file_of
 from calidist_tasks.settings import STAGES
 from calidist_tasks.styles import content_key
 from calidist_tasks.yaml_configs import task_configs
@@ -346,7 +345,7 @@ def write_samples(samples: Mapping[str, Sequence[Mapping[str, Any]]], folder: st
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now().strftime("%Y-%m-%dT%H-%M-%S.%f")  # lm-eval's date_id
+    stamp = new_stamp()
     for task in tasks:
         lines = [json.dumps(line, default=handle_non_serializable, ensure_ascii=False)
                  for line in samples.get(task) or []]

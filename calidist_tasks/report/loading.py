@@ -15,6 +15,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,12 @@ RESULTS_NAME = re.compile(rf"^(?P<stem>.+)_(?P<stamp>{STAMP})\.json$")
 SAMPLES_NAME = re.compile(rf"^samples_(?P<task>.+)_(?P<stamp>{STAMP})\.jsonl$")
 TASK_PREFIX = "calidist_"
 MODEL_KEYS = ("pretrained", "model", "path", "engine")  # model_args naming the model
+
+
+def new_stamp() -> str:
+    """A date_id for files we write as lm-eval output: lm-eval's own (``EvaluationTracker``:
+    local time, ISO format with ":" as "-"), which ``STAMP`` matches."""
+    return datetime.now().isoformat().replace(":", "-")
 
 
 @dataclass
