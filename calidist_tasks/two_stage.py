@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from calidist_tasks.joining import Outcome, PromptPlan
 from calidist_tasks.records import INDEX_FIELD, SOURCE_FIELD, STAGE1_FOLDER, is_failed, is_record
-from calidist_tasks.report.loading import new_stamp, read_jsonl, samples_file_of
+from calidist_tasks.report.loading import read_jsonl, samples_file_of
 from calidist_tasks.settings import STAGES
 from calidist_tasks.styles import content_key
 from calidist_tasks.yaml_configs import task_configs
@@ -337,23 +337,6 @@ def run_two_stage(argv: Sequence[str], run: Any) -> None:
         print("calidist two-stage prompt counts:", *lines, sep="\n", flush=True)
 
 
-def write_samples(samples: Mapping[str, Sequence[Mapping[str, Any]]], folder: str | os.PathLike,
-                  tasks: Iterable[str]) -> Path:
-    """Stage 1's in-memory samples (``simple_evaluate``'s ``results["samples"]``) as
-    ``samples_<task>_<date>.jsonl`` files in ``folder``, for stage 2 to read."""
-    from lm_eval.utils import handle_non_serializable
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = new_stamp()
-    for task in tasks:
-        lines = [json.dumps(line, default=handle_non_serializable, ensure_ascii=False)
-                 for line in samples.get(task) or []]
-        (folder / f"samples_{task}_{stamp}.jsonl").write_text(
-            "".join(line + "\n" for line in lines), encoding="utf-8")
-    return folder
-
-
 def evaluate_two_stage(evaluate: Any, model: Any, tasks: Sequence[str],
                        metadata: Mapping[str, Any] | None, stage1_dir: str | os.PathLike | None,
                        **kwargs: Any) -> dict[str, Any] | None:
@@ -363,6 +346,7 @@ def evaluate_two_stage(evaluate: Any, model: Any, tasks: Sequence[str],
     import tempfile
 
     from calidist_tasks.lm_eval_compat import models_reused
+    from calidist_tasks.report import save_like_lm_eval
 
     metadata = dict(metadata or {})
     if {"stage", "original_run"} & set(metadata):
@@ -376,6 +360,6 @@ def evaluate_two_stage(evaluate: Any, model: Any, tasks: Sequence[str],
             if first is None:
                 raise RuntimeError("two_stage=True runs in one process; under a multi-process "
                                    "launcher run the two stages as two commands")
-            write_samples(first["samples"], folder, hinted)
+            save_like_lm_eval(first, folder, "stage 1")
         return evaluate(model, list(tasks), {**metadata, "stage": HINTS,
                                              "original_run": str(folder)}, **kwargs)

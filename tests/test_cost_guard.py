@@ -120,12 +120,12 @@ TWO_STAGE = {("ppdb", "assertion"): M_ASSERTION, ("aqua", "assertion"): M_ASSERT
 
 def test_two_stage_sends_one_plus_c_minus_one_times_m_prompts(evaluation, tiny_model_dir,
                                                                tmp_path):
-    from calidist_tasks.two_stage import write_samples
+    from calidist_tasks.report import save_like_lm_eval
 
     out, _ = evaluation
     tasks = [task_name(*key) for key in TWO_STAGE]
     # a single-stage run's samples hold the original answers stage 2 reads
-    write_samples(out["samples"], tmp_path, tasks)
+    save_like_lm_eval(out, tmp_path)
     hints = run_lm_eval(tasks, tiny_model_dir, {
         "data_dir": str(DATA), "calib_size": 2, "eval_size": 3, "stage": "hints",
         "original_run": str(tmp_path)})

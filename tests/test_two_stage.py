@@ -14,6 +14,7 @@ import pytest
 import calidist_tasks
 from calidist_tasks import two_stage
 from calidist_tasks.records import hints_of, is_record
+from calidist_tasks.report import save_like_lm_eval
 from calidist_tasks.report.loading import SAMPLES_NAME
 
 DATA = Path(__file__).parents[1] / "calidist_tasks" / "sample_data"
@@ -138,8 +139,11 @@ def test_the_api_backend_gets_exactly_the_papers_prompts(runs, tiny_model_dir, t
     # each prompt is scored over its c letters: one API prompt per (prompt, letter)
     expected = sum(N_DOCS * (1 + (LABELS[t] - 1) * M[t]) * LABELS[t] for t in LOGIT)
     assert len(prompts) == expected
-    kept = sorted(p.name for p in tmp_path.iterdir())
+    # stage 1 saved as lm-eval's CLI saves a run: a results file and each task's samples
+    kept = sorted(p.name for p in tmp_path.rglob("samples_*.jsonl"))
     assert [SAMPLES_NAME.match(name)["task"] for name in kept] == sorted(LOGIT)
+    (results,) = tmp_path.rglob("results_*.json")
+    assert sorted(json.loads(results.read_text(encoding="utf-8"))["results"]) == sorted(LOGIT)
 
 
 def test_a_wrong_stage1_run_is_refused_before_model_time(runs, tmp_path):
@@ -147,8 +151,9 @@ def test_a_wrong_stage1_run_is_refused_before_model_time(runs, tmp_path):
 
     one, _, _ = runs
     folder = tmp_path / "stage1"
-    two_stage.write_samples(one["samples"], folder, ["calidist_ppdb_assertion"])
-    (other,) = folder.iterdir()
+    task = "calidist_ppdb_assertion"
+    save_like_lm_eval({**one, "samples": {task: one["samples"][task]}}, folder)
+    (other,) = folder.rglob("samples_*.jsonl")
     metadata = {**METADATA, "stage": "hints"}
     with pytest.raises(ValueError, match="original_run"):
         load_task("calidist_ppdb_assertion", {**METADATA, "stage": "hints"})

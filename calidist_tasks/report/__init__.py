@@ -224,7 +224,7 @@ def write_report_from_results(
         root = Path(tmp).resolve()
         names: dict[str, str] = {}
         for i, (one, label) in enumerate(zip(given, labels, strict=True)):
-            names.update(_save_like_lm_eval(one, root / str(i), label))
+            names.update(save_like_lm_eval(one, root / str(i), label))
         names[str(root)] = "(results)"
 
         def display(text: str) -> str:
@@ -235,9 +235,12 @@ def write_report_from_results(
         return _write(load_runs([root]), out, pairs, n_resamples, seed, figures, display)
 
 
-def _save_like_lm_eval(results: Mapping[str, Any], folder: Path, label: str) -> dict[str, str]:
+def save_like_lm_eval(results: Mapping[str, Any], folder: str | os.PathLike,
+                      label: str = "results") -> dict[str, str]:
     """Save one simple_evaluate dict into ``folder`` with lm-eval's EvaluationTracker, as its CLI
-    does; return {path of each file written: how to name it in problems}."""
+    does (what ``calidist report`` and a later stage read); return {path of each file written:
+    how to name it in problems}."""
+    folder = Path(folder)
     from lm_eval.loggers import EvaluationTracker
 
     data = dict(results)  # the tracker adds keys to the results and rewrites samples in place
