@@ -42,7 +42,12 @@ from calidist_tasks.report.methods import (
 )
 from calidist_tasks.report.tables import accuracy, paired_difference, score_intervals, verdict
 
-SMALL = 300  # rows with fewer evaluation documents are flagged
+# Rows with fewer evaluation documents are flagged: 300, or a benchmark's whole test split when
+# it is smaller (AQuA's has 254 rows).
+SMALL = 300
+WHOLE_TEST_SPLIT = {"aqua": 254}
+SMALL_NOTE = (f"⚠: fewer than {SMALL} evaluation documents, or than the whole test split where "
+              f"that is smaller (AQuA: {WHOLE_TEST_SPLIT['aqua']}).")
 INTERVAL_SCORES: dict[str, Callable] = {"acc": accuracy, **SCORES}
 STYLES = {"_assertion": "As.", "_probe": "Pr.", "_corruption": "Sa."}
 CALIBRATION_SIZES = (50, 100, 200)
@@ -297,7 +302,8 @@ def variant_rows(analysis: Analysis, stored: Stored) -> tuple[list[list[str]], l
         rows.append([
             stored.model, BENCH_NAMES.get(stored.benchmark, stored.benchmark),
             STYLES.get(stored.suffix, stored.suffix),
-            variant.label + (" (as run)" if variant.as_run else ""), size_cell(len(correct)),
+            variant.label + (" (as run)" if variant.as_run else ""),
+            size_cell(len(correct), stored.benchmark),
             interval(scores["ece"]), interval(scores["brier"]), interval(scores["auroc"]),
             diff(vs_default["ece"]) if vs_default else "-",
             diff(vs_default["brier"]) if vs_default else "-",
@@ -305,8 +311,9 @@ def variant_rows(analysis: Analysis, stored: Stored) -> tuple[list[list[str]], l
     return rows, wins
 
 
-def size_cell(n: int) -> str:
-    return f"{n} ⚠" if n < SMALL else str(n)
+def size_cell(n: int, benchmark: str) -> str:
+    """``n`` evaluation documents, flagged when fewer than the bar (``SMALL``)."""
+    return f"{n} ⚠" if n < min(SMALL, WHOLE_TEST_SPLIT.get(benchmark, SMALL)) else str(n)
 
 
 # ------------------------------------------------------------------------------ ablations
@@ -348,7 +355,8 @@ def ablation_rows(analysis: Analysis, stored: Stored, seed: int = 0) -> tuple[li
         scores = quietly(score_intervals, analysis.notes, "bootstrap")(
             confidence, correct, n_boot, 0, {k: SCORES[k] for k in ("ece", "brier", "auroc")})
         test = None if confidence is reference_conf else compare(this, reference, "ece", n_boot)
-        rows.append([label, str(len(cal)), size_cell(len(ev)), interval(scores["ece"]),
+        rows.append([label, str(len(cal)), size_cell(len(ev), stored.benchmark),
+                     interval(scores["ece"]),
                      interval(scores["brier"]), interval(scores["auroc"]), diff(test),
                      verdict(test) if test else "(reference)"])
     rng = np.random.default_rng(seed)
@@ -358,7 +366,8 @@ def ablation_rows(analysis: Analysis, stored: Stored, seed: int = 0) -> tuple[li
             rows.append([f"calibration size {size}: "
                          + ("the whole calibration set, the 'as run' row" if size ==
                             len(calibration) else "more than the run's calibration set"),
-                         str(min(size, len(calibration))), size_cell(len(evaluation)),
+                         str(min(size, len(calibration))),
+                         size_cell(len(evaluation), stored.benchmark),
                          *(["see 'as run'"] * 3 if size == len(calibration) else ["-"] * 3),
                          "-", "-"])
             continue
@@ -371,7 +380,8 @@ def ablation_rows(analysis: Analysis, stored: Stored, seed: int = 0) -> tuple[li
             aurocs.append(quietly(SCORES["auroc"], analysis.notes, "auroc")(confidence, correct))
         gaps = np.asarray(eces) - full_ece
         rows.append([f"calibration size {size} ({SIZE_DRAWS} random subsets; brackets: 2.5-97.5% "
-                     "of the subsets, not a bootstrap)", str(size), size_cell(len(evaluation)),
+                     "of the subsets, not a bootstrap)", str(size),
+                     size_cell(len(evaluation), stored.benchmark),
                      spread(eces), spread(briers), spread(aurocs), spread(gaps, signed=True),
                      f"worse than the full set in {np.mean(gaps > 0) * 100:.0f}% of subsets"])
     caption = (f"**{stored.model} / {BENCH_NAMES.get(stored.benchmark, stored.benchmark)} / "

@@ -75,7 +75,7 @@ def _runs(state: State, result: an.Analysis) -> str:
         check = ("**" + "; ".join(problems)[:300] + "**") if problems else "yes"
         rows.append([stored.model, f"`{stored.task}`",
                      ", ".join(f"{k}={v}" for k, v in asked.items()),
-                     str(calibration), an.size_cell(evaluation),
+                     str(calibration), an.size_cell(evaluation, stored.benchmark),
                      f"{stored.eval_seconds:.0f}", f"{float(stored.header['wall_s'] or 0):.0f}",
                      f"{settings.lambda_scale} / {settings.delta_mode} / {settings.fit}", check])
     return table(["model", "task", "requested", "calibration docs", "evaluation docs",
@@ -93,7 +93,7 @@ def _calibration(state: State, result: an.Analysis) -> list[str]:
                          for s in ("ece", "ece_adaptive", "brier", "auroc")]
                 rows.append([row.label, f"`{row.task}`", "-", "-", *shown])
                 continue
-            rows.append([row.label, f"`{row.task}`", an.size_cell(row.n),
+            rows.append([row.label, f"`{row.task}`", an.size_cell(row.n, benchmark),
                          an.interval(row.intervals["acc"], 1),
                          *(an.interval(row.intervals[s]) for s in
                            ("ece", "ece_adaptive", "brier", "auroc"))])
@@ -105,7 +105,7 @@ def _calibration(state: State, result: an.Analysis) -> list[str]:
                     cells += ["-", "-", "-"]
                     continue
                 n = next((t["n"] for t in by_score.values() if t), 0)
-                cells += [an.size_cell(n) if n else "-", an.diff(by_score.get("ece")),
+                cells += [an.size_cell(n, benchmark) if n else "-", an.diff(by_score.get("ece")),
                           an.diff(by_score.get("brier"))]
             paired.append([row.label, *cells, an.verdict_line(tests)])
         parts += [f"### {model} / {bench(benchmark)}\n",
@@ -228,8 +228,8 @@ def _variants(state: State, result: an.Analysis) -> list[str]:
         "(lambda_scale=minmax, fit=grid) on the same documents, 95% paired bootstrap interval; "
         "Δ vs TS likewise against temperature scaling (the original task's, documents paired "
         "by origin). `fit`: alpha, beta, EDGE when the grid search ended on a grid edge, and "
-        "the share of evaluation documents with scaled lambda below 1 of 10. ⚠: fewer than "
-        f"{an.SMALL} evaluation documents.\n",
+        "the share of evaluation documents with scaled lambda below 1 of 10. "
+        f"{an.SMALL_NOTE}\n",
         table(["model", "dataset", "style", "setting", "evaluation docs", "ECE", "Brier", "AUROC",
                "ΔECE vs default", "ΔBrier vs default", "ΔECE vs TS", "verdict vs default",
                "fit"], rows, {4, 5, 6, 7, 8, 9, 10}) + "\n",
@@ -267,7 +267,7 @@ def _ablations(state: State, result: an.Analysis) -> list[str]:
         "alpha 0, beta 1 (the paper's Default Sigmoid). Calibration size: random subsets of "
         "the calibration documents, fitted with the run's settings and scored on the same "
         "evaluation documents (sizes at or above the run's calibration set cannot be shown). "
-        f"⚠: fewer than {an.SMALL} evaluation documents.\n",
+        f"{an.SMALL_NOTE}\n",
         *parts,
     ]
 
@@ -317,8 +317,8 @@ def render(state: State) -> str:
               "One row per committed records file (`benchmarks/results/<model>/<task>.jsonl.gz`). "
               "The last column: every score of the task that `calidist_tasks.report` rebuilds "
               "from the records (with the run's own lambda_scale / delta_mode / fit) equals the "
-              "number lm-eval saved for that run. ⚠: fewer than "
-              f"{an.SMALL} evaluation documents.\n",
+              "number lm-eval saved for that run. "
+              f"{an.SMALL_NOTE}\n",
               _runs(state, result) + "\n" if state.stored else "No committed records yet.\n"]
     models = sorted({s.model for s in state.stored} | set(args.models.split(",")) - {""})
     absent = []
@@ -352,7 +352,7 @@ def render(state: State) -> str:
             f"({n_boot} resamples; for a biased statistic such as ECE the percentile interval need "
             "not contain the estimate). † = results-file number only (not rebuilt, no "
             "interval). "
-            f"⚠: fewer than {an.SMALL} evaluation documents. A verdict is `better` / `worse` "
+            f"{an.SMALL_NOTE} A verdict is `better` / `worse` "
             "when the paired 95% interval of the difference excludes 0 (lower ECE / Brier is "
             "better), `not distinguishable` otherwise; documents are paired across tasks by "
             "their origin (file and line), and each method is scored on its own correctness "

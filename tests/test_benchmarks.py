@@ -309,6 +309,13 @@ def test_analysis_renders_from_committed_records_alone(exported, tmp_path):
     assert "| tiny | PPDB | assertion m=1 (subset), two-stage | 140 | 4.0 | 2.0 |" in text
 
 
+def test_the_size_flag_asks_300_documents_or_aquas_whole_test_split():
+    from benchmarks.analysis import size_cell
+
+    assert (size_cell(299, "ppdb"), size_cell(300, "ppdb")) == ("299 ⚠", "300")
+    assert (size_cell(253, "aqua"), size_cell(254, "aqua")) == ("253 ⚠", "254")
+
+
 def test_verdicts_follow_the_paired_interval():
     from calidist_tasks.report.tables import paired_difference, verdict
 
