@@ -28,7 +28,6 @@ changed answer whose confidence is read after the chain and ``READOUT``.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import random
 import re
@@ -51,9 +50,10 @@ from calidist_tasks.records import (
     SOURCE_FIELD,
     Record,
     bookkeeping,
+    is_failed,
     unreadable_record,
 )
-from calidist_tasks.report.loading import samples_file_of
+from calidist_tasks.report.loading import read_jsonl, samples_file_of
 from calidist_tasks.task import CaliDistTask
 
 HINT_NUMBERS = 4  # distinct numbers near ŷ that hints assert (the "other labels" of the paper)
@@ -134,17 +134,18 @@ def read_original_records(
 ) -> dict[str, dict[str, Any]]:
     """Question text -> the earlier stage's record (``fields`` of it) from its samples file."""
     records: dict[str, dict[str, Any]] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
-        if not line.strip():
-            continue
+    for number, sample in enumerate(read_jsonl(path), start=1):
+        where = f"{path.name}: sample {number}"
         try:
-            sample = json.loads(line)
             record, question = sample["acc"], sample["doc"]["question"]
+            if is_failed(record):
+                raise ValueError(f"{where}: the earlier stage has no usable answer for this "
+                                 f"document ({record['error']}); run {task} again")
             kept = {field: record[field] for field in fields}
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
+        except (KeyError, TypeError) as error:
             raise ValueError(
-                f"{path.name}:{number}: not a sample of the earlier stage ({task} run with "
-                f"--log_samples): {type(error).__name__} {error}"
+                f"{where}: not a sample of the earlier stage ({task} run with --log_samples): "
+                f"{type(error).__name__} {error}"
             ) from None
         records.setdefault(question.strip(), kept)
     if not records:

@@ -98,8 +98,8 @@ def _results(out: dict, task: str) -> dict:
     return {k.split(",")[0]: v for k, v in out["results"][task].items() if "," in k}
 
 
-def _jsonl(path: Path, samples: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(s) + "\n" for s in samples), encoding="utf-8")
+def _jsonl(path: Path, samples: list[dict], tail: str = "") -> Path:
+    path.write_text("".join(json.dumps(s) + "\n" for s in samples) + tail, encoding="utf-8")
     return path
 
 
@@ -315,8 +315,18 @@ def test_later_stages_need_the_earlier_ones(tmp_path: Path) -> None:
         load_task("calidist_gsm8k_assertion_chains",
                   {**metadata, "original_samples": str(partial)})
     broken = _jsonl(tmp_path / "broken.jsonl", [{"doc": {"question": "What?"}}])
-    with pytest.raises(ValueError, match="broken.jsonl:1: not a sample of the earlier stage"):
+    with pytest.raises(ValueError, match="broken.jsonl: sample 1: not a sample of the earlier "
+                                         "stage"):
         read_original_records(broken)
+    failed = _jsonl(tmp_path / "failed.jsonl", [
+        {"doc": {"question": "What?"}, "acc": {"prediction": "1", "chain": "1"}},
+        {"doc": {"question": "Why?"}, "acc": {"index": 1, "split": "evaluation", "requests": 1,
+                                             "error": "calidist_gsm8k document 1: boom"}}])
+    with pytest.raises(ValueError, match=r"failed.jsonl: sample 2: the earlier stage has no "
+                                         r"usable answer .*\(calidist_gsm8k document 1: boom\)"):
+        read_original_records(failed)
+    with pytest.raises(ValueError, match=r"cut.jsonl:2: not valid JSON"):
+        read_original_records(_jsonl(tmp_path / "cut.jsonl", [{"doc": {}}], tail='{"doc'))
 
     # stage 2's records read by a stage 3 of another m, or with a hand-edited answer
     stage1 = load_task("calidist_gsm8k", metadata)

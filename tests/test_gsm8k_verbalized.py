@@ -195,7 +195,7 @@ def test_stage2_verbalized_needs_its_own_first_stage(tmp_path: Path) -> None:
     logit = tmp_path / "logit.jsonl"  # a calidist_gsm8k sample: no stated confidence
     logit.write_text(json.dumps({"doc": {"question": "Q?"}, "acc": {"prediction": "1"}}) + "\n",
                      encoding="utf-8")
-    with pytest.raises(ValueError, match="logit.jsonl:1: not a sample of the earlier stage "
+    with pytest.raises(ValueError, match="logit.jsonl: sample 1: not a sample of the earlier stage "
                                          r"\(calidist_gsm8k_verbalized"):
         load_task("calidist_gsm8k_assertion_verbalized",
                   {**metadata, "original_samples": str(logit)})
