@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.commands import BENCH_NAMES, default_documents, parse_args
+from benchmarks.commands import BENCH_NAMES, TWO_STAGE_SUFFIXES, default_documents, parse_args
 from benchmarks.records import Stored
 from calidist_metrics import BehaviourCalibrator, CalibrationWarning
 from calidist_tasks.aggregation import SCORES, split_records
@@ -461,6 +461,17 @@ def cost_row(stored: Stored, m: int | None = None, two_stage: bool = False) -> d
             "estimated": m is not None or two_stage, "tokens": stored.header.get("tokens", "")}
 
 
+def two_stage_cost_rows(stored: Stored, suffix: str) -> list[tuple[str, dict[str, Any]]]:
+    """The cost rows of a run made with --two-stage: as run, and for assertion the subsets of
+    fewer hints per label (a single-stage run's hints naming the prediction were not sent)."""
+    if suffix != "_assertion":
+        return [(f"{suffix.lstrip('_')}{TWO_STAGE} (as run)", cost_row(stored))]
+    m_run = hints_per_label(stored.run.records[0])
+    return [(f"assertion m={m_run}{TWO_STAGE} (as run)", cost_row(stored)),
+            *((f"assertion m={m} (subset){TWO_STAGE}", cost_row(stored, m, two_stage=True))
+              for m in range(1, m_run))]
+
+
 def cost_rows(analysis: Analysis) -> dict[tuple[str, str, str], dict[str, Any]]:
     """The cost rows of every model and benchmark, keyed (model, benchmark, row name)."""
     costs: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -474,7 +485,9 @@ def cost_rows(analysis: Analysis) -> dict[tuple[str, str, str], dict[str, Any]]:
             if stored is None:
                 continue
             try:
-                if suffix == "_assertion":
+                if suffix in TWO_STAGE_SUFFIXES and stored.two_stage:
+                    rows += two_stage_cost_rows(stored, suffix)
+                elif suffix == "_assertion":
                     m_run = hints_per_label(stored.run.records[0])
                     rows.append((f"assertion m={m_run} (as run)", cost_row(stored)))
                     rows.append((f"assertion m={m_run}{TWO_STAGE}",
@@ -544,8 +557,9 @@ def cost_target(costs: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> str:
     count)."""
     found = []
     for (model, benchmark, name), row in costs.items():
-        if not (name.startswith("assertion m=1 ") or name in ("assertion m=1 (as run)",
-                                                                f"assertion m=1{TWO_STAGE}")):
+        if not (name.startswith("assertion m=1 ") or name in (
+                "assertion m=1 (as run)", f"assertion m=1{TWO_STAGE}",
+                f"assertion m=1{TWO_STAGE} (as run)")):
             continue
         for other_name, other in costs.items():
             if other_name[:2] != (model, benchmark) or not other_name[2].startswith(
@@ -558,7 +572,7 @@ def cost_target(costs: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> str:
                 said = "met" if ratio <= 1 / 3 else "NOT met"
             else:
                 said = "met" if ratio <= 1 / 3 else "undetermined (only an upper bound)"
-            mode = "two-stage" if name.endswith(TWO_STAGE) else "single-stage"
+            mode = "two-stage" if TWO_STAGE in name else "single-stage"
             found.append(
                 f"{model} / {BENCH_NAMES.get(benchmark, benchmark)} ({mode}): {ratio:.2f}x of "
                 "consistency's "

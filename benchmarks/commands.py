@@ -31,6 +31,9 @@ BENCH_NAMES = {"ppdb": "PPDB", "aqua": "AQuA"}
 LOGIT = ("", "_assertion", "_probe", "_corruption")
 GENERATE = ("_verbalized", "_assertion_verbalized", "_probe_verbalized",
             "_corruption_verbalized", "_consistency")
+# Logit tasks whose hints name labels: --two-stage sends only those naming another label than
+# the prediction (corruption hints name none).
+TWO_STAGE_SUFFIXES = ("_assertion", "_probe")
 # The --metadata keys that decide which documents and prompts a task ran (a committed record
 # file is reused only when they match the request; data_dir is where, not what).
 SIZE_KEYS = ("calib_size", "eval_size", "m", "seed", "split_seed")
@@ -97,6 +100,8 @@ def task_command(args: argparse.Namespace, model_dir: str, task: str, suffix: st
         # task of a benchmark sends are computed once
         "--use_cache", str(out.parent / "lm_cache"),
     ]
+    if args.two_stage and suffix in TWO_STAGE_SUFFIXES:
+        command.append("--two-stage")
     if suffix in GENERATE:
         command += ["--gen_kwargs", f"max_gen_toks={args.max_gen_toks}"]
         if args.chat_template:  # instruct models answer in the asked format only in their template
@@ -204,6 +209,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "m = 1..this from the logged prompts)")
     parser.add_argument("--aqua-m", type=int, default=2,
                         help="assertion distractors per label on AQuA (5 labels: m costs 5x)")
+    parser.add_argument("--two-stage", action="store_true",
+                        help="run the assertion and probe logit tasks with calidist eval "
+                             "--two-stage: the same records (mu, delta, lambda_raw) without the "
+                             "hints naming the predicted label; the cost table then shows the "
+                             "two-stage cost as run and no single-stage rows for them")
     parser.add_argument("--batch-size", type=int, default=8, help="batch of the logit tasks")
     parser.add_argument("--gen-batch-size", type=int, default=64,
                         help="batch of the generation tasks: each decoding step reads every "

@@ -37,6 +37,7 @@ from benchmarks.commands import (
     portable,
     requested,
 )
+from calidist_tasks.records import STAGE1_FOLDER
 from calidist_tasks.report.cost import prompt_groups, token_counter
 from calidist_tasks.report.loading import TaskRun, load_runs, read_jsonl
 from calidist_tasks.report.methods import split_task
@@ -63,6 +64,11 @@ class Stored:
     def suffix(self) -> str:
         variant = split_task(self.task)[1]
         return f"_{variant}" if variant else ""
+
+    @property
+    def two_stage(self) -> bool:
+        """Run with ``calidist eval --two-stage``: hints naming the prediction were not sent."""
+        return bool(self.header.get("two_stage"))
 
     @property
     def scored(self) -> bool:
@@ -146,6 +152,10 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
                         + "; ".join(loaded.problems or ["no results file"]) + ")")
         return None
     run = found[0]
+    original_prompts = _stage1_prompts(folder, task)
+    if original_prompts is not None:  # a two-stage run: the original prompt was sent in stage 1
+        run.prompts = [original_prompts.get(record["index"], []) + prompts
+                       for record, prompts in zip(run.records, run.prompts, strict=True)]
     command = str(info["command"])
     model_dir = command_model_dir(command) or run.model
     models = {model: model_dir}
@@ -165,6 +175,7 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
         "finished": info.get("finished"),
         "exported_on": machine(),
         "tokens": how,
+        "two_stage": original_prompts is not None,
         "lm_eval": {
             "metrics": run.metrics, "filter": run.filter_name, "documents": len(run.records),
             "config": json.loads(portable(json.dumps(kept_config), models)),
@@ -191,6 +202,19 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
     path = path_for(results, model, task)
     _write(path, lines)
     return path
+
+
+def _stage1_prompts(folder: Path, task: str) -> dict[int, list] | None:
+    """Document index -> its original prompt's requests in stage 1 of a two-stage run
+    (``calidist eval --two-stage`` keeps stage 1 in ``<output>/stage1``); None for a
+    single-stage run."""
+    if not (folder / STAGE1_FOLDER).is_dir():
+        return None
+    found = [r for r in load_runs([folder / STAGE1_FOLDER]).runs if r.task == task]
+    if not found or found[0].records is None or found[0].prompts is None:
+        raise ValueError(f"{folder / STAGE1_FOLDER}: no usable stage-1 samples of {task}")
+    return {record["index"]: prompts
+            for record, prompts in zip(found[0].records, found[0].prompts, strict=True)}
 
 
 def _number(value: float) -> float | int:

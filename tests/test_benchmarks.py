@@ -143,14 +143,21 @@ def model_folder(out: Path) -> str:
     return str(out.parent / "home" / ".cache" / "calidist" / "tiny-model")
 
 
-def write_finished_task(out: Path, model: str, task: str, text: str = "question") -> Path:
-    """runs/<out>/<model>/<task>/: run.json, results file and samples file of one finished task."""
+def write_finished_task(out: Path, model: str, task: str, text: str = "question",
+                        two_stage: bool = False) -> Path:
+    """runs/<out>/<model>/<task>/: run.json, results file and samples file of one finished task.
+    ``two_stage``: as ``calidist eval --two-stage`` leaves it: stage 2's samples hold only the
+    hints naming another label than the prediction, stage 1's (the original prompt) are in
+    ``stage1/``."""
     from calidist_tasks.aggregation import summarize_baselines, summarize_calidist
     from calidist_tasks.settings import RunSettings
 
     folder = out / model / task
     (folder / "model").mkdir(parents=True)
     records, plans = _records(task)
+    if two_stage:  # the same mu, delta, lambda_raw: hints naming the prediction never counted
+        for record in records:
+            record["hints"] = [h for h in record["hints"] if h[0] != record["prediction"]]
     # absolute paths, as on a real machine: beside the run folder, wherever the test runs
     model_dir, data_dir = model_folder(out), str(out.parent / "shared" / "data")
     metadata = {"data_dir": data_dir, "calib_size": CALIB, "eval_size": EVAL, "seed": 0,
@@ -173,18 +180,29 @@ def write_finished_task(out: Path, model: str, task: str, text: str = "question"
         "config": {"model": "hf-prefix-cache", "model_args": f"pretrained={model_dir}"},
         "total_evaluation_time_seconds": "120.5"}
     (folder / "model" / f"results_{STAMP}.json").write_text(json.dumps(results))
-    with open(folder / "model" / f"samples_{task}_{STAMP}.jsonl", "w", encoding="utf-8") as f:
-        for record in records:
-            doc = {"sentence1": f"{text} {record['index']}", "calidist_index": record["index"],
-                   "calidist_split": record["split"],
-                   "calidist_source": f"test.tsv:{record['index'] + 2}"}
-            prompts = [f"{text} {record['index']}" + " hint" * i for i in range(len(plans))]
-            line = {"doc_id": record["index"], "doc": doc, "target": str(record["label"]),
-                    "arguments": {f"gen_args_{i * 2 + j}": {"arg_0": p, "arg_1": f" {letter}"}
-                                  for i, p in enumerate(prompts) for j, letter in enumerate("AB")},
-                    "resps": [[["-0.5", "False"]] for _ in range(2 * len(plans))],
-                    "filter": "none", "metrics": ["acc", "ece"], "acc": record, "ece": record}
-            f.write(json.dumps(line, ensure_ascii=False) + "\n")  # as lm-eval writes them
+    stages = [(folder / "model", records, 0 if two_stage else None)]
+    if two_stage:
+        (folder / "stage1" / "model").mkdir(parents=True)
+        (folder / "stage1" / "model" / f"results_{STAMP}.json").write_text(json.dumps(results))
+        stages = [(folder / "model", records, 1), (folder / "stage1" / "model", records, 0)]
+    for place, logged, only in stages:
+        with open(place / f"samples_{task}_{STAMP}.jsonl", "w", encoding="utf-8") as f:
+            for record in logged:
+                doc = {"sentence1": f"{text} {record['index']}",
+                       "calidist_index": record["index"], "calidist_split": record["split"],
+                       "calidist_source": f"test.tsv:{record['index'] + 2}"}
+                prompts = [f"{text} {record['index']}" + " hint" * i
+                           for i in range(1 + len(record.get("hints", [])))]
+                prompts = prompts if only is None else prompts[only:] if only else prompts[:1]
+                line = {"doc_id": record["index"], "doc": doc, "target": str(record["label"]),
+                        "arguments": {f"gen_args_{i * 2 + j}": {"arg_0": p,
+                                                                 "arg_1": f" {letter}"}
+                                      for i, p in enumerate(prompts)
+                                      for j, letter in enumerate("AB")},
+                        "resps": [[["-0.5", "False"]] for _ in range(2 * len(prompts))],
+                        "filter": "none", "metrics": ["acc", "ece"], "acc": record,
+                        "ece": record}
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")  # as lm-eval writes them
     info = {"command": shlex.join(command), "returncode": 0, "wall_s": 130.0,
             "benchmark_command": f"python benchmarks/run.py --out {out} "
                                  f"--markdown {out.parent / 'BENCHMARKS.md'} --ppdb-calib 60",
@@ -314,6 +332,34 @@ def test_the_size_flag_asks_300_documents_or_aquas_whole_test_split():
 
     assert (size_cell(299, "ppdb"), size_cell(300, "ppdb")) == ("299 ⚠", "300")
     assert (size_cell(253, "aqua"), size_cell(254, "aqua")) == ("253 ⚠", "254")
+
+
+def test_a_two_stage_run_is_exported_and_costed_as_run(tmp_path):
+    """`benchmarks/run.py --two-stage`: the records carry stage 1's original prompt, and the cost
+    table shows 1 + (c - 1)·m prompts per document as run, with no single-stage rows."""
+    from benchmarks import analysis, commands, records
+
+    args = commands.parse_args(["--two-stage"])
+    for suffix, sent in (("_assertion", True), ("_probe", True), ("_corruption", False),
+                         ("", False)):
+        command = commands.task_command(args, "/model", f"calidist_ppdb{suffix}", suffix,
+                                        "ppdb", tmp_path)
+        assert ("--two-stage" in command) is sent, suffix
+    write_finished_task(tmp_path / "runs", "tiny", "calidist_ppdb_assertion", two_stage=True)
+    problems: list[str] = []
+    (path,) = records.export_finished(tmp_path / "runs", tmp_path / "results", problems)
+    (stored,) = records.load(tmp_path / "results", problems)
+    assert stored.two_stage and records.read_header(path)["two_stage"] is True
+    # per document: the original prompt (stage 1) and the m = 2 hints naming the other label
+    assert all([times for _, times in doc["prompts"]] == [2, 2, 2] for doc in stored.costs)
+    costs = analysis.cost_rows(analysis.Analysis([stored], n_boot=10))
+    names = sorted(name for (_, _, name) in costs)
+    assert names == ["Vanilla (the assertion run's original prompts)",
+                     "assertion m=1 (subset), two-stage", "assertion m=2, two-stage (as run)"]
+    as_run = costs[("tiny", "ppdb", "assertion m=2, two-stage (as run)")]
+    subset = costs[("tiny", "ppdb", "assertion m=1 (subset), two-stage")]
+    assert (as_run["passes"], as_run["requests"], subset["passes"]) == (3.0, 6.0, 2.0)
+    assert not as_run["estimated"] and subset["estimated"]
 
 
 def test_verdicts_follow_the_paired_interval():
