@@ -236,7 +236,7 @@ def prepare_qwen_coder(dest: str | Path | None = None) -> Path:
 
 # --------------------------------------------------------------------------- tiny test model
 
-TINY_SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+TINY_CONTROL_TOKENS = ["<pad>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
 TINY_CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
@@ -294,7 +294,7 @@ def build_tiny_model(dest: str | Path) -> Path:
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=512,
-        special_tokens=TINY_SPECIAL_TOKENS,
+        special_tokens=TINY_CONTROL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
