@@ -207,6 +207,10 @@ class OpenEndedTask(CaliDistTask):
                              f"exactly when there is no distractor), got {self.stage!r}")
         super().__init__(config=config, **kwargs)
 
+    def splits_in_stages(self) -> bool:
+        """GSM8K runs in stages of its own (``stage``; docs/gsm8k.md), not ``--metadata stage``."""
+        return False
+
     @property
     def stage2(self) -> bool:
         """Whether this stage has hints (reads an earlier stage's samples)."""

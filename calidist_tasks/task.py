@@ -137,7 +137,7 @@ class CaliDistTask(ConfigurableTask):
     def splits_in_stages(self) -> bool:
         """Whether this task can send its original and hinted prompts in two runs (``--metadata
         stage``): the log-likelihood CaliDist task; subclasses say for themselves."""
-        return type(self).process_results is CaliDistTask.process_results
+        return True
 
     def logit_outcomes(self) -> bool:
         """Whether the original answer is read from letter log-probabilities (stage 1's record

@@ -335,6 +335,8 @@ def test_later_stages_need_the_earlier_ones(tmp_path: Path) -> None:
     first = _jsonl(tmp_path / "s1.jsonl", samples)
     stage2 = load_task("calidist_gsm8k_assertion_chains",
                        {**metadata, "m": 1, "original_samples": str(first)})
+    # GSM8K's stages are its own: --metadata stage (two-stage runs) does not split them
+    assert not stage2.splits_in_stages() and stage2.cost_stage == "all"
     samples = [{"doc": dict(d), "acc": stage2.process_results(d, ["x"] * HINT_NUMBERS)["acc"]}
                for d in stage2.eval_docs]
     second = _jsonl(tmp_path / "s2.jsonl", samples)
