@@ -294,6 +294,20 @@ def lambda_diagnostics(calibration: Sequence[Mapping[str, Any]]) -> dict[str, fl
     }
 
 
+def recalibrated_confidences(
+    calibration: Sequence[Mapping[str, Any]], evaluation: Sequence[Mapping[str, Any]]
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Platt and isotonic maps of the records' own confidence (a letter's probability or a
+    verbalized number), fitted on the calibration records: {name: (confidence, correct) per
+    evaluation document}."""
+    conf_c, conf_e = _column(calibration, "confidence"), _column(evaluation, "confidence")
+    correct_c, correct_e = _column(calibration, "correct"), _column(evaluation, "correct")
+    return {
+        PLATT: (PlattScaling().fit(conf_c, correct_c).predict(conf_e), correct_e),
+        ISOTONIC: (IsotonicCalibration().fit(conf_c, correct_c).predict(conf_e), correct_e),
+    }
+
+
 def baseline_confidences(
     calibration: Sequence[Mapping[str, Any]], evaluation: Sequence[Mapping[str, Any]]
 ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, float]]:
@@ -307,14 +321,12 @@ def baseline_confidences(
     logits_e = [r["letter_logprobs"] for r in evaluation]
     labels_c = _column(calibration, "label").astype(int)
     labels_e = _column(evaluation, "label").astype(int)
-    conf_c, conf_e = _column(calibration, "confidence"), _column(evaluation, "confidence")
-    correct_c, correct_e = _column(calibration, "correct"), _column(evaluation, "correct")
+    correct_e = _column(evaluation, "correct")
 
     temperature = TemperatureScaling().fit(logits_c, labels_c)  # any option count per document
     confidences = {
         TEMPERATURE_SCALING: (temperature.predict_proba(logits_e).max(axis=1), correct_e),
-        PLATT: (PlattScaling().fit(conf_c, correct_c).predict(conf_e), correct_e),
-        ISOTONIC: (IsotonicCalibration().fit(conf_c, correct_c).predict(conf_e), correct_e),
+        **recalibrated_confidences(calibration, evaluation),
     }
     vector_accuracy = metric_name("acc", VECTOR_SCALING)
     extras = {"temperature": float(temperature.temperature_), vector_accuracy: math.nan}
@@ -431,10 +443,6 @@ def _summarize_generations(
         return results
     if not calibration:
         raise ValueError(f"{context['task']}: no calibration documents to fit the baselines on")
-    conf_c, conf_e = _column(calibration, "confidence"), _column(evaluation, "confidence")
-    correct_c = _column(calibration, "correct")
-    platt = PlattScaling().fit(conf_c, correct_c).predict(conf_e)
-    isotonic = IsotonicCalibration().fit(conf_c, correct_c).predict(conf_e)
-    results.update(_scores(platt, correct, PLATT))
-    results.update(_scores(isotonic, correct, ISOTONIC))
+    for name, (scores, _) in recalibrated_confidences(calibration, evaluation).items():
+        results.update(_scores(scores, correct, name))
     return results

@@ -30,8 +30,10 @@ from calidist_tasks.aggregation import (
     UNREADABLE_LIMIT,
     summarize_baselines,
     summarize_calidist,
+    summarize_generations,
 )
 from calidist_tasks.cli import main
+from calidist_tasks.records import VANILLA
 from calidist_tasks.report import write_report
 from calidist_tasks.report.loading import (
     RESULTS_NAME,
@@ -294,6 +296,44 @@ def test_unreadable_task_in_a_report(tmp_path: Path) -> None:
     assert board["Verbalized + Platt † ⚠"]["toy_ece"] == ""  # NaN in the results file: "–"
     assert "| **0.00** |" not in files["leaderboard.md"].read_text()
     assert any(r["method"] == "Verbalized ⚠" for r in read_csv(files["intervals.csv"]))
+
+
+def test_verbalized_recalibrations_are_rebuilt(tmp_path: Path) -> None:
+    """Verbalized + Platt / isotonic are refitted from the records' verbalized confidences (no
+    log-probabilities needed), equal the task's own aggregation and get intervals paired with
+    the verbalized row on the same documents."""
+    def records(split: str, first: int, conf: list[float], correct: list[int]) -> list[dict]:
+        return [{"index": first + i, "split": split, "label": 0, "prediction": 0 if y else 1,
+                 "confidence": c, "correct": y, "generations": 1, "parse_failures": 0,
+                 "requests": 1}
+                for i, (c, y) in enumerate(zip(conf, correct, strict=True))]
+
+    conf_e, correct_e = EVALUATION[("org/model-a", "toy")]
+    logged = (records("calibration", 0, CALIBRATION["conf"], CALIBRATION["correct"])
+              + records("evaluation", 6, conf_e, correct_e))
+    context = {"task": "calidist_toy_verbalized", "labels": ["yes", "no"], "model": "m"}
+    numbers = summarize_generations(logged, RunSettings(calib_size=6, eval_size=6), context,
+                                    VANILLA, distracted=False)
+    root = tmp_path / "runs"
+    write_run(root / "m", "org/model-a", ["toy"], STAMP_A,
+              extra={"calidist_toy_verbalized": (logged, numbers)})
+    result, files = report(root, tmp_path / "out")
+    assert not any("verbalized" in p for p in result.problems), result.problems
+    board = {r["method"]: r for r in read_csv(files["leaderboard.csv"])}
+    # isotonic on the calibration confidences gives 1, 1, 1, 1, 1/3, 1/3 (as for the logit row)
+    isotonic = board["Verbalized + isotonic"]  # no "†": rebuilt from the records
+    assert float(isotonic["toy_ece"]) == pytest.approx(100 * (4 * 0.25 + 2 / 6) / 6, abs=1e-4)
+    assert float(isotonic["toy_ece"]) == pytest.approx(100 * numbers["ece_isotonic"], abs=1e-4)
+    assert float(board["Verbalized + Platt"]["toy_brier"]) == pytest.approx(
+        100 * numbers["brier_platt"], abs=1e-4)
+    rows = read_csv(files["intervals.csv"])
+    for method in ("Verbalized + Platt", "Verbalized + isotonic"):
+        brier = row(rows, task="calidist_toy_verbalized", method=method, score="brier")
+        assert float(brier["ci_low"]) <= float(brier["value"]) <= float(brier["ci_high"])
+        verbalized = row(rows, task="calidist_toy_verbalized", method="Verbalized",
+                         score="brier")
+        assert float(brier["diff_vs_vanilla"]) == pytest.approx(
+            float(brier["value"]) - float(verbalized["value"]), abs=1e-3)
 
 
 def test_intervals_and_paired_test(full) -> None:

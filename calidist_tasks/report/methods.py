@@ -27,6 +27,7 @@ from calidist_tasks.aggregation import (
     UNREADABLE_LIMIT,
     baseline_confidences,
     calidist_calibrator,
+    recalibrated_confidences,
     split_records,
 )
 from calidist_tasks.joining import hint_instability
@@ -61,6 +62,7 @@ class Method:
     confidence: str
     # How to rebuild its per-document confidence from the records: "vanilla" (the original
     # prompt's), "calidist" (refit), "baseline:<name>" (logit baselines, refit),
+    # "recalibrated:<name>" (Platt or isotonic of the records' own confidence, refit),
     # "sampled:<kind>" (record["confidences"][kind]); None: results-file numbers only.
     refit: str | None
 
@@ -70,7 +72,8 @@ class Method:
 
 
 REFIT_CALIDIST = "calidist"
-BASELINE, SAMPLED = "baseline:", "sampled:"  # refit kinds: "baseline:<name>", "sampled:<kind>"
+# refit kinds: "baseline:<name>", "recalibrated:<name>", "sampled:<kind>"
+BASELINE, RECALIBRATED, SAMPLED = "baseline:", "recalibrated:", "sampled:"
 LOGIT = ("", "assertion", "probe", "corruption")
 VERBALIZED = ("verbalized", "assertion_verbalized", "probe_verbalized", "corruption_verbalized")
 METHODS: tuple[Method, ...] = (
@@ -80,8 +83,8 @@ METHODS: tuple[Method, ...] = (
     Method("Isotonic", ("",), ISOTONIC, BASELINE + ISOTONIC),
     Method("Vector scaling", ("",), VECTOR_SCALING, BASELINE + VECTOR_SCALING),
     Method("Verbalized", VERBALIZED, VANILLA, VANILLA),
-    Method("Verbalized + Platt", ("verbalized",), PLATT, None),
-    Method("Verbalized + isotonic", ("verbalized",), ISOTONIC, None),
+    Method("Verbalized + Platt", ("verbalized",), PLATT, RECALIBRATED + PLATT),
+    Method("Verbalized + isotonic", ("verbalized",), ISOTONIC, RECALIBRATED + ISOTONIC),
     Method("Consistency", ("consistency",), CONSISTENCY, SAMPLED + CONSISTENCY),
     Method("Entropy", ("consistency",), ENTROPY, SAMPLED + ENTROPY),
     Method("FSD", ("consistency",), FSD, SAMPLED + FSD),
@@ -256,6 +259,9 @@ def refit(run: TaskRun, kinds: set[str]) -> dict[str, tuple[np.ndarray, np.ndarr
     if any(kind.startswith(BASELINE) for kind in kinds):
         baselines, _ = baseline_confidences(calibration, evaluation)
         found.update({BASELINE + name: pair for name, pair in baselines.items()})
+    if calibration and any(kind.startswith(RECALIBRATED) for kind in kinds):
+        recalibrated = recalibrated_confidences(calibration, evaluation)
+        found.update({RECALIBRATED + name: pair for name, pair in recalibrated.items()})
     for kind in kinds:
         if kind.startswith(SAMPLED):
             name = kind.removeprefix(SAMPLED)
