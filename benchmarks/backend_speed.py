@@ -221,7 +221,7 @@ def render(rows: list[dict[str, object]], command: str) -> str:
         lines.append("Default-size logit tasks and self-consistency per model: " + "; ".join(
             f"{model} {h[0]:.1f} h -> {h[1]:.1f} h" for model, h in totals.items())
             + f" (all models: {sum(h[0] for h in totals.values()):.1f} h -> "
-            f"{sum(h[1] for h in totals.values()):.1f} h; the issue's limit for the whole "
+            f"{sum(h[1] for h in totals.values()):.1f} h; the target for the whole "
             "default run is 2 h).\n")
         fixed = [f for r in rows for f in r.get("fixed_s", [])]
         if fixed:

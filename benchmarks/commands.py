@@ -162,8 +162,8 @@ def run_task(command: list[str], out: Path) -> dict:
 
 USAGE = """Benchmarks: calibration quality and cost of every calidist method on real models.
 
-    python benchmarks/run.py                    # the issue's sizes (PPDB 200 + 1000, AQuA dev +
-                                                # test), both models, every method
+    python benchmarks/run.py                    # full sizes (PPDB 200 + 1000, AQuA dev + test),
+                                                # both models, every method
     python benchmarks/run.py --steps analysis   # BENCHMARKS.md from benchmarks/results/ alone
     python benchmarks/run.py --quick            # a smoke run (about ten minutes): runs/bench-quick/
 

@@ -173,7 +173,7 @@ def slow_note(o: dict) -> str:
     else:
         where = "the aggregation"
     return (f"- most of it is {where}. Beside the model (seconds per document on this CPU) it "
-            "is small, but it is not the rounding error the issue asks for.\n")
+            "is small, but it is not a rounding error.\n")
 
 
 def _overhead(o: dict) -> list[str]:
@@ -304,7 +304,7 @@ def render(state: State) -> str:
                                 for s in state.stored if s.suffix in LOGIT)
     if reduced:
         parts.append(
-            f"**Reduced sizes.** The issue's default run ({FULL_SIZES}, two models, every method) "
+            f"**Reduced sizes.** The default run ({FULL_SIZES}, two models, every method) "
             "did not fit the time of the sessions that ran it, so the runs below used smaller "
             "document counts (per task in the table below); the default command, "
             "`python benchmarks/run.py`, runs the full sizes. Small evaluation sets give wide "

@@ -116,7 +116,7 @@ def check_multiprocess(out: Path, processes: int = 2) -> dict:
     """The same tasks on a tiny model in one process and in ``processes``: same metrics?
 
     Two launchers: ``torchrun`` with ``cpu_data_parallel.py`` (lm-eval shards the documents over
-    gloo ranks and gathers them before our aggregation) and the issue's ``accelerate launch
+    gloo ranks and gathers them before our aggregation) and lm-eval's documented ``accelerate launch
     --cpu --num_processes N -m lm_eval`` with plain ``hf`` (which on a CPU does not shard).
     """
     from calidist_tasks import task_folder

@@ -1,10 +1,6 @@
 """Benchmarks: calibration quality and cost of every calidist method on real models, offline.
 
-    python benchmarks/run.py                    # the issue's sizes (PPDB 200 + 1000, AQuA dev +
-                                                # test), both models, every method
-    python benchmarks/run.py --steps analysis   # BENCHMARKS.md from benchmarks/results/ alone
-    python benchmarks/run.py --quick            # a smoke run (about ten minutes): runs/bench-quick/
-    python benchmarks/run.py --help             # sizes, models and steps are flags
+    python benchmarks/run.py --help             # the usual commands, sizes, models and steps
 
 Every task runs once per model through ``calidist eval`` with ``--log_samples`` (and lm-eval's
 ``--use_cache``, so a killed task resumes). After each finished task its per-document records go
