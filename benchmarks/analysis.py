@@ -274,6 +274,17 @@ def variants(stored: Stored, notes: list[str]) -> tuple[list[Variant], np.ndarra
     return found, column(evaluation, "correct"), evaluation_sources(run)
 
 
+# A variant replaces the paper's default only for a gain a reader would notice: 0.5 ECE points.
+MIN_ECE_GAIN = 0.005
+
+
+def recommended(vs_default: Mapping[str, Mapping[str, float] | None]) -> bool:
+    """ECE lower (paired interval excluding 0, by at least ``MIN_ECE_GAIN``), Brier not worse."""
+    ece, brier = vs_default["ece"], vs_default["brier"]
+    return (ece is not None and verdict(ece) == "better" and -ece["difference"] >= MIN_ECE_GAIN
+            and verdict(brier) != "worse")
+
+
 def variant_rows(analysis: Analysis, stored: Stored) -> tuple[list[list[str]], list[str]]:
     """Table rows of one run's variants, and the variants recommended over the default."""
     found, correct, sources = variants(stored, analysis.notes)
@@ -294,7 +305,7 @@ def variant_rows(analysis: Analysis, stored: Stored) -> tuple[list[list[str]], l
             said = "(reference)"
         else:
             said = (f"ECE {verdict(vs_default['ece'])}, Brier {verdict(vs_default['brier'])}")
-            if verdict(vs_default["ece"]) == "better" and verdict(vs_default["brier"]) != "worse":
+            if recommended(vs_default):
                 wins.append(f"{variant.label} on {stored.model} / "
                             f"{BENCH_NAMES.get(stored.benchmark, stored.benchmark)} / "
                             f"{STYLES.get(stored.suffix, stored.suffix)} (ΔECE "

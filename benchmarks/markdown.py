@@ -235,13 +235,15 @@ def _variants(state: State, result: an.Analysis) -> list[str]:
                "fit"], rows, {4, 5, 6, 7, 8, 9, 10}) + "\n",
         "**Recommendation.** " + (
             "A setting is recommended over the paper's default only where its ECE is lower "
-            "with a paired interval excluding 0 and its Brier score is not worse: "
+            "with a paired interval excluding 0, by at least "
+            f"{100 * an.MIN_ECE_GAIN:.1f} points, and its Brier score is not worse: "
             + "; ".join(wins) + ". Everywhere else the paper's default stays. (Several "
             "variants were compared on the same documents: treat a single win as a lead to "
             "confirm on other data, not as a new default.)"
             if wins else
             "No variant beat the paper's default (lambda_scale=minmax, fit=grid) on ECE with a "
-            "paired interval excluding 0 (and Brier not worse) on any model / dataset / style "
+            f"paired interval excluding 0 and by at least {100 * an.MIN_ECE_GAIN:.1f} points "
+            "(and Brier not worse) on any model / dataset / style "
             "of this run, so none is recommended: the paper's default stays, and the variants "
             "remain available (`--metadata lambda_scale=... fit=...`) for users to compare on "
             "their own held-out data.") + "\n",

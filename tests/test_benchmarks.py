@@ -430,3 +430,21 @@ def test_analysis_step_runs_no_model_and_writes_the_markdown(exported, tmp_path)
     text = markdown.read_text(encoding="utf-8")
     assert "### tiny / PPDB" in text and not ABSOLUTE_PATH.findall(text)
     assert "python benchmarks/run.py --steps analysis" in text
+
+
+def test_a_variant_is_recommended_only_for_a_clear_gain():
+    """Lower ECE with the paired interval below 0 by at least half a point, Brier not worse: a
+    gain of 0.004 with a tight interval (rounds to -0.00 in the table) is no recommendation."""
+    from benchmarks.analysis import MIN_ECE_GAIN, recommended
+
+    def test(difference: float, low: float, high: float) -> dict[str, float]:
+        return {"difference": difference, "low": low, "high": high}
+
+    flat = test(0.0, -0.01, 0.01)
+    assert MIN_ECE_GAIN == 0.005
+    assert recommended({"ece": test(-0.02, -0.03, -0.01), "brier": flat})
+    assert not recommended({"ece": test(-0.004, -0.0041, -0.0039), "brier": flat})
+    assert not recommended({"ece": test(-0.02, -0.05, 0.01), "brier": flat})  # interval spans 0
+    assert not recommended({"ece": test(-0.02, -0.03, -0.01),
+                            "brier": test(0.01, 0.005, 0.02)})  # Brier worse
+    assert not recommended({"ece": None, "brier": flat})
