@@ -272,22 +272,36 @@ def test_mostly_unreadable_method_is_flagged_and_never_best() -> None:
         "Vanilla †", "Verbalized ⚠ †", "SPUQ †"]
 
 
-def test_unreadable_task_in_a_report(tmp_path: Path) -> None:
-    """A verbalized task whose results file holds NaN scores (its aggregation refused them):
-    the samples rebuild the numbers without a mismatch, the row is flagged, not bold."""
-    conf, correct = [1.0, 1.0, 1.0, 0.0, 0.0, 1.0], [1, 1, 1, 0, 0, 1]  # ECE 0: the lowest
-    records = [{"index": 6 + i, "split": "evaluation", "label": 0, "prediction": 0,
-                "confidence": c, "correct": y, "generations": 10, "parse_failures": 9}
-               for i, (c, y) in enumerate(zip(conf, correct, strict=True))]
-    numbers = {"acc": 4 / 6, "parse_fail_rate": 0.9, "n_calibration": 6.0, "n_evaluation": 6.0,
-               **{f"{s}{x}": math.nan for s in SCORES for x in ("_vanilla", "_platt",
-                                                                   "_isotonic")}}
+def verbalized_records(split: str, first: int, conf: list[float], correct: list[int],
+                       generations: int = 1, failures: int = 0) -> list[dict]:
+    """A verbalized task's records: label 0, the prediction right where ``correct`` says so."""
+    return [{"index": first + i, "split": split, "label": 0, "prediction": 0 if y else 1,
+             "confidence": c, "correct": y, "generations": generations,
+             "parse_failures": failures, "requests": 1}
+            for i, (c, y) in enumerate(zip(conf, correct, strict=True))]
+
+
+def report_with_verbalized(tmp_path: Path, records: list[dict],
+                           numbers: dict) -> tuple[dict[str, dict], dict[str, Path]]:
+    """The report of the fixture's model-a run plus ``calidist_toy_verbalized``: leaderboard rows
+    by method, and the files; the verbalized task must raise no problem."""
     root = tmp_path / "runs"
     write_run(root / "m", "org/model-a", ["toy"], STAMP_A,
               extra={"calidist_toy_verbalized": (records, numbers)})
     result, files = report(root, tmp_path / "out")
     assert not any("verbalized" in p for p in result.problems), result.problems
-    board = {r["method"]: r for r in read_csv(files["leaderboard.csv"])}
+    return {r["method"]: r for r in read_csv(files["leaderboard.csv"])}, files
+
+
+def test_unreadable_task_in_a_report(tmp_path: Path) -> None:
+    """A verbalized task whose results file holds NaN scores (its aggregation refused them):
+    the samples rebuild the numbers without a mismatch, the row is flagged, not bold."""
+    conf, correct = [1.0, 1.0, 1.0, 0.0, 0.0, 1.0], [1, 1, 1, 0, 0, 1]  # ECE 0: the lowest
+    records = verbalized_records("evaluation", 6, conf, correct, generations=10, failures=9)
+    numbers = {"acc": 4 / 6, "parse_fail_rate": 0.9, "n_calibration": 6.0, "n_evaluation": 6.0,
+               **{f"{s}{x}": math.nan for s in SCORES for x in ("_vanilla", "_platt",
+                                                                   "_isotonic")}}
+    board, files = report_with_verbalized(tmp_path, records, numbers)
     flagged = board["Verbalized ⚠"]
     assert float(flagged["toy_ece"]) == 0.0 and float(flagged["toy_parse_fail_rate"]) == 90.0
     assert float(flagged["toy_acc"]) == pytest.approx(100 * 4 / 6, abs=1e-4)
@@ -302,24 +316,13 @@ def test_verbalized_recalibrations_are_rebuilt(tmp_path: Path) -> None:
     """Verbalized + Platt / isotonic are refitted from the records' verbalized confidences (no
     log-probabilities needed), equal the task's own aggregation and get intervals paired with
     the verbalized row on the same documents."""
-    def records(split: str, first: int, conf: list[float], correct: list[int]) -> list[dict]:
-        return [{"index": first + i, "split": split, "label": 0, "prediction": 0 if y else 1,
-                 "confidence": c, "correct": y, "generations": 1, "parse_failures": 0,
-                 "requests": 1}
-                for i, (c, y) in enumerate(zip(conf, correct, strict=True))]
-
     conf_e, correct_e = EVALUATION[("org/model-a", "toy")]
-    logged = (records("calibration", 0, CALIBRATION["conf"], CALIBRATION["correct"])
-              + records("evaluation", 6, conf_e, correct_e))
+    logged = (verbalized_records("calibration", 0, CALIBRATION["conf"], CALIBRATION["correct"])
+              + verbalized_records("evaluation", 6, conf_e, correct_e))
     context = {"task": "calidist_toy_verbalized", "labels": ["yes", "no"], "model": "m"}
     numbers = summarize_generations(logged, RunSettings(calib_size=6, eval_size=6), context,
                                     VANILLA, distracted=False)
-    root = tmp_path / "runs"
-    write_run(root / "m", "org/model-a", ["toy"], STAMP_A,
-              extra={"calidist_toy_verbalized": (logged, numbers)})
-    result, files = report(root, tmp_path / "out")
-    assert not any("verbalized" in p for p in result.problems), result.problems
-    board = {r["method"]: r for r in read_csv(files["leaderboard.csv"])}
+    board, files = report_with_verbalized(tmp_path, logged, numbers)
     # isotonic on the calibration confidences gives 1, 1, 1, 1, 1/3, 1/3 (as for the logit row)
     isotonic = board["Verbalized + isotonic"]  # no "†": rebuilt from the records
     assert float(isotonic["toy_ece"]) == pytest.approx(100 * (4 * 0.25 + 2 / 6) / 6, abs=1e-4)
