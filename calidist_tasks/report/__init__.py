@@ -104,10 +104,10 @@ def task_series(cells: list[Cell]) -> list[tuple[Cell, list[Series]]]:
     for mine in by_run.values():
         series = [(c.method.label, c.confidence, c.correct) for c in mine]
         vanilla = next((c.vanilla for c in mine if c.vanilla is not None), None)
-        if vanilla is not None and all(c.method.refit != "vanilla" for c in mine):
+        if vanilla is not None and all(c.method.label not in VANILLA_LABELS for c in mine):
             variant = split_task(mine[0].run.task)[1]
             label = next(m.label for m in METHODS
-                         if m.refit == "vanilla" and variant in m.variants)
+                         if m.label in VANILLA_LABELS and variant in m.variants)
             series.insert(0, (label, *vanilla))
         found.append((mine[0], series))
     return found

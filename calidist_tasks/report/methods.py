@@ -63,8 +63,8 @@ class Method:
     # How to rebuild its per-document confidence from the records: "vanilla" (the original
     # prompt's), "calidist" (refit), "baseline:<name>" (logit baselines, refit),
     # "recalibrated:<name>" (Platt or isotonic of the records' own confidence, refit),
-    # "sampled:<kind>" (record["confidences"][kind]); None: results-file numbers only.
-    refit: str | None
+    # "sampled:<kind>" (record["confidences"][kind]). Where that fails, results-file numbers.
+    refit: str
 
     def metric(self, score: str) -> str:
         """The results-file name of ``score`` for this row."""
@@ -301,7 +301,7 @@ def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
     per_doc: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if run.records is not None:
         try:
-            per_doc = refit(run, {m.refit for m in methods if m.refit})
+            per_doc = refit(run, {m.refit for m in methods})
         except (KeyError, TypeError, ValueError, OSError) as error:
             problems.append(f"{run.name}: cannot rebuild its confidences from the samples "
                             f"({type(error).__name__}: {error}); results-file numbers only")
