@@ -19,10 +19,11 @@ is its own run, reading the previous run's logged samples
    Agreement is numeric equality (ỹ_j = ŷ); μ, δ, λ and the calibration are those of the paper's
    Methodology section (``joining.join_document``).
 
-An answer with no number is counted (``parse_fail_rate``). A stage-1 answer without one is wrong,
-has confidence 0 and is maximally unreliable (μ = δ = 1, so λ_raw = 0); it gets one placeholder
-request per later stage so that lm-eval still logs the document. A hinted chain without one is a
-changed answer whose confidence is read after the chain and ``READOUT``.
+An answer with no readable number (none, a fraction, malformed thousands groups, more than
+``MAX_DIGITS`` digits; ``read_number``) is counted (``parse_fail_rate``). A stage-1 answer
+without one is wrong, has confidence 0 and is maximally unreliable (μ = δ = 1, so λ_raw = 0); it
+gets one placeholder request per later stage so that lm-eval still logs the document. A hinted
+chain without one is a changed answer whose confidence is read after the chain and ``READOUT``.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ STATED = re.compile(
 READOUT = "\nThe answer is"  # stage 3: asks a hinted chain that wrote no number for one
 STAGES = ("answer", "chains", "score")  # the YAML's ``stage``: 1, 2, 3
 # Document fields a later stage adds from the earlier stage's records.
-ANSWER_FIELD = "original_answer"  # ŷ ("" when stage 1's answer had no number)
+ANSWER_FIELD = "original_answer"  # ŷ ("" when stage 1's answer had no readable number)
 CHAIN_FIELD = "original_chain"  # stage 1's worked answer C0
 HINTED_FIELD = "hinted_chains"  # stage 3: stage 2's regenerated chains, in prompt_plans order
 

@@ -18,15 +18,18 @@ guesses:
   is (b)", "Answer: B", "correct option is b."), so letters named in the reasoning ("Option (a)
   seems wrong", "the hint says the answer is (b)") do not count. Only when there is none, option
   markers ("(b)", "b)", "option b", a reply that is just "b") and then the options' own texts are
-  read, and every match must name the same option. A final letter that is not an option, or two
-  different options among markers or texts, make the answer unreadable.
+  read, and every match must name the same option. A final letter that is not an option, a final
+  statement naming a second option ("the answer is (a) or (b)"), or two different options among
+  markers or texts, make the answer unreadable.
 - confidence: three tiers, the first that finds anything decides: "overall"/"final" confidences
   ("Overall Confidence: 60%", "Final confidence: 70%"); any confidence tied to a word ("Confidence:
   80%", "80 % confident", "90% sure", "confidence of 0.8"); a lone percentage ("(a), 70%",
   "eighty percent"). One statement is read wherever it stands. Several (the per-step confidences
   of a step-by-step reply) are read only from the final answer statement's sentence on, so the
   confidence is the one given with or after the final answer, never a step's; none there, values
-  that disagree, or a value outside 0-100% make the confidence unreadable.
+  that disagree, or a value outside 0-100% make the confidence unreadable. Numbers are read
+  whole ("1000%", "1,000%" and "8/10" are unreadable, not 100% or 1%), and a negated statement
+  ("not 90% sure") states no confidence.
 - text the prompt put in the model's mouth (the hint, its note, our instructions, the few-shot
   exemplars) is removed from the reply before parsing, so a model that repeats it is read for its
   own answer.
