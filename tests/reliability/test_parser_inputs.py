@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 from conftest import doc_requests, load_task, run_lm_eval
-from family_data import write_all
+from family_data import gsm8k_rows, write_all
 
 from calidist_tasks.open_ended import MAX_DIGITS, parse_number, same_number
 from calidist_tasks.open_ended_verbalized import NumberFilter
 from calidist_tasks.verbalized import VerbalizedFilter
+from reliability.support import refused, write
 
 PPDB = ["Sentence2 is a paraphrase of Sentence1.", "Sentence2 is not a paraphrase of Sentence1."]
 HUGE = "9" * 5000  # past Python's 4,300-digit int string limit
@@ -172,3 +173,11 @@ def test_a_huge_number_through_lm_eval_and_a_chat_api(tiny_model_dir: Path, tmp_
     evaluation = [s for s in samples if s["acc"]["split"] == "evaluation"]
     assert results["parse_fail_rate,none"] == pytest.approx(
         sum(s in unread for s in evaluation) / len(evaluation))
+
+
+def test_a_gold_answer_past_the_digit_limit_is_refused_naming_the_row(tmp_path: Path) -> None:
+    rows = gsm8k_rows(8)
+    rows[2]["answer"] = f"Add them up.\n#### {HUGE}"
+    write(tmp_path / "gsm8k" / "test.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    refused("calidist_gsm8k", {"data_dir": str(tmp_path), "calib_size": 3, "eval_size": 4},
+            "test.jsonl:3", f"no number of at most {MAX_DIGITS} digits after '####'")

@@ -5,8 +5,10 @@ after a keyword ("The answer is" + 100,000 spaces took 70 s per 2,000 spaces bef
 + 4,000 newlines 136 s).
 
 The budget is a ratio to parsing a normal reply in the same test, per character: at most
-``RATIO`` times a normal reply's time per character, so linear work passes on any machine and a
-quadratic one (10,000x and more at this length) fails; and below ``CAP`` seconds in any case."""
+``RATIO`` times a normal reply's time per character (the best of up to three tries), so linear
+work passes on any machine and a quadratic one (10,000x and more at this length) fails; and below
+``CAP`` seconds in any case. Per character, because a whole normal reply takes microseconds: 200x
+that is less than one pass of Python over 100 KB."""
 
 from __future__ import annotations
 
@@ -43,7 +45,9 @@ REPLY = ("Sentence1 says the man walked home. Confidence: 55%\nSentence2 says he
 WORKED = ("She sells 16 - 3 - 4 = 9 eggs a day at $2 each, so 9 * 2 = $18.\n"
           "The answer is 18. Confidence: 80%")
 NUMBER_HINT = number_hint(0, "42")
-DOC = {"_calidist_choices": PPDB, "_calidist_hint": HINT}
+EXEMPLAR = ("Sentence1: A man walks.\nSentence2: A man is walking.\n"
+            "The answer is (a) Sentence2 is a paraphrase of Sentence1. Overall Confidence: 70%")
+DOC = {"_calidist_choices": PPDB, "_calidist_hint": HINT, "_calidist_fewshot": EXEMPLAR}
 
 # name -> (the parser on one text, a normal reply it reads)
 PARSERS: dict[str, tuple[Callable[[str], object], str]] = {
@@ -108,8 +112,10 @@ def test_degenerate_replies_cost_a_scan(name: str) -> None:
     per_char = statistics.median(_seconds(parse, normal, 20) for _ in range(3)) / len(normal)
     slow = []
     for label, text in INPUTS.items():
-        seconds = _seconds(parse, text)
         budget = min(RATIO * per_char * len(text), CAP)
-        if seconds > budget:
-            slow.append(f"{label}: {seconds:.3f} s > {budget:.3f} s")
+        tries = [_seconds(parse, text)]
+        while tries[-1] > budget and len(tries) < 3:  # a busy machine slows one try, not three
+            tries.append(_seconds(parse, text))
+        if min(tries) > budget:
+            slow.append(f"{label}: {min(tries):.3f} s > {budget:.3f} s")
     assert not slow, f"{name}: {slow}"
