@@ -94,7 +94,7 @@ REPLY_FORMS = {
 
 # Every pattern reads in linear time: whitespace quantifiers are never adjacent (an optional
 # word carries its own trailing whitespace), so a reply of 100 KB of spaces, newlines or repeated
-# keywords costs a scan, not a backtracking search (tests/reliability/test_parser_inputs.py).
+# keywords costs a scan, not a backtracking search (tests/reliability/test_parser_time.py).
 _SPACE = re.compile(r"[^\S\n]+")  # keeps line breaks: "Answer: B" ends at its line
 _STATED = r"(?:(?:is|was|would be|should be|must be|will be|:|=|-)\s*)?"
 # A letter that names an option: "(b)", "b)", or "b" before punctuation or the line's end.
