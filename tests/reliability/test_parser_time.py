@@ -21,7 +21,14 @@ from collections.abc import Callable
 import pytest
 
 from calidist_tasks.adapters import hellaswag
-from calidist_tasks.open_ended import answer_span, number_hint, parse_number, read_number
+from calidist_tasks.open_ended import (
+    answer_span,
+    canonical_number,
+    chain_scoring,
+    number_hint,
+    parse_number,
+    read_number,
+)
 from calidist_tasks.open_ended_verbalized import NumberFilter, parse_number_response
 from calidist_tasks.verbalized import (
     VerbalizedFilter,
@@ -60,6 +67,8 @@ PARSERS: dict[str, tuple[Callable[[str], object], str]] = {
     "open_ended.parse_number": (parse_number, WORKED),
     "open_ended.answer_span": (answer_span, WORKED),
     "open_ended.read_number": (read_number, "$1,234.50"),
+    "open_ended.canonical_number": (canonical_number, "1,234.50"),
+    "open_ended.chain_scoring": (lambda t: chain_scoring(t, ["18", "20"]), WORKED),
     "open_ended_verbalized.parse_number_response":
         (lambda t: parse_number_response(t, NUMBER_HINT), WORKED),
     "NumberFilter": (lambda t: NumberFilter().apply([[t]], [{"_calidist_hint": NUMBER_HINT}]),
