@@ -19,6 +19,7 @@ import hashlib
 import importlib
 import json
 import logging
+import math
 from typing import Any
 
 import datasets
@@ -28,7 +29,14 @@ import pyarrow
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from calidist_tasks import context_length, distractors, fewshot, lm_eval_compat, two_stage
+from calidist_tasks import (
+    context_length,
+    distractors,
+    fewshot,
+    lm_eval_compat,
+    recovery,
+    two_stage,
+)
 from calidist_tasks.aggregation import (
     applied_calibrator,
     higher_is_better,
@@ -390,7 +398,11 @@ class CaliDistTask(ConfigurableTask):
                 refuse_failed_documents(items)
                 summary = self.summarize(items)
             except Exception as error:  # the model's answers are saved before the run stops
-                raise self.recovered(items, error) from error
+                failure = self.recovered(items, error)
+                failure.__cause__ = error
+                if not recovery.deferred(failure):  # calidist eval: the other tasks go on
+                    raise failure from error
+                summary = dict.fromkeys(self.reported_metrics(), math.nan)
         self._summary = (list(items), summary)
         return summary[name]
 
@@ -459,8 +471,6 @@ class CaliDistTask(ConfigurableTask):
     def recovered(self, items: list[dict[str, Any]], error: Exception) -> Exception:
         """The error a failed aggregation raises, after saving ``items`` (the per-document
         records) where ``calidist report`` recomputes the metrics from them (``recovery``)."""
-        from calidist_tasks import recovery
-
         return recovery.save_records(
             self.config.task, items, error, docs=self.eval_docs,
             config={"task": self.config.task, "metadata": self.config.metadata,

@@ -309,8 +309,14 @@ def run_two_stage(argv: Sequence[str], run: Any) -> None:
     process, ``cli.lm_eval_main``), the model loaded once. A failing stage 2 keeps stage 1's
     folder and says how to resume."""
     from calidist_tasks.lm_eval_compat import models_reused
+    from calidist_tasks.recovery import check_writable
 
     plan = plan_two_stage(argv)
+    for folder in (plan.output, plan.stage1_dir):  # before stage 1's model time
+        try:
+            check_writable(folder, "--output_path" if folder == plan.output else "stage 1 folder")
+        except OSError as error:
+            raise SystemExit(f"calidist eval --two-stage: {error}") from None
     cache = _values(argv, FLAG_CACHE)
     TALLIES.clear()
     with models_reused():
@@ -346,11 +352,14 @@ def evaluate_two_stage(evaluate: Any, model: Any, tasks: Sequence[str],
     import tempfile
 
     from calidist_tasks.lm_eval_compat import models_reused
+    from calidist_tasks.recovery import check_writable
     from calidist_tasks.report import save_like_lm_eval
 
     metadata = dict(metadata or {})
     if {"stage", "original_run"} & set(metadata):
         raise TypeError("two_stage=True sets the metadata stage and original_run itself")
+    if stage1_dir:  # before any model time
+        check_writable(stage1_dir, "stage1_dir")
     hinted = [name for name, kind in expand_tasks(tasks) if kind in ("logit", "verbalized")]
     with models_reused(), tempfile.TemporaryDirectory(prefix="calidist-stage1-") as scratch:
         folder = Path(stage1_dir or scratch)
