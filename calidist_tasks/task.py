@@ -38,9 +38,9 @@ from calidist_tasks import (
     two_stage,
 )
 from calidist_tasks.aggregation import (
-    applied_calibrator,
     higher_is_better,
     metric_names,
+    settings_with_saved_fit,
     summarize_baselines,
     summarize_calidist,
     warnings_named,
@@ -117,7 +117,8 @@ class CaliDistTask(ConfigurableTask):
         lm_eval_compat.set_task_metrics(self, self.reported_metrics(), self._aggregate,
                                         higher_is_better)
         if self.style.hinted:  # a saved fit that does not fit fails now, not after the run
-            applied_calibrator(self.settings, self.calibrator_context())
+            self.settings = settings_with_saved_fit(self.settings, config.get("metadata"),
+                                                    self.calibrator_context())
 
     # ------------------------------------------------------------------ data
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -378,6 +379,7 @@ class CaliDistTask(ConfigurableTask):
             "labels": list(choices) if isinstance(choices, list) else f"per-document {choices}",
             "style": self.distractor,
             "model": self.settings.model,
+            "delta_mode": self.settings.delta_mode,  # shapes lambda_raw (the fit's input)
         }
 
     def _aggregate(self, name: str, items: list[dict[str, Any]]) -> float:
