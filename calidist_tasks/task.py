@@ -136,11 +136,18 @@ class CaliDistTask(ConfigurableTask):
         docs = build_documents(self.source(), self.settings)
         if self.cost_stage == two_stage.HINTS:
             task = self.config.task
-            answers = two_stage.read_stage1(self.settings.original_run, task, docs,
-                                            logits=self.logit_outcomes())
+            answers = two_stage.read_stage1(
+                self.settings.original_run, task, docs, logits=self.logit_outcomes(),
+                model=self.settings.model, n_choices=self.option_count)
             self._stage1 = two_stage.Stage1Lookup(
                 answers, str(two_stage.stage1_file(self.settings.original_run, task)), task)
         return docs
+
+    def option_count(self, doc: dict[str, Any]) -> int:
+        """The document's number of options (the YAML's fixed list, or the field naming them);
+        usable before lm-eval has finished building the task."""
+        choices = self.config.doc_to_choice
+        return len(choices) if isinstance(choices, list) else len(doc[choices])
 
     # ------------------------------------------------------------------ two-stage runs
     def splits_in_stages(self) -> bool:
