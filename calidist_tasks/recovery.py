@@ -164,9 +164,13 @@ def raise_deferred(errors: Sequence[AggregationError],
     message = " ".join(str(error) for error in errors)
     folder = errors[0].folder
     if results is not None:
-        folder = save_run(results)
-        message += (f" Every task's results and samples of this run are saved in {folder} "
-                    "(the failed tasks' metrics NaN)")
+        try:
+            folder = save_run(results)
+        except OSError as failure:  # the aggregation errors must still be raised
+            message += f" The run's other results could not be saved either ({failure})"
+        else:
+            message += (f" Every task's results and samples of this run are saved in {folder} "
+                        "(the failed tasks' metrics NaN)")
     raise AggregationError(message, folder) from errors[0].__cause__
 
 
