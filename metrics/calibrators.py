@@ -428,7 +428,10 @@ class CaliDistCalibrator:
             raise ValueError(f"{owner}.from_dict: invalid field 'n_calibration': {n_cal!r}")
         calibrator.n_calibration_ = n_cal
         calibrator.calibration_brier_ = _number_field(d, "calibration_brier", owner, None)
-        calibrator.grid_edge_ = bool(d.get("grid_edge", False))
+        grid_edge = d.get("grid_edge", False)
+        if not isinstance(grid_edge, bool):  # NaN or text would read as True
+            raise ValueError(f"{owner}.from_dict: invalid field 'grid_edge': {grid_edge!r}")
+        calibrator.grid_edge_ = grid_edge
         calibrator._check_fit_range(owner)
         return calibrator
 

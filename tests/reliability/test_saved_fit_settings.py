@@ -40,7 +40,8 @@ def metadata(ppdb_data_dir: Path, path: Path, **extra) -> dict:
 def edited(tmp_path: Path, context: dict, calibrator: dict | None = None, **fields) -> Path:
     """A saved fit with ``fields`` of its calibrator changed (as by hand)."""
     data = {**(calibrator or fit().to_dict()), **fields}
-    return write(tmp_path / "fit.json", json.dumps({"calibrator": data, "context": context}))
+    return write(tmp_path / "fit.json", json.dumps({"calibrator": data, "context": context},
+                                                  allow_nan=True))
 
 
 # ------------------------------------------------------------------ values no fit produces
@@ -53,6 +54,7 @@ OUT_OF_RANGE = {  # calibrator fields -> the field named
     "default_sigmoid with alpha 2": ({"method": "default_sigmoid", "alpha": 2.0, "beta": 1.0},
                                      "'default_sigmoid' fit"),
     "NaN in the grid": ({"alpha_grid": [0.0, float("nan")]}, "alpha_grid"),
+    "grid_edge NaN": ({"grid_edge": float("nan")}, "'grid_edge'"),
 }
 
 
