@@ -29,21 +29,16 @@ from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
 from calidist_tasks import context_length, distractors, fewshot, lm_eval_compat, two_stage
-from calidist_tasks.aggregation import (
-    applied_calibrator,
-    higher_is_better,
-    metric_names,
-    summarize_baselines,
-    summarize_calidist,
-    warnings_named,
-)
+from calidist_tasks.aggregation import summarize_baselines, summarize_calidist, warnings_named
 from calidist_tasks.dataset import Source, build_documents
+from calidist_tasks.fits import applied_calibrator, calibrator_context
 from calidist_tasks.joining import (
     Outcome,
     PromptPlan,
     join_document,
     outcomes_from_loglikelihoods,
 )
+from calidist_tasks.methods import LOGIT, higher_is_better, metric_names
 from calidist_tasks.prompts import (  # the fields a prompt reads; imported from here by others
     CHOICES,
     FEWSHOT,
@@ -76,6 +71,8 @@ OWN_KEYS = (
 class CaliDistTask(ConfigurableTask):
     """An lm-eval ConfigurableTask that asks each question again under misleading hints."""
 
+    confidence: str = LOGIT  # the confidence source (``methods.Variant``); subclasses set theirs
+
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         config = dict(config or {})
         own = {key: config.pop(key, None) for key in OWN_KEYS}
@@ -105,6 +102,9 @@ class CaliDistTask(ConfigurableTask):
             raise ValueError(f"{name}: --metadata stage hints needs original_run, the stage-1 "
                              "run of this task (its --output_path folder or samples file)")
         self._stage1: two_stage.Stage1Lookup | None = None
+        # logged in the results file's config: what ``methods.task_variant`` reads back
+        config["metadata"] = {**(config.get("metadata") or {}), "benchmark": self.benchmark,
+                              "distractor": self.distractor, "confidence": self.confidence}
         super().__init__(config=config, **kwargs)
         lm_eval_compat.set_task_metrics(self, self.reported_metrics(), self._aggregate,
                                         higher_is_better)
@@ -363,14 +363,9 @@ class CaliDistTask(ConfigurableTask):
 
     def calibrator_context(self) -> dict[str, Any]:
         """What a saved fit records, so that it is refused by a task it does not fit."""
-        choices = self.config.doc_to_choice
-        return {
-            "task": self.config.task,
-            "benchmark": self.benchmark,
-            "labels": list(choices) if isinstance(choices, list) else f"per-document {choices}",
-            "style": self.distractor,
-            "model": self.settings.model,
-        }
+        return calibrator_context(self.config.task, self.config.doc_to_choice,
+                                  self.settings.model, benchmark=self.benchmark,
+                                  style=self.distractor)
 
     def _aggregate(self, name: str, items: list[dict[str, Any]]) -> float:
         # lm-eval calls one aggregation per metric with the same records: fit once, reuse. In one
@@ -397,7 +392,7 @@ class CaliDistTask(ConfigurableTask):
     def reported_metrics(self) -> list[str]:
         """The metric names this task reports (README, "Metrics"); subclasses with other records
         extend it."""
-        return metric_names(distracted=self.sends_hints())
+        return metric_names(self.sends_hints(), self.confidence)
 
     def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
         """Every reported metric from the per-document records (fit on calibration, score eval)."""

@@ -21,7 +21,7 @@ from family_data import write_all
 from hypothesis import given
 from hypothesis import strategies as st
 
-from calidist_tasks.aggregation import metric_names
+from calidist_tasks.methods import metric_names
 from calidist_tasks.open_ended import (
     HINT_NUMBERS,
     READOUT,

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from calidist_tasks.aggregation import UNREADABLE_LIMIT
+from calidist_tasks.fits import column
+from calidist_tasks.methods import METHODS, vanilla_labels
 from calidist_tasks.records import EVALUATION
 from calidist_tasks.report.cost import cost_table
 from calidist_tasks.report.loading import (
@@ -47,14 +49,7 @@ from calidist_tasks.report.loading import (
     load_runs,
     short_names,
 )
-from calidist_tasks.report.methods import (
-    METHODS,
-    VANILLA_LABELS,
-    Cell,
-    column,
-    leaderboard_cells,
-    split_task,
-)
+from calidist_tasks.report.methods import Cell, leaderboard_cells
 from calidist_tasks.report.plots import (
     FORMATS,
     Series,
@@ -104,10 +99,8 @@ def task_series(cells: list[Cell]) -> list[tuple[Cell, list[Series]]]:
     for mine in by_run.values():
         series = [(c.method.label, c.confidence, c.correct) for c in mine]
         vanilla = next((c.vanilla for c in mine if c.vanilla is not None), None)
-        if vanilla is not None and all(c.method.label not in VANILLA_LABELS for c in mine):
-            variant = split_task(mine[0].run.task)[1]
-            label = next(m.label for m in METHODS
-                         if m.label in VANILLA_LABELS and variant in m.variants)
+        if vanilla is not None and all(not c.method.own for c in mine):
+            label = next(m.label for m in METHODS if m.own and mine[0].variant in m.variants)
             series.insert(0, (label, *vanilla))
         found.append((mine[0], series))
     return found
@@ -126,7 +119,7 @@ def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
     for cell, series in sorted(task_series(cells),
                                key=lambda found: (names[found[0].model], found[0].run.task)):
         model, task = names[cell.model], cell.run.task
-        first_is_vanilla = series[0][0] in VANILLA_LABELS
+        first_is_vanilla = series[0][0] in vanilla_labels()
         parts = [f"n={cell.n} evaluation documents", "scores ×100"]
         base = folder / f"reliability_{slug(model)}_{slug(task)}"
         title = figure_title(model, task, ["reliability", *parts])

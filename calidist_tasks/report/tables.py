@@ -28,11 +28,13 @@ from calidist_metrics import (
     expected_calibration_error,
     paired_bootstrap_test,
 )
-from calidist_tasks.aggregation import SCORES
-from calidist_tasks.report.methods import METHODS, Cell
+from calidist_tasks.methods import METHODS, SCORES, higher_is_better
+from calidist_tasks.report.methods import Cell
 
 # (score, title, higher is better)
-LEADERBOARD_SCORES = (("ece", "ECE", False), ("brier", "Brier", False), ("auroc", "AUROC", True))
+LEADERBOARD_SCORES = tuple((score, title, higher_is_better(score))
+                           for score, title in (("ece", "ECE"), ("brier", "Brier"),
+                                                ("auroc", "AUROC")))
 # the leaderboard's columns per benchmark; None = context, never marked best
 LEADERBOARD_COLUMNS = (("acc", "Acc", None), *LEADERBOARD_SCORES,
                        ("parse_fail_rate", "Unreadable", None))
