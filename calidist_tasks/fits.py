@@ -39,6 +39,16 @@ class Fitted(NamedTuple):
     estimator: Any = None
 
 
+class NoCalibration(ValueError):
+    """A fit was asked of an empty calibration set (a task that sent evaluation documents only,
+    or ``--metadata calib_size`` left none)."""
+
+
+def _fit_on(calibration: Sequence[Mapping[str, Any]], what: str) -> None:
+    if not calibration:
+        raise NoCalibration(f"no calibration documents to fit {what} on")
+
+
 # (calibration records, evaluation records, the run's settings, calibrator context) -> Fitted,
 # or None where the method is undefined for these records (vector scaling, varying option counts)
 Fit = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]], RunSettings,
@@ -100,7 +110,7 @@ def calidist_calibrator(
     if calibrator is not None:
         return calibrator
     if not calibration:
-        raise ValueError(
+        raise NoCalibration(
             f"{context['task']}: no calibration documents to fit on; raise --metadata calib_size "
             "or pass a saved fit with --metadata calibrator=FILE"
         )
@@ -169,6 +179,7 @@ def platt_scaled(calibration: Sequence[Mapping[str, Any]],
                  evaluation: Sequence[Mapping[str, Any]], settings: RunSettings,
                  context: Mapping[str, Any]) -> Fitted:
     """Platt scaling of the records' own confidence, fitted on the calibration records."""
+    _fit_on(calibration, "Platt scaling")
     platt = PlattScaling().fit(column(calibration, "confidence"), column(calibration, "correct"))
     return Fitted(platt.predict(column(evaluation, "confidence")),
                   column(evaluation, "correct"), platt)
@@ -178,6 +189,7 @@ def isotonic_calibrated(calibration: Sequence[Mapping[str, Any]],
                         evaluation: Sequence[Mapping[str, Any]], settings: RunSettings,
                         context: Mapping[str, Any]) -> Fitted:
     """Isotonic regression of the records' own confidence, fitted on the calibration records."""
+    _fit_on(calibration, "isotonic regression")
     isotonic = IsotonicCalibration().fit(column(calibration, "confidence"),
                                          column(calibration, "correct"))
     return Fitted(isotonic.predict(column(evaluation, "confidence")),
@@ -189,6 +201,7 @@ def temperature_scaled(calibration: Sequence[Mapping[str, Any]],
                        context: Mapping[str, Any]) -> Fitted:
     """Temperature scaling of the option letters' log-likelihoods (any option count per
     document)."""
+    _fit_on(calibration, "temperature scaling")
     temperature = TemperatureScaling().fit([r["letter_logprobs"] for r in calibration],
                                            column(calibration, "label").astype(int))
     probs = temperature.predict_proba([r["letter_logprobs"] for r in evaluation])
@@ -200,6 +213,7 @@ def vector_scaled(calibration: Sequence[Mapping[str, Any]],
                   context: Mapping[str, Any]) -> Fitted | None:
     """Vector scaling of the letters' log-likelihoods; it may change the prediction, so its
     own ``correct``. None (with a warning) when the documents' option counts differ."""
+    _fit_on(calibration, "vector scaling")
     logits_c = [r["letter_logprobs"] for r in calibration]
     logits_e = [r["letter_logprobs"] for r in evaluation]
     counts = sorted({len(row) for row in logits_c + logits_e})

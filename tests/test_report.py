@@ -34,7 +34,7 @@ from calidist_tasks.aggregation import (
 )
 from calidist_tasks.cli import main
 from calidist_tasks.methods import METHODS, task_variant, variant_named
-from calidist_tasks.records import VANILLA
+from calidist_tasks.records import VERBALIZED
 from calidist_tasks.report import write_report
 from calidist_tasks.report.loading import (
     RESULTS_NAME,
@@ -332,7 +332,7 @@ def test_verbalized_recalibrations_are_rebuilt(tmp_path: Path) -> None:
               + verbalized_records("evaluation", 6, conf_e, correct_e))
     context = {"task": "calidist_toy_verbalized", "labels": ["yes", "no"], "model": "m"}
     numbers = summarize_generations(logged, RunSettings(calib_size=6, eval_size=6), context,
-                                    VANILLA, distracted=False)
+                                    VERBALIZED, distracted=False)
     board, files = report_with_verbalized(tmp_path, logged, numbers)
     # isotonic on the calibration confidences gives 1, 1, 1, 1, 1/3, 1/3 (as for the logit row)
     isotonic = board["Verbalized + isotonic"]  # no "†": rebuilt from the records

@@ -179,11 +179,18 @@ def run_context(run: TaskRun, settings: RunSettings) -> dict[str, Any]:
 
 
 def refit(run: TaskRun, methods: Sequence[Method]) -> dict[str, fits.Fitted | None]:
-    """Each method's fit on the run's records: {label: fits.Fitted, None where undefined}."""
+    """Each method's fit on the run's records: {label: fits.Fitted, None where undefined or
+    where nothing can be fitted (no calibration records: results-file numbers only)}."""
     calibration, evaluation = split_records(run.records)
     settings = settings_of(run)
     context = run_context(run, settings)
-    return {m.label: m.fit(calibration, evaluation, settings, context) for m in methods}
+    found: dict[str, fits.Fitted | None] = {}
+    for method in methods:
+        try:
+            found[method.label] = method.fit(calibration, evaluation, settings, context)
+        except fits.NoCalibration:
+            found[method.label] = None
+    return found
 
 
 def _mismatch(values: dict[str, float], saved: dict[str, float],
