@@ -40,7 +40,8 @@ from benchmarks.commands import (
 from calidist_tasks.methods import task_variant
 from calidist_tasks.records import STAGE1_FOLDER
 from calidist_tasks.report.cost import prompt_groups, token_counter
-from calidist_tasks.report.loading import TaskRun, load_runs, read_jsonl
+from calidist_tasks.report.loading import TaskRun, load_runs
+from calidist_tasks.run_files import read_jsonl
 
 FORMAT = "calidist-benchmark-records/1"
 

@@ -53,7 +53,7 @@ from calidist_tasks.records import (
     is_failed,
     unreadable_record,
 )
-from calidist_tasks.report.loading import read_jsonl, samples_file_of
+from calidist_tasks.run_files import read_jsonl, samples_file_of
 from calidist_tasks.task import CaliDistTask
 
 HINT_NUMBERS = 4  # distinct numbers near ŷ that hints assert (the "other labels" of the paper)

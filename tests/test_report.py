@@ -547,7 +547,8 @@ def test_samples_reader_keeps_documents_with_unicode_line_separators(runs: Path,
                                                                      tmp_path: Path) -> None:
     """lm-eval writes samples with ensure_ascii=False: U+2028 / U+0085 / U+2029 stay raw inside
     JSON strings, and the reader must split lines at "\\n" only (str.splitlines() would not)."""
-    from calidist_tasks.report.loading import json_lines, load_runs, read_jsonl
+    from calidist_tasks.report.loading import load_runs
+    from calidist_tasks.run_files import json_lines, read_jsonl
 
     path = runs / "org__model-a" / f"samples_calidist_toy_{STAMP_A}.jsonl"
     lines = [json.loads(line) for line in path.read_text().split("\n") if line]

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -42,8 +41,6 @@ from calidist_tasks.methods import METHODS, vanilla_labels
 from calidist_tasks.records import EVALUATION
 from calidist_tasks.report.cost import cost_table
 from calidist_tasks.report.loading import (
-    RESULTS_NAME,
-    SAMPLES_NAME,
     Loaded,
     TaskRun,
     load_runs,
@@ -71,6 +68,7 @@ from calidist_tasks.report.tables import (
     more_scores,
 )
 from calidist_tasks.report.transfer import parse_pair, transfer_table
+from calidist_tasks.run_files import save_like_lm_eval
 
 __all__ = ["Report", "run_command", "write_report", "write_report_from_results"]
 
@@ -226,46 +224,6 @@ def write_report_from_results(
             return text
 
         return _write(load_runs([root]), out, pairs, n_resamples, seed, figures, display)
-
-
-def save_like_lm_eval(results: Mapping[str, Any], folder: str | os.PathLike,
-                      label: str = "results") -> dict[str, str]:
-    """Save one simple_evaluate dict into ``folder`` with lm-eval's EvaluationTracker, as its CLI
-    does (what ``calidist report`` and a later stage read); return {path of each file written:
-    how to name it in problems}."""
-    folder = Path(folder)
-    from lm_eval.loggers import EvaluationTracker
-
-    data = dict(results)  # the tracker adds keys to the results and rewrites samples in place
-    samples = {task: [_unsaved(doc) for doc in docs]
-               for task, docs in (data.pop("samples", None) or {}).items()}
-    tracker = EvaluationTracker(output_path=str(folder))
-    tracker.save_results_aggregated(results=data, samples=samples or None)
-    for task in data.get("configs") or {}:
-        if task in samples:
-            tracker.save_results_samples(task_name=task, samples=samples[task])
-    written = {}
-    for file in sorted(folder.rglob("*.json*")):
-        if RESULTS_NAME.match(file.name):
-            written[str(file)] = label
-        elif match := SAMPLES_NAME.match(file.name):
-            written[str(file)] = f"{label}['samples'][{match['task']!r}]"
-    if label not in written.values():  # the tracker logs its errors instead of raising them
-        raise RuntimeError(f"lm-eval could not save {label} (see its log above)")
-    written[str(folder) + os.sep] = ""
-    return written
-
-
-def _unsaved(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of one logged document as simple_evaluate returns it: its ``arguments`` as a list
-    of tuples again when a tracker already saved it (which rewrites them to {"gen_args_i":
-    {"arg_j": ...}} in place; saving that again would split each name into characters)."""
-    doc = dict(doc)
-    arguments = doc.get("arguments")
-    if isinstance(arguments, Mapping):
-        doc["arguments"] = [tuple(arg.values()) if isinstance(arg, Mapping) else arg
-                            for arg in arguments.values()]
-    return doc
 
 
 def _write(
