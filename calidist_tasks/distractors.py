@@ -41,12 +41,16 @@ def document_key(doc: Mapping[str, Any], fields: Sequence[str]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def check_m(m: int) -> None:
+    """Refuse an ``m`` that the distinct assertion templates cannot give per label."""
+    if not 1 <= m <= len(ASSERTION_TEMPLATES):
+        raise ValueError(f"m must be between 1 and {len(ASSERTION_TEMPLATES)} (distinct "
+                         f"assertion templates per label), got m={m}")
+
+
 def choose_templates(key: str, seed: int, label: int, m: int) -> list[int]:
     """Indices of ``m`` distinct assertion templates for one (document, label) pair."""
-    if not 1 <= m <= len(ASSERTION_TEMPLATES):
-        raise ValueError(
-            f"m must be between 1 and {len(ASSERTION_TEMPLATES)} for assertion, got {m}"
-        )
+    check_m(m)
     digest = hashlib.sha256(f"{seed}|{key}|{label}".encode()).digest()
     rng = random.Random(int.from_bytes(digest[:8], "big"))
     return rng.sample(range(len(ASSERTION_TEMPLATES)), m)

@@ -97,10 +97,7 @@ class Assertion(_Hinted):
 
     def __init__(self, m: int | None = None, corruption: Mapping[str, Any] | None = None) -> None:
         super().__init__(m, corruption)
-        n_templates = len(distractors.ASSERTION_TEMPLATES)
-        if self.m > n_templates:
-            raise ValueError(f"m must be between 1 and {n_templates} (distinct assertion "
-                             f"templates per label), got m={self.m}")
+        distractors.check_m(self.m)
 
     def label_plans(self, key: str, seed: int, label: int, m: int) -> list[PromptPlan]:
         return [PromptPlan(label, t) for t in distractors.choose_templates(key, seed, label, m)]

@@ -58,7 +58,7 @@ from calidist_tasks.records import (
     failed_record,
 )
 from calidist_tasks.settings import RunSettings
-from calidist_tasks.styles import DistractorStyle, distractor_style
+from calidist_tasks.styles import DistractorStyle, content_key, distractor_style
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ class CaliDistTask(ConfigurableTask):
 
     def misleading_plan(self, exemplar: dict[str, Any]) -> PromptPlan:
         """The style's distraction of a few-shot exemplar, towards a label other than its own."""
-        return self.style.exemplar_plan(fewshot.exemplar_key(exemplar),
+        return self.style.exemplar_plan(content_key(exemplar),
                                         exemplar[self.config.doc_to_target],
                                         len(self.doc_to_choice(exemplar)), self.settings.seed)
 
