@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 # Keys of our YAML that lm-eval's TaskConfig does not know; the task class takes them out.
 OWN_KEYS = (
     "class", "benchmark", "adapter", "calibration_split", "data_dirs", "corruption", "distractor",
+    "confidence",
 )
 
 
@@ -83,6 +84,9 @@ class CaliDistTask(ConfigurableTask):
         self.data_dirs = list(own["data_dirs"] or [])
         self.adapter = importlib.import_module(own["adapter"]) if own["adapter"] else None
         self.settings = RunSettings.from_metadata(config.get("metadata"))
+        if own["confidence"] not in (None, self.confidence):  # the class decides; say so
+            raise ValueError(f"{name}: confidence {own['confidence']!r} is not this task "
+                             f"class's ({self.confidence})")
         try:
             self.style: DistractorStyle = distractor_style(own["distractor"] or "none",
                                                         self.settings.m, self.corruption)
