@@ -210,11 +210,15 @@ class CaliDistTask(ConfigurableTask):
         """What ``doc``'s prompt shows: its exemplars, the benchmark's question (YAML
         ``doc_to_text``), the options (a corrupted copy's own) and any hint."""
         return PromptParts(
-            question=super().doc_to_text(doc, doc_to_text),
+            question=self.question(doc, doc_to_text),
             options=tuple(doc.get(CHOICES) or self.doc_to_choice(doc)),
             hint=doc.get(HINT),
             exemplars=doc.get(FEWSHOT, ""),
         )
+
+    def question(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
+        """The benchmark's question: lm-eval's rendering of the YAML ``doc_to_text``."""
+        return super().doc_to_text(doc, doc_to_text)
 
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
         """The prompt rendered from ``prompt_parts`` (``prompts.render``)."""
