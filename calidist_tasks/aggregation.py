@@ -1,7 +1,9 @@
 """Aggregation: fit calibrators on the calibration records, score the evaluation records.
 
 Pure functions of the per-document records that ``joining`` builds; the task class only routes
-lm-eval's aggregation calls here. Numbers are fractions in [0, 1] (the paper prints them x100).
+lm-eval's aggregation calls here. Each method's confidence comes from its fit in the registry
+(``methods.Method.fit``, functions in ``fits``), the same call ``calidist report`` makes.
+Numbers are fractions in [0, 1] (the paper prints them x100).
 """
 
 from __future__ import annotations
