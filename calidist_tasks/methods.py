@@ -132,9 +132,9 @@ class Method:
         return self.fit is fits.own_confidence
 
 
-def _names(distractor: str | None = None, confidence: str | None = None) -> tuple[str, ...]:
-    return tuple(v.name for v in VARIANTS if distractor in (None, v.distractor) and
-                 confidence in (None, v.confidence))
+def _names(confidence: str) -> tuple[str, ...]:
+    """The variants sending ``confidence``, in VARIANTS order."""
+    return tuple(v.name for v in VARIANTS if v.confidence == confidence)
 
 
 def _calidist(variant: Variant) -> Method:
@@ -142,8 +142,8 @@ def _calidist(variant: Variant) -> Method:
     return Method(f"CaliDist{kind} ({variant.short})", (variant.name,), CALIDIST, fits.calidist_fit)
 
 
-LOGIT_VARIANTS = _names(confidence=LOGIT)
-VERBALIZED_VARIANTS = _names(confidence=VERBALIZED)
+LOGIT_VARIANTS = _names(LOGIT)
+VERBALIZED_VARIANTS = _names(VERBALIZED)
 METHODS: list[Method] = [
     Method("Vanilla", LOGIT_VARIANTS, VANILLA, fits.own_confidence),
     Method("Temperature scaling", ("",), TEMPERATURE_SCALING, fits.temperature_scaled),
@@ -162,14 +162,14 @@ METHODS: list[Method] = [
 ]
 
 
-def register(variant: Variant | None = None, *methods: Method) -> None:
+def register(variant: Variant | None = None, *rows: Method) -> None:
     """Add a variant (written by the YAML generator, found by ``task_variant``) and the methods
     it reports; a style's own class goes into ``styles.STYLES``."""
     if variant is not None:
         if any(v.name == variant.name for v in VARIANTS):
             raise ValueError(f"a variant named {variant.name!r} is registered already")
         VARIANTS.append(variant)
-    for method in methods:
+    for method in rows:
         if any(m.label == method.label for m in METHODS):
             raise ValueError(f"a method labelled {method.label!r} is registered already")
         METHODS.append(method)
