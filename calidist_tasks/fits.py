@@ -204,8 +204,8 @@ def temperature_scaled(calibration: Sequence[Mapping[str, Any]],
     _fit_on(calibration, "temperature scaling")
     temperature = TemperatureScaling().fit([r["letter_logprobs"] for r in calibration],
                                            column(calibration, "label").astype(int))
-    probs = temperature.predict_proba([r["letter_logprobs"] for r in evaluation])
-    return Fitted(probs.max(axis=1), column(evaluation, "correct"), temperature)
+    return Fitted(temperature.predict([r["letter_logprobs"] for r in evaluation]),
+                  column(evaluation, "correct"), temperature)
 
 
 def vector_scaled(calibration: Sequence[Mapping[str, Any]],
