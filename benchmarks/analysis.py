@@ -22,21 +22,27 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.commands import BENCH_NAMES, TWO_STAGE_SUFFIXES, default_documents, parse_args
+from benchmarks.commands import (
+    BENCH_NAMES,
+    GENERATE,
+    TWO_STAGE_SUFFIXES,
+    default_documents,
+    parse_args,
+)
+from benchmarks.commands import LOGIT as LOGIT_SUFFIXES
 from benchmarks.records import Stored
 from calidist_metrics import BehaviourCalibrator, CalibrationWarning
-from calidist_tasks.aggregation import SCORES, split_records
+from calidist_tasks.fits import column, split_records
+from calidist_tasks.methods import LOGIT, METHODS, SCORES, VARIANTS
 from calidist_tasks.records import EVALUATION, hints_of
 from calidist_tasks.report.methods import (
-    METHODS,
     Cell,
     calidist_confidences,
-    calidist_context,
-    column,
     first_m,
     hints_per_label,
     instability,
     leaderboard_cells,
+    run_context,
     settings_of,
     with_instability,
 )
@@ -49,7 +55,8 @@ WHOLE_TEST_SPLIT = {"aqua": 254}
 SMALL_NOTE = (f"⚠: fewer than {SMALL} evaluation documents, or than the whole test split where "
               f"that is smaller (AQuA: {WHOLE_TEST_SPLIT['aqua']}).")
 INTERVAL_SCORES: dict[str, Callable] = {"acc": accuracy, **SCORES}
-STYLES = {"_assertion": "As.", "_probe": "Pr.", "_corruption": "Sa."}
+# the hinted logit variants' suffixes -> their abbreviation (the registry's)
+STYLES = {v.suffix: v.short for v in VARIANTS if v.distracted and v.confidence == LOGIT}
 CALIBRATION_SIZES = (50, 100, 200)
 SIZE_DRAWS = 20
 # The paper's Table 1 (logit confidence, x100), for orientation only: other models (8B).
@@ -246,7 +253,7 @@ def variants(stored: Stored, notes: list[str]) -> tuple[list[Variant], np.ndarra
     documents; the first is the paper's default (lambda_scale=minmax, fit=grid)."""
     run = stored.run
     settings = replace(settings_of(run), calibrator=None)
-    context = calidist_context(run, settings)
+    context = run_context(run, settings)
     calibration, evaluation = split_records(run.records)
     fit = quietly(calidist_confidences, notes, f"{run.name} variants")
     default = replace(settings, lambda_scale="minmax", fit="grid")
@@ -335,7 +342,7 @@ def ablation_rows(analysis: Analysis, stored: Stored, seed: int = 0) -> tuple[li
     """m, delta mode, default sigmoid and calibration size, from one run's logged records."""
     run = stored.run
     settings = replace(settings_of(run), calibrator=None)
-    context = calidist_context(run, settings)
+    context = run_context(run, settings)
     fit = quietly(calidist_confidences, analysis.notes, f"{run.name} ablations")
     n_boot = analysis.n_boot
     calibration, evaluation = split_records(run.records)
@@ -486,8 +493,7 @@ def two_stage_cost_rows(stored: Stored, suffix: str) -> list[tuple[str, dict[str
 def cost_rows(analysis: Analysis) -> dict[tuple[str, str, str], dict[str, Any]]:
     """The cost rows of every model and benchmark, keyed (model, benchmark, row name)."""
     costs: dict[tuple[str, str, str], dict[str, Any]] = {}
-    order = ("", *STYLES, "_verbalized", "_assertion_verbalized", "_probe_verbalized",
-             "_corruption_verbalized", "_consistency")
+    order = (*LOGIT_SUFFIXES, *GENERATE)
     for model, benchmark in sorted({(s.model, s.benchmark) for s in analysis.stored}):
         rows: list[tuple[str, dict]] = []
         assertion = analysis.runs.get((model, benchmark, "_assertion"))

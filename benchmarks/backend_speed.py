@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable
 
 from benchmarks import commands as bench  # noqa: E402
 from calidist_tasks.records import hints_of, is_record  # noqa: E402
-from calidist_tasks.report.loading import read_jsonl  # noqa: E402
+from calidist_tasks.run_files import read_jsonl  # noqa: E402
 
 BACKENDS = ("hf", "hf-prefix-cache")
 BEGIN, END = "<!-- backend-speed:begin -->", "<!-- backend-speed:end -->"

@@ -20,6 +20,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from calidist_tasks.methods import LOGIT as LOGIT_CONFIDENCE
+from calidist_tasks.methods import VARIANTS
+from calidist_tasks.records import SPUQ
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"  # committed compact records (records.py)
 CALIDIST = [sys.executable, "-m", "calidist_tasks.cli"]
@@ -28,9 +32,9 @@ BENCHMARKS = ("ppdb", "aqua")
 BENCH_NAMES = {"ppdb": "PPDB", "aqua": "AQuA"}
 # Task suffix -> step. Logit tasks cost one forward pass per prompt and run first; generation
 # (verbalized, consistency) is much slower on a CPU and runs after every model's logit tasks.
-LOGIT = ("", "_assertion", "_probe", "_corruption")
-GENERATE = ("_verbalized", "_assertion_verbalized", "_probe_verbalized",
-            "_corruption_verbalized", "_consistency")
+# The registry's variants (``calidist_tasks.methods.VARIANTS``); the benchmark runs no SPUQ.
+LOGIT = tuple(v.suffix for v in VARIANTS if v.confidence == LOGIT_CONFIDENCE)
+GENERATE = tuple(v.suffix for v in VARIANTS if v.confidence not in (LOGIT_CONFIDENCE, SPUQ))
 # Logit tasks whose hints name labels: --two-stage sends only those naming another label than
 # the prediction (corruption hints name none).
 TWO_STAGE_SUFFIXES = ("_assertion", "_probe")

@@ -37,10 +37,11 @@ from benchmarks.commands import (
     portable,
     requested,
 )
+from calidist_tasks.methods import task_variant
 from calidist_tasks.records import STAGE1_FOLDER
 from calidist_tasks.report.cost import prompt_groups, token_counter
-from calidist_tasks.report.loading import TaskRun, load_runs, read_jsonl
-from calidist_tasks.report.methods import split_task
+from calidist_tasks.report.loading import TaskRun, load_runs
+from calidist_tasks.run_files import read_jsonl
 
 FORMAT = "calidist-benchmark-records/1"
 
@@ -58,12 +59,13 @@ class Stored:
 
     @property
     def benchmark(self) -> str:
-        return split_task(self.task)[0]
+        return task_variant(self.task, self.run.config)[0]
 
     @property
     def suffix(self) -> str:
-        variant = split_task(self.task)[1]
-        return f"_{variant}" if variant else ""
+        """The task's variant's suffix (``methods.Variant``), from its config."""
+        variant = task_variant(self.task, self.run.config)[1]
+        return variant.suffix if variant else ""
 
     @property
     def two_stage(self) -> bool:
@@ -165,7 +167,7 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
     config = results_json.get("configs", {}).get(task, {})
     kept_config = {key: config[key] for key in ("output_type", "doc_to_choice", "num_fewshot",
                                                 "metadata") if key in config}
-    benchmark, variant = split_task(task)
+    benchmark, variant = task_variant(task, config)
     header: dict[str, Any] = {
         "format": FORMAT, "model": model, "task": task,
         "requested": requested(command_metadata(command)),
@@ -185,7 +187,7 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
             or (results_json.get("versions") or {}).get(task),
         },
     }
-    if variant == "assertion" and config.get("output_type") != "generate_until":
+    if variant is not None and variant.name == "assertion":
         try:
             header["consistency_estimate"] = consistency_estimate(
                 benchmark, command_metadata(command), tokens)

@@ -1,100 +1,50 @@
 """Aggregation: fit calibrators on the calibration records, score the evaluation records.
 
 Pure functions of the per-document records that ``joining`` builds; the task class only routes
-lm-eval's aggregation calls here. Numbers are fractions in [0, 1] (the paper prints them x100).
+lm-eval's aggregation calls here. Each method's confidence comes from its fit in the registry
+(``methods.Method.fit``, functions in ``fits``), the same call ``calidist report`` makes.
+Numbers are fractions in [0, 1] (the paper prints them x100).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import re
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from calidist_metrics import (
-    CalibrationWarning,
-    CaliDistCalibrator,
-    IsotonicCalibration,
-    PlattScaling,
-    TemperatureScaling,
-    VectorScaling,
-    aurc,
-    auroc,
-    brier_score,
-    expected_calibration_error,
-    load_calibrator,
-    maximum_calibration_error,
-    save_calibrator,
-    smooth_ece,
-)
+from calidist_metrics import CalibrationWarning, save_calibrator
 from calidist_tasks import consistency
+from calidist_tasks.fits import (
+    calibrator_path,
+    calidist_calibrator,
+    column,
+    split_records,
+)
+from calidist_tasks.methods import LOGIT, SCORES, Method, fitted_methods
 from calidist_tasks.records import (
-    CALIBRATION,
     CONSISTENCY,
-    EVALUATION,
-    ISOTONIC,
-    LOGIT_BASELINES,
-    PLATT,
     SAMPLING_KINDS,
-    SPUQ,
     STABLE_LAMBDA_RAW,
     TEMPERATURE_SCALING,
     VANILLA,
     VECTOR_SCALING,
-    VERBALIZED_BASELINES,
     metric_name,
 )
 from calidist_tasks.settings import RunSettings
 
 log = logging.getLogger(__name__)
 
-SCORES: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
-    "ece": lambda c, y: expected_calibration_error(c, y, n_bins=10, strategy="uniform"),
-    "ece_adaptive": lambda c, y: expected_calibration_error(c, y, n_bins=10, strategy="quantile"),
-    "brier": brier_score,
-    "auroc": auroc,
-    "mce": lambda c, y: maximum_calibration_error(c, y, n_bins=10, strategy="uniform"),
-    "smece": smooth_ece,
-    "aurc": aurc,
-}
-DIAGNOSTICS = (
-    "flip_rate", "mu_mean", "delta_mean", "alpha", "beta", "lambda_min", "lambda_max",
-    "stable_fraction", "requests_per_doc", "n_calibration", "n_evaluation",
-)
 # reliability_score's epsilon: a document whose delta is below it (0 up to rounding) did not move,
 # and its lambda_raw = (1 - mu) / (delta + epsilon) is set by epsilon (STABLE_LAMBDA_RAW = 1 /
 # epsilon when mu = 0 too), not measured; lambda_min / lambda_max leave such documents out.
 EPSILON = 1.0 / STABLE_LAMBDA_RAW
-# the fitted temperature, and vector scaling's own accuracy (it may change the prediction)
-BASELINE_EXTRAS = ("temperature", metric_name("acc", VECTOR_SCALING), "requests_per_doc",
-                   "n_calibration", "n_evaluation")
-
-
-def metric_names(distracted: bool) -> list[str]:
-    """The metrics a task reports: CaliDist's (distracted) or the logit baselines' (original)."""
-    vanilla = [metric_name(name, VANILLA) for name in SCORES]
-    if distracted:
-        return ["acc", *SCORES, *vanilla, *DIAGNOSTICS]
-    baselines = [metric_name(name, b) for b in LOGIT_BASELINES for name in SCORES]
-    return ["acc", *vanilla, *baselines, *BASELINE_EXTRAS]
-
-
-def higher_is_better(name: str) -> bool | None:
-    """True for accuracy and AUROC, False for ECE, MCE, smECE, Brier, AURC and the unreadable
-    share; None (lm-eval then prints no arrow) for diagnostics such as alpha, beta, lambda bounds
-    and counts."""
-    if name.startswith(("acc", "auroc")):
-        return True
-    if name.startswith(("ece", "mce", "smece", "brier", "aurc", "parse_fail_rate")):
-        return False
-    return None
 
 
 def _scores(confidence: np.ndarray, correct: np.ndarray, name: str = "") -> dict[str, float]:
@@ -103,30 +53,13 @@ def _scores(confidence: np.ndarray, correct: np.ndarray, name: str = "") -> dict
             for score, fn in SCORES.items()}
 
 
-def split_records(records: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
-    """(calibration, evaluation) records, each in document order; no evaluation -> ValueError."""
-    ordered = sorted(records, key=lambda r: r["index"])  # ranks gather in any order
-    calibration = [r for r in ordered if r["split"] == CALIBRATION]
-    evaluation = [r for r in ordered if r["split"] == EVALUATION]
-    if not evaluation:
-        raise ValueError(
-            "no evaluation documents reached the aggregation (did --samples name calibration "
-            f"documents only? {len(calibration)} calibration documents were scored)"
-        )
-    return calibration, evaluation
-
-
-def _column(records: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
-    return np.asarray([r[key] for r in records], dtype=float)
-
-
 def _common(calibration: list, evaluation: list) -> dict[str, float]:
     return {
-        "acc": float(_column(evaluation, "correct").mean()),
-        "requests_per_doc": float(_column(evaluation, "requests").mean()),
+        "acc": float(column(evaluation, "correct").mean()),
+        "requests_per_doc": float(column(evaluation, "requests").mean()),
         "n_calibration": float(len(calibration)),
         "n_evaluation": float(len(evaluation)),
-        **_scores(_column(evaluation, "confidence"), _column(evaluation, "correct"), VANILLA),
+        **_scores(column(evaluation, "confidence"), column(evaluation, "correct"), VANILLA),
     }
 
 
@@ -168,123 +101,6 @@ def warning_lines(task: str, messages: Sequence[str]) -> list[str]:
             for rest, owners in grouped.items()]
 
 
-def calibrator_path(template: str, context: Mapping[str, Any]) -> str:
-    """A ``calibrator`` / ``save_calibrator`` path; ``{task}`` in it stands for the task's name.
-
-    ``--metadata`` reaches every task of a run, so a group run needs ``{task}`` to keep one file
-    per task instead of each task overwriting the same file.
-    """
-    return str(template).replace("{task}", str(context["task"]))
-
-
-def applied_calibrator(
-    settings: RunSettings, context: Mapping[str, Any], log_model: bool = True
-) -> CaliDistCalibrator | None:
-    """The saved fit named by ``--metadata calibrator``, checked against this task (or None).
-
-    The task calls this when it is built too, so that a wrong file fails before any model time
-    (and logs a fit of another model then; ``log_model=False`` does not log it again).
-    """
-    found = saved_fit(settings, context, log_model)
-    return found[1] if found else None
-
-
-def saved_fit(settings: RunSettings, context: Mapping[str, Any], log_model: bool = True
-              ) -> tuple[str, CaliDistCalibrator, dict[str, Any]] | None:
-    """(path, calibrator, saved context) of ``--metadata calibrator``, checked against this
-    task (``check_calibrator_context``), or None."""
-    if not settings.calibrator:
-        return None
-    path = calibrator_path(settings.calibrator, context)
-    calibrator, saved = load_calibrator(path)
-    check_calibrator_context(path, calibrator, saved, context, settings, log_model)
-    return path, calibrator, saved
-
-
-# The run settings that shape a fit's lambda, as RunSettings names them; a saved fit records
-# them (lambda_scale and fit as the calibrator's own fields, delta_mode in its context).
-FIT_SETTINGS = ("lambda_scale", "delta_mode", "fit")
-
-
-def settings_with_saved_fit(settings: RunSettings, metadata: Mapping[str, Any] | None,
-                            context: Mapping[str, Any]) -> RunSettings:
-    """The run's settings for applying ``--metadata calibrator`` (checked now, at task build):
-    a FIT_SETTINGS value the run set explicitly (in ``metadata``) must equal the file's
-    (ValueError naming both); one it did not set takes the file's value, with one warning
-    naming them. A file without delta_mode (written before it was stored) keeps the run's."""
-    found = saved_fit(settings, context)
-    if found is None:
-        return settings
-    path, calibrator, saved = found
-    recorded = {"lambda_scale": calibrator.lambda_scale, "fit": calibrator.method,
-                "delta_mode": saved.get("delta_mode")}
-    explicit = {key for key in FIT_SETTINGS if (metadata or {}).get(key) is not None}
-    taken = {}
-    for key in FIT_SETTINGS:
-        ours, theirs = getattr(settings, key), recorded[key]
-        if theirs is None or theirs == ours:
-            continue
-        if key in explicit:
-            raise ValueError(f"{path}: fitted with {key} {theirs!r}, this run sets {key} "
-                             f"{ours!r}; drop --metadata {key} to apply the file's, or refit")
-        taken[key] = theirs
-    if taken:
-        shown = ", ".join(f"{key} {value!r}" for key, value in taken.items())
-        log.warning("%s: the saved fit's %s apply to %s (the run did not set them)", path,
-                    shown, context["task"])
-    return dataclasses.replace(settings, **taken)
-
-
-def calidist_calibrator(
-    calibration: list, settings: RunSettings, context: Mapping[str, Any]
-) -> CaliDistCalibrator:
-    """The saved fit named by ``--metadata calibrator``, else a fit on the calibration records.
-
-    The fit uses the run's ``lambda_scale`` and ``fit`` (default "grid": the paper's search
-    alone, Appendix I); the records' lambda_raw already follow its ``delta_mode``.
-    """
-    calibrator = applied_calibrator(settings, context, log_model=False)  # logged at task build
-    if calibrator is not None:
-        return calibrator
-    if not calibration:
-        raise ValueError(
-            f"{context['task']}: no calibration documents to fit on; raise --metadata calib_size "
-            "or pass a saved fit with --metadata calibrator=FILE"
-        )
-    return CaliDistCalibrator(lambda_scale=settings.lambda_scale, method=settings.fit).fit(
-        _column(calibration, "lambda_raw"),
-        _column(calibration, "confidence"),
-        _column(calibration, "correct"),
-    )
-
-
-def check_calibrator_context(
-    path: str,
-    calibrator: Any,
-    saved: Mapping[str, Any],
-    context: Mapping[str, Any],
-    settings: RunSettings,
-    log_model: bool = True,
-) -> None:
-    """Refuse a saved fit made for another kind of calibrator, label space or task; log one made
-    for another model (unless ``log_model`` is False)."""
-    if not isinstance(calibrator, CaliDistCalibrator):
-        raise ValueError(f"{path}: holds a {type(calibrator).__name__}, not a CaliDist fit")
-    if saved.get("labels") != context["labels"]:
-        raise ValueError(
-            f"{path}: fitted for labels {saved.get('labels')} of task {saved.get('task')!r}; "
-            f"{context['task']} has labels {context['labels']}"
-        )
-    if saved.get("task") != context["task"] and not settings.allow_transfer:
-        raise ValueError(
-            f"{path}: fitted on task {saved.get('task')!r}, not {context['task']!r}; pass "
-            "--metadata allow_transfer=true to apply it to another task (out-of-domain transfer)"
-        )
-    if log_model and saved.get("model") != context.get("model"):
-        log.warning("%s: fitted for model %r, applied to %r", path, saved.get("model"),
-                    context.get("model"))
-
-
 def summarize_calidist(
     records: Sequence[Mapping[str, Any]], settings: RunSettings, context: Mapping[str, Any]
 ) -> dict[str, float]:
@@ -295,16 +111,16 @@ def summarize_calidist(
         path = Path(calibrator_path(settings.save_calibrator, context))
         path.parent.mkdir(parents=True, exist_ok=True)
         save_calibrator(calibrator, path, **context)
-    correct = _column(evaluation, "correct")
+    correct = column(evaluation, "correct")
     calibrated = calibrator.predict(
-        _column(evaluation, "lambda_raw"), _column(evaluation, "confidence")
+        column(evaluation, "lambda_raw"), column(evaluation, "confidence")
     )
     return {
         **_common(calibration, evaluation),
         **_scores(calibrated, correct),
-        "flip_rate": float(_column(evaluation, "flipped").mean()),
-        "mu_mean": float(_column(evaluation, "mu").mean()),
-        "delta_mean": float(_column(evaluation, "delta").mean()),
+        "flip_rate": float(column(evaluation, "flipped").mean()),
+        "mu_mean": float(column(evaluation, "mu").mean()),
+        "delta_mean": float(column(evaluation, "delta").mean()),
         "alpha": float(calibrator.alpha_),
         "beta": float(calibrator.beta_),
         **lambda_diagnostics(calibration),
@@ -326,7 +142,7 @@ def lambda_diagnostics(calibration: Sequence[Mapping[str, Any]]) -> dict[str, fl
     """
     if not calibration:
         return dict.fromkeys(("lambda_min", "lambda_max", "stable_fraction"), math.nan)
-    raw = _column(calibration, "lambda_raw")
+    raw = column(calibration, "lambda_raw")
     delta = np.asarray([r.get("delta", math.nan) for r in calibration], dtype=float)
     stable = ((delta < EPSILON) & (raw > 0)) | (raw >= STABLE_LAMBDA_RAW)  # raw 0: mu = 1
     moved = raw[~stable]
@@ -337,54 +153,27 @@ def lambda_diagnostics(calibration: Sequence[Mapping[str, Any]]) -> dict[str, fl
     }
 
 
-def recalibrated_confidences(
-    calibration: Sequence[Mapping[str, Any]], evaluation: Sequence[Mapping[str, Any]]
-) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Platt and isotonic maps of the records' own confidence (a letter's probability or a
-    verbalized number), fitted on the calibration records: {name: (confidence, correct) per
-    evaluation document}."""
-    conf_c, conf_e = _column(calibration, "confidence"), _column(evaluation, "confidence")
-    correct_c, correct_e = _column(calibration, "correct"), _column(evaluation, "correct")
-    return {
-        PLATT: (PlattScaling().fit(conf_c, correct_c).predict(conf_e), correct_e),
-        ISOTONIC: (IsotonicCalibration().fit(conf_c, correct_c).predict(conf_e), correct_e),
-    }
-
-
-def baseline_confidences(
-    calibration: Sequence[Mapping[str, Any]], evaluation: Sequence[Mapping[str, Any]]
-) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, float]]:
-    """Logit baselines fitted on the calibration records, applied to the evaluation records.
-
-    Returns ({baseline: (confidence, correct) per evaluation document}, {"temperature", vector
-    scaling's accuracy}); ``calidist report`` uses the per-document values for intervals and
-    plots.
-    """
-    logits_c = [r["letter_logprobs"] for r in calibration]
-    logits_e = [r["letter_logprobs"] for r in evaluation]
-    labels_c = _column(calibration, "label").astype(int)
-    labels_e = _column(evaluation, "label").astype(int)
-    correct_e = _column(evaluation, "correct")
-
-    temperature = TemperatureScaling().fit(logits_c, labels_c)  # any option count per document
-    confidences = {
-        TEMPERATURE_SCALING: (temperature.predict_proba(logits_e).max(axis=1), correct_e),
-        **recalibrated_confidences(calibration, evaluation),
-    }
-    vector_accuracy = metric_name("acc", VECTOR_SCALING)
-    extras = {"temperature": float(temperature.temperature_), vector_accuracy: math.nan}
-    counts = sorted({len(row) for row in logits_c + logits_e})
-    if len(counts) > 1:  # one weight per option: undefined when the option count varies
-        warnings.warn(f"vector scaling skipped (its metrics are NaN): the documents have "
-                      f"{' and '.join(map(str, counts))} options, and vector scaling needs the "
-                      "same number in every document", CalibrationWarning, stacklevel=2)
-        return confidences, extras
-    vector = VectorScaling().fit(np.asarray(logits_c), labels_c)
-    vector_probs = vector.predict_proba(np.asarray(logits_e))  # may change the prediction
-    vector_correct = (vector_probs.argmax(axis=1) == labels_e).astype(float)
-    confidences[VECTOR_SCALING] = (vector_probs.max(axis=1), vector_correct)
-    extras[vector_accuracy] = float(vector_correct.mean())
-    return confidences, extras
+def fitted_scores(
+    methods: Sequence[Method],
+    calibration: Sequence[Mapping[str, Any]],
+    evaluation: Sequence[Mapping[str, Any]],
+    settings: RunSettings,
+    context: Mapping[str, Any],
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """Every score of each method's fit (its ``fit``, as ``calidist report`` calls it), but the
+    model's own confidence (``_common`` scores it): (metrics, {confidence: fits.Fitted or None}).
+    A method undefined for these records (None) has NaN scores."""
+    results: dict[str, float] = {}
+    fitted: dict[str, Any] = {}
+    for method in methods:
+        if method.own:
+            continue
+        fitted[method.confidence] = found = method.fit(calibration, evaluation, settings, context)
+        if found is None:  # skipped (vector scaling on documents with different option counts)
+            results.update({method.metric(score): math.nan for score in SCORES})
+        else:
+            results.update(_scores(found.confidence, found.correct, method.confidence))
+    return results, fitted
 
 
 def summarize_baselines(
@@ -394,36 +183,16 @@ def summarize_baselines(
     calibration, evaluation = split_records(records)
     if not calibration:
         raise ValueError(f"{context['task']}: no calibration documents to fit the baselines on")
-    confidences, extras = baseline_confidences(calibration, evaluation)
-    results = _common(calibration, evaluation)
-    for name in LOGIT_BASELINES:
-        if name in confidences:
-            results.update(_scores(*confidences[name], name))
-        else:  # skipped (vector scaling on documents with different option counts)
-            results.update({metric_name(score, name): math.nan for score in SCORES})
-    return {**results, **extras}
+    scores, fitted = fitted_scores(fitted_methods(False, LOGIT), calibration, evaluation,
+                                   settings, context)
+    vector = fitted.get(VECTOR_SCALING)
+    extras = {"temperature": float(fitted[TEMPERATURE_SCALING].estimator.temperature_),
+              metric_name("acc", VECTOR_SCALING):
+                  math.nan if vector is None else float(vector.correct.mean())}
+    return {**_common(calibration, evaluation), **scores, **extras}
 
 
 # ------------------------------------------------- generation tasks (verbalized, consistency, SPUQ)
-# A sampling baseline's confidences (records.SAMPLING_KINDS) are each scored with SCORES under
-# their own suffix.
-GENERATION_EXTRAS = ("parse_fail_rate", "requests_per_doc", "n_calibration", "n_evaluation")
-SAMPLING_EXTRAS = {CONSISTENCY: ("identical_samples_rate",), SPUQ: ()}
-
-
-def generation_metric_names(confidence: str, distracted: bool) -> list[str]:
-    """The metrics of a generation task (``confidence`` = verbalized, consistency or spuq)."""
-    if confidence in SAMPLING_KINDS:
-        kinds = SAMPLING_KINDS[confidence]
-        return ["acc", *(metric_name(name, k) for k in kinds for name in SCORES),
-                *GENERATION_EXTRAS, *SAMPLING_EXTRAS[confidence]]
-    if distracted:
-        return [*metric_names(distracted=True), "parse_fail_rate"]
-    vanilla = [metric_name(name, VANILLA) for name in SCORES]
-    baselines = [metric_name(name, b) for b in VERBALIZED_BASELINES for name in SCORES]
-    return ["acc", *vanilla, *baselines, *GENERATION_EXTRAS]
-
-
 # Above this share of unreadable replies the scores describe the parser's fallback (1/c), not
 # the model: every calibration score is then NaN, with a warning, so no table shows a good ECE.
 UNREADABLE_LIMIT = 0.5
@@ -476,16 +245,11 @@ def _summarize_generations(
     if distracted:
         return {**summarize_calidist(records, settings, context), **results}
     results.update(_common(calibration, evaluation))
-    correct = _column(evaluation, "correct")
-    if confidence in SAMPLING_KINDS:
-        for kind in SAMPLING_KINDS[confidence]:
-            scores = np.asarray([r["confidences"][kind] for r in evaluation], dtype=float)
-            results.update(_scores(scores, correct, kind))
-        if confidence == CONSISTENCY:
-            results["identical_samples_rate"] = consistency.identical_samples_rate(evaluation)
-        return results
-    if not calibration:
+    if confidence not in SAMPLING_KINDS and not calibration:  # verbalized: Platt, isotonic
         raise ValueError(f"{context['task']}: no calibration documents to fit the baselines on")
-    for name, (scores, _) in recalibrated_confidences(calibration, evaluation).items():
-        results.update(_scores(scores, correct, name))
+    scores, _ = fitted_scores(fitted_methods(False, confidence), calibration, evaluation,
+                              settings, context)
+    results.update(scores)
+    if confidence == CONSISTENCY:
+        results["identical_samples_rate"] = consistency.identical_samples_rate(evaluation)
     return results

@@ -25,7 +25,7 @@ What these numbers mean (all x100; lower ECE and Brier are better, higher AUROC 
 - ECE: expected calibration error, |accuracy - confidence| averaged over 10 equal-width confidence
   bins; "adaptive" uses 10 equal-mass bins. Brier: mean (confidence - correct)^2 of the predicted
   label. AUROC: how well the confidence separates right from wrong answers (50 = not at all).
-- "vanilla" is the model's own probability of its answer; "CaliDist (calibrated)" is that
+- "Vanilla" is the model's own probability of its answer; "CaliDist (As.)" is that
   probability scaled down by how much the answer and confidence moved under misleading hints,
   fitted on the calibration documents and scored on the held-out evaluation documents. The
   prediction, and so the accuracy, never changes.

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from calidist_tasks import consistency, spuq, verbalized
-from calidist_tasks.aggregation import generation_metric_names
 from calidist_tasks.joining import Outcome, PromptPlan, join_document
+from calidist_tasks.methods import metric_names
 from calidist_tasks.prompts import DUMMY
 from calidist_tasks.records import CONSISTENCY, CONSISTENCY_KINDS, SPUQ, VERBALIZED, Record
 from calidist_tasks.settings import RunSettings
@@ -76,7 +76,7 @@ class ConfidenceSource:
 
     def metric_names(self, distracted: bool) -> list[str]:
         """The metrics a task with this source reports."""
-        return generation_metric_names(self.name, distracted)
+        return metric_names(distracted, self.name)
 
 
 class Verbalized(ConfidenceSource):

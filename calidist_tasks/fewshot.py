@@ -37,11 +37,11 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from calidist_tasks import distractors
 from calidist_tasks.joining import PromptPlan
-from calidist_tasks.records import CALIBRATION, INDEX_FIELD, SPLIT_FIELD, is_own_field
+from calidist_tasks.records import CALIBRATION, INDEX_FIELD, SPLIT_FIELD
+from calidist_tasks.styles import content_key
 
 log = logging.getLogger(__name__)
 SEPARATOR = "\n\n"  # between exemplars, and between the last exemplar and the question
@@ -49,18 +49,6 @@ ANSWER_PREFIX = "The answer is ("  # an exemplar's answer where the task has no 
 EXEMPLAR_CONFIDENCES = range(50, 96)  # the stated confidence of a verbalized task's exemplar
 
 Render = Callable[[dict[str, Any], PromptPlan], str]  # (exemplar, plan) -> the solved exemplar
-
-
-class SolvesExemplars(Protocol):
-    """What ``render_exemplar`` needs of a task."""
-
-    def solved_exemplar(self, exemplar: dict[str, Any], plan: PromptPlan) -> str: ...
-
-
-def exemplar_key(exemplar: dict[str, Any]) -> str:
-    """An exemplar's content key (none of our fields, ``records.is_own_field``): the seed of its
-    confidence and of its misleading distraction."""
-    return distractors.document_key(exemplar, [f for f in exemplar if not is_own_field(f)])
 
 
 def select_exemplars(
@@ -94,14 +82,8 @@ def _warn_short(pool: list[dict[str, Any]], label: int, per_label: int, label_fi
 
 def exemplar_confidence(exemplar: dict[str, Any], seed: int) -> int:
     """The confidence (%) an exemplar's answer states: from its content and the run's seed."""
-    digest = hashlib.sha256(f"{seed}|fewshot-confidence|{exemplar_key(exemplar)}".encode()).digest()
+    digest = hashlib.sha256(f"{seed}|fewshot-confidence|{content_key(exemplar)}".encode()).digest()
     return EXEMPLAR_CONFIDENCES[int.from_bytes(digest[:4], "big") % len(EXEMPLAR_CONFIDENCES)]
-
-
-def render_exemplar(task: SolvesExemplars, exemplar: dict[str, Any], plan: PromptPlan) -> str:
-    """One solved exemplar: its prompt as ``plan`` shows it (PromptPlan() = no hint), then its
-    gold answer in the form the prompt asks for (the task's ``solved_exemplar``)."""
-    return task.solved_exemplar(exemplar, plan)
 
 
 def exemplar_block(

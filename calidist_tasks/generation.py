@@ -40,7 +40,6 @@ from calidist_tasks.distractors import LETTERS
 from calidist_tasks.fewshot import exemplar_confidence
 from calidist_tasks.prompts import CHOICES, DUMMY, FEWSHOT, PromptParts
 from calidist_tasks.records import INDEX_FIELD, VERBALIZED, Record, bookkeeping
-from calidist_tasks.styles import content_key
 from calidist_tasks.task import CaliDistTask
 from calidist_tasks.two_stage import ALL, HINTS, count_prompts
 
@@ -160,8 +159,6 @@ class GenerationTask(CaliDistTask):
             request[FEWSHOT] = self.exemplar_block(variant, shots)
         return request
 
-    def content_key(self, doc: dict[str, Any]) -> str:
-        return content_key(doc)
 
     # ------------------------------------------------------------------ results
     def document_record(self, doc: dict[str, Any], results: list[Any]) -> Record:

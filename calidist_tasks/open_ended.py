@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lm_eval.api.instance import Instance
-from lm_eval.api.task import ConfigurableTask
 
 from calidist_tasks import distractors, lm_eval_compat
 from calidist_tasks.aggregation import parse_fail_rate
@@ -54,7 +53,7 @@ from calidist_tasks.records import (
     is_failed,
     unreadable_record,
 )
-from calidist_tasks.report.loading import read_jsonl, samples_file_of
+from calidist_tasks.run_files import read_jsonl, samples_file_of
 from calidist_tasks.task import CaliDistTask
 
 HINT_NUMBERS = 4  # distinct numbers near ŷ that hints assert (the "other labels" of the paper)
@@ -330,7 +329,7 @@ class OpenEndedTask(CaliDistTask):
     # ------------------------------------------------------------------ prompts
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
         """The question (YAML ``doc_to_text``), then any hint; no options."""
-        lines = [ConfigurableTask.doc_to_text(self, doc, doc_to_text)]
+        lines = [self.question(doc, doc_to_text)]
         if doc.get(HINT):
             lines.append(doc[HINT])
         return "\n".join(lines) + "\n"
@@ -339,7 +338,7 @@ class OpenEndedTask(CaliDistTask):
         if num_fewshot:
             raise ValueError(f"{self.config.task}: few-shot prompts are not implemented for "
                              "open-ended tasks; run with --num_fewshot 0")
-        return ConfigurableTask.fewshot_context(self, doc, num_fewshot=0, **kwargs)
+        return super().fewshot_context(doc, num_fewshot=0, **kwargs)
 
     def candidates(self, doc: dict[str, Any]) -> list[str]:
         """[ŷ, then the numbers the hints assert]; empty when stage 1 found no number."""

@@ -31,8 +31,9 @@ from lm_eval.api.instance import Instance
 from lm_eval.api.registry import register_filter
 
 from calidist_tasks import lm_eval_compat, verbalized
-from calidist_tasks.aggregation import generation_metric_names, summarize_generations
+from calidist_tasks.aggregation import summarize_generations
 from calidist_tasks.joining import Outcome, PromptPlan, join_document
+from calidist_tasks.methods import metric_names
 from calidist_tasks.open_ended import ANSWER_FIELD, OpenEndedTask, parse_number, same_number
 from calidist_tasks.prompts import HINT
 from calidist_tasks.records import (
@@ -85,6 +86,8 @@ class NumberFilter(Filter):
 
 class VerbalizedOpenEndedTask(OpenEndedTask):
     """Stage 1 (``distractor: none``) or stage 2 (``assertion``) of GSM8K, verbalized."""
+
+    confidence = VERBALIZED
 
     def original_record_fields(self) -> tuple[str, ...]:
         return ("prediction", "confidence", "parsed")
@@ -147,7 +150,7 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
         return record
 
     def reported_metrics(self) -> list[str]:
-        return generation_metric_names(VERBALIZED, self.stage2)
+        return metric_names(self.stage2, VERBALIZED)
 
     def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
         return summarize_generations(items, self.settings, self.calibrator_context(),

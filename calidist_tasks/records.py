@@ -158,7 +158,7 @@ def failed_documents(records: list[Record]) -> list[Record]:
 
 
 # ------------------------------------------------------------------ metric names
-# A metric is a score (``aggregation.SCORES``: ece, brier, auroc, ...) of one confidence:
+# A metric is a score (``methods.SCORES``: ece, brier, auroc, ...) of one confidence:
 # ``metric_name("ece", VANILLA)`` = "ece_vanilla"; CaliDist's calibrated confidence (CALIDIST) is
 # the bare score ("ece"). The confidence names below are also the keys of the per-document
 # confidences the aggregation and the report rebuild.

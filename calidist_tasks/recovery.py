@@ -26,21 +26,18 @@ and samples saved under the folder above instead (``results_saved``).
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
-from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from calidist_tasks import lm_eval_compat
-from calidist_tasks.report.loading import new_stamp
+from calidist_tasks.run_files import new_stamp, write_records, write_run
 
 RECOVERED_DIR = "calidist-recovered"
 RECOVERED_DIR_VARIABLE = "CALIDIST_RECOVERED_DIR"
-RECORD_KEY = "acc"  # every task reports acc; lm-eval logs the record under each metric name
 
 
 class AggregationError(RuntimeError):
@@ -63,47 +60,6 @@ def recovered_folder(task: str, stamp: str) -> Path:
             continue
         return folder.resolve()
     raise OSError(f"cannot create a folder for the records under {' or '.join(map(str, bases))}")
-
-
-def _prompts(instances: Sequence[Any] | None) -> dict[int, tuple[list, list]]:
-    """doc_id -> (arguments, replies) of the requests this process built, in request order."""
-    found: dict[int, list] = defaultdict(list)
-    for instance in instances or []:
-        found[instance.doc_id].append(instance)
-    return {doc_id: ([list(i.args) for i in sorted(group, key=lambda i: i.idx)],
-                     [i.resps for i in sorted(group, key=lambda i: i.idx)])
-            for doc_id, group in found.items()}
-
-
-def write_records(folder: Path, stamp: str, task: str, records: Sequence[Mapping[str, Any]],
-                  docs: Any, config: Mapping[str, Any], model: str | None,
-                  instances: Sequence[Any] | None = None) -> Path:
-    """Write ``records`` into ``folder`` as lm-eval output ``calidist report`` reads; return the
-    samples file. Prompts and replies are logged only when this process holds them for every
-    document (a multi-process run gathers records, not requests, on the first process)."""
-    ordered = sorted(records, key=lambda r: r["index"])
-    prompts = _prompts(instances)
-    complete = bool(ordered) and all(r["index"] in prompts for r in ordered)
-    samples = folder / f"samples_{task}_{stamp}.jsonl"
-    with samples.open("w", encoding="utf-8") as out:
-        for record in ordered:
-            line: dict[str, Any] = {"doc_id": record["index"], "doc": docs[int(record["index"])],
-                                    "filter": "none", "metrics": [RECORD_KEY]}
-            if complete:
-                line["arguments"], line["resps"] = prompts[record["index"]]
-            line[RECORD_KEY] = record
-            out.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
-    results = {
-        "results": {task: {"alias": task}},
-        "configs": {task: dict(config)},
-        "config": {"model_args": {"pretrained": model} if model else {}},
-        "n-samples": {task: {"original": len(docs), "effective": len(ordered)}},
-        "calidist_recovered": "per-document records of a run whose aggregation failed; "
-                              "`calidist report` recomputes the metrics from them",
-    }
-    (folder / f"results_{stamp}.json").write_text(
-        json.dumps(results, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    return samples
 
 
 def save_records(task: str, records: Sequence[Mapping[str, Any]], error: Exception, docs: Any,
@@ -190,19 +146,6 @@ def check_writable(path: str | os.PathLike, what: str) -> None:
         reason = error.strerror or type(error).__name__
         raise OSError(f"{what} {path} cannot be written ({reason}: {error.filename or folder}); "
                       "nothing was run") from None
-
-
-def write_run(folder: Path, stamp: str, results: Mapping[str, Any],
-              samples: Mapping[str, Sequence[Any]] | None) -> None:
-    """``results`` (a ``simple_evaluate`` dict, its samples apart) and each task's ``samples``
-    as the files of an lm-eval output folder, which ``calidist report`` reads."""
-    data = {key: value for key, value in results.items() if key != "samples"}
-    (folder / f"results_{stamp}.json").write_text(
-        json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    for task, lines in (samples or {}).items():
-        with (folder / f"samples_{task}_{stamp}.jsonl").open("w", encoding="utf-8") as out:
-            for line in lines:
-                out.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
 
 
 def save_run(results: Mapping[str, Any], samples: Mapping[str, Sequence[Any]] | None = None

@@ -73,11 +73,6 @@ def perturbations(key: str, seed: int) -> list[Perturbation]:
     return plans
 
 
-def add_dummy(text: str, plan: Perturbation) -> str:
-    """The user text with the plan's dummy token before or after it."""
-    return plan.text + text if plan.position == "before" else text + plan.text
-
-
 def confidence(reference: int | None, answers: Sequence[int | None]) -> float:
     """SPUQ inter-sample confidence: share of perturbed answers equal to the reference answer."""
     if not answers:

@@ -39,9 +39,10 @@ class DistractorStyle:
 
     name = "none"
     hinted = False  # whether the style builds hinted prompts
+    default_m = 0  # distractors per label without --metadata m
 
     def __init__(self, m: int | None = None, corruption: Mapping[str, Any] | None = None) -> None:
-        self.m: int = m or distractors.DEFAULT_M[self.name]
+        self.m: int = m or self.default_m
         self.corruption = corruption
 
     def plans(self, doc: Mapping[str, Any], n_labels: int, seed: int) -> list[PromptPlan]:
@@ -63,6 +64,7 @@ class _Hinted(DistractorStyle):
     """What the hinted styles share: ``label_plans`` for every label."""
 
     hinted = True
+    default_m = 1
 
     def plans(self, doc: Mapping[str, Any], n_labels: int, seed: int) -> list[PromptPlan]:
         key = content_key(doc)
@@ -91,13 +93,11 @@ class Assertion(_Hinted):
     """``distractor: assertion``: "Hint: {S} (x) option." with ``m`` distinct templates S."""
 
     name = "assertion"
+    default_m = 2  # paper, Appendix G
 
     def __init__(self, m: int | None = None, corruption: Mapping[str, Any] | None = None) -> None:
         super().__init__(m, corruption)
-        n_templates = len(distractors.ASSERTION_TEMPLATES)
-        if self.m > n_templates:
-            raise ValueError(f"m must be between 1 and {n_templates} (distinct assertion "
-                             f"templates per label), got m={self.m}")
+        distractors.check_m(self.m)
 
     def label_plans(self, key: str, seed: int, label: int, m: int) -> list[PromptPlan]:
         return [PromptPlan(label, t) for t in distractors.choose_templates(key, seed, label, m)]
@@ -137,6 +137,7 @@ class Corruption(_FixedTemplate):
         return {**corrupted, CHOICES: shown}
 
 
+# YAML ``distractor`` -> its class; a new style is one more entry (docs/architecture.md)
 STYLES: dict[str, type[DistractorStyle]] = {
     style.name: style for style in (DistractorStyle, Assertion, Probe, Corruption)
 }
@@ -146,5 +147,5 @@ def distractor_style(name: str, m: int | None = None,
                      corruption: Mapping[str, Any] | None = None) -> DistractorStyle:
     """The style the YAML's ``distractor`` names, with ``m`` (None: its default) checked."""
     if name not in STYLES:
-        raise ValueError(f"unknown distractor style {name!r}; use one of {distractors.STYLES}")
+        raise ValueError(f"unknown distractor style {name!r}; use one of {tuple(STYLES)}")
     return STYLES[name](m, corruption)

@@ -1,4 +1,5 @@
-"""A calibration table from lm-eval's results JSON: calibrated beside vanilla, per task."""
+"""A calibration table from lm-eval's results JSON: each task's methods (the registry's rows,
+``calidist_tasks.methods``), calibrated beside vanilla."""
 
 from __future__ import annotations
 
@@ -7,15 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks import records
-from calidist_tasks.records import metric_name
+from calidist_tasks.methods import methods_of, task_variant
 
 SCORES = ("ece", "ece_adaptive", "brier", "auroc")
-# the rows after vanilla and CaliDist's: confidence (its metric suffix) -> label
-BASELINES = {records.TEMPERATURE_SCALING: "temperature scaling", records.PLATT: "Platt",
-             records.ISOTONIC: "isotonic", records.VECTOR_SCALING: "vector scaling",
-             records.CONSISTENCY: "self-consistency", records.ENTROPY: "entropy consistency",
-             records.FSD: "FSD consistency", records.SPUQ: "SPUQ"}
 
 
 def _metric(values: Mapping[str, Any], name: str) -> float | None:
@@ -33,15 +28,16 @@ def calibration_table(results: Mapping[str, Any]) -> str:
         "| task | confidence | acc | ECE | ECE (adaptive) | Brier | AUROC |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
+    configs = results.get("configs", {})
     for task, values in sorted(results.get("results", {}).items()):
         acc = _metric(values, "acc")
-        rows = [("vanilla", records.VANILLA), ("CaliDist (calibrated)", records.CALIDIST),
-                *((label, key) for key, label in BASELINES.items())]
-        for label, confidence in rows:
-            if _metric(values, metric_name("ece", confidence)) is None:
+        variant = task_variant(task, configs.get(task))[1]
+        for method in methods_of(variant) if variant else []:
+            if _metric(values, method.metric("ece")) is None:
                 continue
-            cells = [_cell(_metric(values, metric_name(s, confidence))) for s in SCORES]
-            lines.append(f"| {task} | {label} | {_cell(acc)} | " + " | ".join(cells) + " |")
+            cells = [_cell(_metric(values, method.metric(s))) for s in SCORES]
+            lines.append(f"| {task} | {method.label} | {_cell(acc)} | " + " | ".join(cells)
+                         + " |")
     return "\n".join(lines)
 
 

@@ -37,21 +37,16 @@ from calidist_tasks import (
     recovery,
     two_stage,
 )
-from calidist_tasks.aggregation import (
-    higher_is_better,
-    metric_names,
-    settings_with_saved_fit,
-    summarize_baselines,
-    summarize_calidist,
-    warnings_named,
-)
+from calidist_tasks.aggregation import summarize_baselines, summarize_calidist, warnings_named
 from calidist_tasks.dataset import Source, build_documents
+from calidist_tasks.fits import calibrator_context, settings_with_saved_fit
 from calidist_tasks.joining import (
     Outcome,
     PromptPlan,
     join_document,
     outcomes_from_loglikelihoods,
 )
+from calidist_tasks.methods import LOGIT, higher_is_better, metric_names
 from calidist_tasks.prompts import (  # the fields a prompt reads; imported from here by others
     CHOICES,
     FEWSHOT,
@@ -71,18 +66,21 @@ from calidist_tasks.records import (
     failed_record,
 )
 from calidist_tasks.settings import RunSettings
-from calidist_tasks.styles import DistractorStyle, distractor_style
+from calidist_tasks.styles import DistractorStyle, content_key, distractor_style
 
 log = logging.getLogger(__name__)
 
 # Keys of our YAML that lm-eval's TaskConfig does not know; the task class takes them out.
 OWN_KEYS = (
     "class", "benchmark", "adapter", "calibration_split", "data_dirs", "corruption", "distractor",
+    "confidence",
 )
 
 
 class CaliDistTask(ConfigurableTask):
     """An lm-eval ConfigurableTask that asks each question again under misleading hints."""
+
+    confidence: str = LOGIT  # the confidence source (``methods.Variant``); subclasses set theirs
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         config = dict(config or {})
@@ -94,6 +92,9 @@ class CaliDistTask(ConfigurableTask):
         self.data_dirs = list(own["data_dirs"] or [])
         self.adapter = importlib.import_module(own["adapter"]) if own["adapter"] else None
         self.settings = RunSettings.from_metadata(config.get("metadata"))
+        if own["confidence"] not in (None, self.confidence):  # the class decides; say so
+            raise ValueError(f"{name}: confidence {own['confidence']!r} is not this task "
+                             f"class's ({self.confidence})")
         try:
             self.style: DistractorStyle = distractor_style(own["distractor"] or "none",
                                                         self.settings.m, self.corruption)
@@ -113,6 +114,9 @@ class CaliDistTask(ConfigurableTask):
             raise ValueError(f"{name}: --metadata stage hints needs original_run, the stage-1 "
                              "run of this task (its --output_path folder or samples file)")
         self._stage1: two_stage.Stage1Lookup | None = None
+        # logged in the results file's config: what ``methods.task_variant`` reads back
+        config["metadata"] = {**(config.get("metadata") or {}), "benchmark": self.benchmark,
+                              "distractor": self.distractor, "confidence": self.confidence}
         super().__init__(config=config, **kwargs)
         lm_eval_compat.set_task_metrics(self, self.reported_metrics(), self._aggregate,
                                         higher_is_better)
@@ -222,11 +226,15 @@ class CaliDistTask(ConfigurableTask):
         """What ``doc``'s prompt shows: its exemplars, the benchmark's question (YAML
         ``doc_to_text``), the options (a corrupted copy's own) and any hint."""
         return PromptParts(
-            question=super().doc_to_text(doc, doc_to_text),
+            question=self.question(doc, doc_to_text),
             options=tuple(doc.get(CHOICES) or self.doc_to_choice(doc)),
             hint=doc.get(HINT),
             exemplars=doc.get(FEWSHOT, ""),
         )
+
+    def question(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
+        """The benchmark's question: lm-eval's rendering of the YAML ``doc_to_text``."""
+        return super().doc_to_text(doc, doc_to_text)
 
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
         """The prompt rendered from ``prompt_parts`` (``prompts.render``)."""
@@ -251,7 +259,7 @@ class CaliDistTask(ConfigurableTask):
 
     def misleading_plan(self, exemplar: dict[str, Any]) -> PromptPlan:
         """The style's distraction of a few-shot exemplar, towards a label other than its own."""
-        return self.style.exemplar_plan(fewshot.exemplar_key(exemplar),
+        return self.style.exemplar_plan(content_key(exemplar),
                                         exemplar[self.config.doc_to_target],
                                         len(self.doc_to_choice(exemplar)), self.settings.seed)
 
@@ -379,15 +387,10 @@ class CaliDistTask(ConfigurableTask):
 
     def calibrator_context(self) -> dict[str, Any]:
         """What a saved fit records, so that it is refused by a task it does not fit."""
-        choices = self.config.doc_to_choice
-        return {
-            "task": self.config.task,
-            "benchmark": self.benchmark,
-            "labels": list(choices) if isinstance(choices, list) else f"per-document {choices}",
-            "style": self.distractor,
-            "model": self.settings.model,
-            "delta_mode": self.settings.delta_mode,  # shapes lambda_raw (the fit's input)
-        }
+        return calibrator_context(self.config.task, self.config.doc_to_choice,
+                                  self.settings.model, benchmark=self.benchmark,
+                                  style=self.distractor,
+                                  delta_mode=self.settings.delta_mode)  # shapes lambda_raw
 
     def _aggregate(self, name: str, items: list[dict[str, Any]]) -> float:
         # lm-eval calls one aggregation per metric with the same records: fit once, reuse. In one
@@ -418,7 +421,7 @@ class CaliDistTask(ConfigurableTask):
     def reported_metrics(self) -> list[str]:
         """The metric names this task reports (README, "Metrics"); subclasses with other records
         extend it."""
-        return metric_names(distracted=self.sends_hints())
+        return metric_names(self.sends_hints(), self.confidence)
 
     def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
         """Every reported metric from the per-document records (fit on calibration, score eval)."""

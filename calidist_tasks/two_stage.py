@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from calidist_tasks.joining import Outcome, PromptPlan, outcome_from_loglikelihoods
 from calidist_tasks.records import INDEX_FIELD, SOURCE_FIELD, STAGE1_FOLDER, is_failed, is_record
-from calidist_tasks.report.loading import SAMPLES_NAME, model_name, read_jsonl, samples_file_of
+from calidist_tasks.run_files import SAMPLES_NAME, model_name, read_jsonl, samples_file_of
 from calidist_tasks.settings import STAGES
 from calidist_tasks.styles import content_key
 from calidist_tasks.yaml_configs import task_configs
@@ -38,7 +38,7 @@ from calidist_tasks.yaml_configs import task_configs
 ALL, ORIGINAL, HINTS = STAGES
 LOGIT_CLASS = "calidist_tasks.task.CaliDistTask"
 GENERATION_CLASS = "calidist_tasks.generation.GenerationTask"
-UNKNOWN_MODEL = "unknown model"  # what report.loading.model_name says when none is recorded
+UNKNOWN_MODEL = "unknown model"  # what run_files.model_name says when none is recorded
 
 
 class Stage1(NamedTuple):
@@ -63,7 +63,7 @@ def hints_sent(plans: Sequence[PromptPlan], stage: str,
 
 # ---------------------------------------------------------------------- reading stage 1
 def stage1_file(path: str | Path, task: str) -> Path:
-    """Stage 1's samples file of ``task`` (``loading.samples_file_of``)."""
+    """Stage 1's samples file of ``task`` (``run_files.samples_file_of``)."""
     return samples_file_of(path, task, "original_run",
                            "--metadata '{\"stage\": \"original\"}' --log_samples --output_path")
 
@@ -413,7 +413,7 @@ def evaluate_two_stage(evaluate: Any, model: Any, tasks: Sequence[str],
 
     from calidist_tasks.lm_eval_compat import models_reused
     from calidist_tasks.recovery import check_writable
-    from calidist_tasks.report import save_like_lm_eval
+    from calidist_tasks.run_files import save_like_lm_eval
 
     metadata = dict(metadata or {})
     if {"stage", "original_run"} & set(metadata):

@@ -1,7 +1,9 @@
 """Post-hoc calibrators: CaliDist and the logit / confidence baselines.
 
-Each estimator has ``fit`` and ``predict`` (or ``predict_proba``), ``to_dict`` / ``from_dict``
-with a ``"kind"`` field, and is saved as JSON (never pickle) by :func:`save_calibrator`.
+Each estimator is a :class:`Calibrator` (scikit-learn's shape: ``fit`` on the calibration data
+returns the estimator, ``predict`` gives the calibrated confidence of new data), the logit
+scalers also ``predict_proba``; each has ``to_dict`` / ``from_dict`` with a ``"kind"`` field and
+is saved as JSON (never pickle) by :func:`save_calibrator`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import os
 import warnings
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -28,6 +31,7 @@ from ._validation import (
 __all__ = [
     "BehaviourCalibrator",
     "CaliDistCalibrator",
+    "Calibrator",
     "FIT_METHODS",
     "IsotonicCalibration",
     "LAMBDA_SCALES",
@@ -48,6 +52,19 @@ LAMBDA_SCALES = ("minmax", "log", "rank")
 FIT_METHODS = ("grid", "refine", "default_sigmoid")
 LAMBDA_RANGE = 10.0
 _MISSING = object()
+
+
+@runtime_checkable
+class Calibrator(Protocol):
+    """What every estimator here is: ``fit(*inputs, target)`` learns from the calibration
+    documents and returns the fitted estimator; ``predict(*inputs)`` takes the same inputs of
+    new documents (without the target) and returns each one's calibrated confidence, shape (n,).
+    The inputs are the estimator's own (logits; a confidence; lambda_raw and a confidence; a
+    confidence, mu and delta), the target is the labels or the 0/1 correctness."""
+
+    def fit(self, *arrays: ArrayLike) -> Calibrator: ...
+
+    def predict(self, *arrays: ArrayLike) -> np.ndarray: ...
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -552,6 +569,10 @@ class TemperatureScaling:
         _check_fitted(self, "temperature_")
         return np.exp(_log_softmax(_check_logits(logits, ragged=True) / self.temperature_))
 
+    def predict(self, logits: ArrayLike) -> np.ndarray:
+        """The calibrated confidence of each row's predicted option (its largest probability)."""
+        return self.predict_proba(logits).max(axis=1)
+
     def to_dict(self) -> dict:
         """JSON-serialisable state."""
         _check_fitted(self, "temperature_")
@@ -619,6 +640,11 @@ class VectorScaling:
             raise ValueError(f"logits has {logits.shape[1]} columns, the calibrator was fitted "
                              f"on {self.weights_.size}")
         return np.exp(_log_softmax(logits * self.weights_ + self.bias_))
+
+    def predict(self, logits: ArrayLike) -> np.ndarray:
+        """The calibrated confidence of each row's predicted option (its largest probability;
+        vector scaling may predict another option than the logits' argmax)."""
+        return self.predict_proba(logits).max(axis=1)
 
     def to_dict(self) -> dict:
         """JSON-serialisable state."""
@@ -892,11 +918,6 @@ class BehaviourCalibrator:
 
 # ---------------------------------------------------------------------------------------------
 # Persistence
-
-Calibrator = (
-    CaliDistCalibrator | TemperatureScaling | VectorScaling | PlattScaling | IsotonicCalibration
-    | BehaviourCalibrator
-)
 
 _KINDS = {
     cls.kind: cls

@@ -104,3 +104,14 @@ def ppdb_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lines = sample.read_text(encoding="utf-8").splitlines()[:60]
     (root / "ppdb" / "test.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
+
+
+# Fixtures that build a model or run lm-eval (directly or through another fixture): a test using
+# one is marked ``slow``, so that ``pytest -m "not slow"`` is the fast tier (README, "Tests").
+SLOW_FIXTURES = {"tiny_model_dir"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

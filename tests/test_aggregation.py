@@ -12,7 +12,8 @@ import pytest
 from conftest import load_task
 
 from calidist_metrics import CalibrationWarning
-from calidist_tasks.aggregation import metric_names, summarize_baselines, summarize_calidist
+from calidist_tasks.aggregation import summarize_baselines, summarize_calidist
+from calidist_tasks.methods import metric_names
 from calidist_tasks.settings import RunSettings
 
 CONTEXT = {"task": "calidist_x_assertion", "benchmark": "x", "labels": ["yes", "no"],
@@ -393,7 +394,7 @@ def test_task_aggregation_fits_once_for_identical_or_copied_records(ppdb_data_di
 
 
 def test_diagnostics_carry_no_better_or_worse_arrow():
-    from calidist_tasks.aggregation import higher_is_better, metric_names
+    from calidist_tasks.methods import higher_is_better, metric_names
 
     arrows = {name: higher_is_better(name) for name in metric_names(True) + metric_names(False)}
     for name in ("alpha", "beta", "lambda_min", "lambda_max", "temperature", "n_calibration",

@@ -13,11 +13,9 @@ from calidist_metrics import CalibrationWarning, aurc, maximum_calibration_error
 from calidist_tasks.aggregation import (
     SCORES,
     _unreadable,
-    generation_metric_names,
-    higher_is_better,
-    metric_names,
     summarize_baselines,
 )
+from calidist_tasks.methods import higher_is_better, metric_names
 from calidist_tasks.settings import RunSettings
 
 NEW = ("mce", "smece", "aurc")
@@ -26,9 +24,9 @@ NEW = ("mce", "smece", "aurc")
 def test_new_scores_for_every_confidence_with_lower_is_better_arrows():
     assert set(NEW) <= set(SCORES)
     names = set(metric_names(True) + metric_names(False)
-                + generation_metric_names("consistency", False)
-                + generation_metric_names("spuq", False)
-                + generation_metric_names("verbalized", False))
+                + metric_names(False, "consistency")
+                + metric_names(False, "spuq")
+                + metric_names(False, "verbalized"))
     for score in NEW:
         for suffix in ("", "_vanilla", "_ts", "_platt", "_isotonic", "_vector", "_consistency",
                        "_entropy", "_fsd", "_spuq"):

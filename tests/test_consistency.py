@@ -18,6 +18,7 @@ from calidist_tasks.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.consistency import decoding, sample_requests, vote
 from calidist_tasks.generation import DUMMY
 from calidist_tasks.records import CONSISTENCY_KINDS
+from calidist_tasks.styles import content_key
 
 END_OF_TURN = ["<|im_end|>", "<|eot_id|>", "<|endoftext|>", "</s>"]  # the YAMLs' until
 
@@ -141,8 +142,6 @@ def test_spuq_perturbations_are_deterministic_and_follow_spuq():
             assert plan.text in spuq.SYSTEM_MESSAGES
         else:
             assert 0.0 <= plan.temperature <= 1.0
-    assert spuq.add_dummy("Q?", spuq.Perturbation("dummy_token", " um, ", "before")) == " um, Q?"
-    assert spuq.add_dummy("Q?", spuq.Perturbation("dummy_token", "??", "after")) == "Q???"
 
 
 def test_spuq_confidence_is_agreement_with_the_reference():
@@ -199,7 +198,7 @@ def test_spuq_requests_and_record(metadata):
     task = load_task("calidist_ppdb_spuq", metadata)
     doc = task.eval_docs[3]
     ctx, requests = build(task, doc)
-    plans = spuq.perturbations(task.content_key(doc), 0)
+    plans = spuq.perturbations(content_key(doc), 0)
     assert len(requests) == 1 + len(plans) == 10
     assert requests[0].arguments[0] == ctx and requests[0].arguments[1]["do_sample"] is False
     for request, plan in zip(requests[1:], plans, strict=True):

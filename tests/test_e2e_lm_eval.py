@@ -22,7 +22,8 @@ import pytest
 from conftest import write_mnli
 
 from calidist_tasks import cli
-from calidist_tasks.aggregation import metric_names, summarize_baselines, summarize_calidist
+from calidist_tasks.aggregation import summarize_baselines, summarize_calidist
+from calidist_tasks.methods import metric_names
 from calidist_tasks.settings import RunSettings
 from calidist_tasks.summary import calibration_table, latest_results
 
@@ -138,12 +139,14 @@ def test_calibration_table_of_the_run(first_run):
     results = latest_results(first_run)
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in calibration_table(results).splitlines()[2:]]
-    baselines = ["vanilla", "temperature scaling", "Platt", "isotonic", "vector scaling"]
+    baselines = ["Vanilla", "Temperature scaling", "Platt", "Isotonic", "Vector scaling"]
+    short = {"_assertion": "As.", "_probe": "Pr.", "_corruption": "Sa."}
     for task in TASKS:
         methods = [row[1] for row in rows if row[0] == task]
-        assert methods == (["vanilla", "CaliDist (calibrated)"] if style_of(task) else baselines)
+        style = style_of(task)
+        assert methods == (["Vanilla", f"CaliDist ({short[style]})"] if style else baselines)
     values = results["results"]["calidist_ppdb_probe"]
-    (row,) = [r for r in rows if r[:2] == ["calidist_ppdb_probe", "CaliDist (calibrated)"]]
+    (row,) = [r for r in rows if r[:2] == ["calidist_ppdb_probe", "CaliDist (Pr.)"]]
     names = ("acc", "ece", "ece_adaptive", "brier", "auroc")
     assert row[2:] == [f"{100 * values[f'{n},none']:.2f}" for n in names]
 

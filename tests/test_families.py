@@ -23,7 +23,7 @@ from family_data import (
     yahoo_rows,
 )
 
-from calidist_tasks.aggregation import metric_names
+from calidist_tasks.methods import metric_names
 from calidist_tasks.records import hints_of
 
 # benchmark -> number of labels (options per document)

@@ -87,7 +87,7 @@ def test_paper_exemplar_line_by_line(style: str, plan: PromptPlan, hint: str | N
     paper's "Assistant:" and reasoning lines, which the logit form replaces with "The answer is
     (c)", the letter of the paper's answer."""
     task = _task(style, data_dir)
-    lines = fewshot.render_exemplar(task, PAPER_DOC, plan).split("\n")
+    lines = task.solved_exemplar(PAPER_DOC, plan).split("\n")
     stem = PAPER_STEM[:2] + [PAPER_CORRUPTED_SENTENCE2.rstrip() if style == "corruption"
                              else PAPER_STEM[2]]
     assert lines[:3] == stem
@@ -113,7 +113,7 @@ def test_paper_verbalized_exemplar_line_by_line(style: str, plan: PromptPlan, hi
     from "the correct answer is" on, with "The answer is" and the exemplar's own confidence. Not
     compared: the paper's three reasoning lines (the benchmarks hold no reasoning to show)."""
     task = _task(f"{style}_verbalized", data_dir)
-    lines = fewshot.render_exemplar(task, PAPER_DOC, plan).split("\n")
+    lines = task.solved_exemplar(PAPER_DOC, plan).split("\n")
     stem = PAPER_STEM[:3] if style != "corruption" else [*PAPER_STEM[:2],
                                                          PAPER_CORRUPTED_SENTENCE2.rstrip()]
     assert lines[:4] == [*stem, PAPER_STEM[3]]
@@ -198,7 +198,7 @@ def test_paper_question_renders_like_the_exemplar(data_dir: Path) -> None:
     doc = {**PAPER_DOC, "calidist_index": -1}
     prompt = task.fewshot_context(task.distracted_doc(doc, PromptPlan(1, EXPERT)), num_fewshot=0,
                                   gen_prefix=task.doc_to_prefix(doc))
-    solved = fewshot.render_exemplar(task, PAPER_DOC, PromptPlan(1, EXPERT))
+    solved = task.solved_exemplar(PAPER_DOC, PromptPlan(1, EXPERT))
     assert prompt == solved.removesuffix("c)")
 
 

@@ -21,7 +21,7 @@ from family_data import write_all
 from hypothesis import given
 from hypothesis import strategies as st
 
-from calidist_tasks.aggregation import metric_names
+from calidist_tasks.methods import metric_names
 from calidist_tasks.open_ended import (
     HINT_NUMBERS,
     READOUT,
@@ -35,7 +35,7 @@ from calidist_tasks.open_ended import (
     same_number,
 )
 from calidist_tasks.records import hints_of
-from calidist_tasks.report.loading import samples_file_of
+from calidist_tasks.run_files import samples_file_of
 
 
 @pytest.mark.parametrize("text, number", [

@@ -14,7 +14,8 @@ from conftest import load_task, run_lm_eval
 from family_data import write_all
 from test_gsm8k import _save_samples
 
-from calidist_tasks.aggregation import SCORES, UNREADABLE_LIMIT, generation_metric_names
+from calidist_tasks.aggregation import SCORES, UNREADABLE_LIMIT
+from calidist_tasks.methods import metric_names
 from calidist_tasks.open_ended import HINT_NUMBERS, number_hint
 from calidist_tasks.open_ended_verbalized import (
     NUMBER_FORMAT,
@@ -118,7 +119,7 @@ def test_join_of_scripted_replies_by_hand(tmp_path: Path) -> None:
     assert summary["acc"] == pytest.approx(np.mean([r["correct"] for r in evaluation]))
     assert summary["parse_fail_rate"] == pytest.approx(
         sum(r["parse_failures"] for r in evaluation) / sum(r["generations"] for r in evaluation))
-    assert set(summary) == set(generation_metric_names("verbalized", distracted=True))
+    assert set(summary) == set(metric_names(True, "verbalized"))
 
 
 def test_two_verbalized_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
@@ -128,7 +129,7 @@ def test_two_verbalized_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) 
     samples = first["samples"]["calidist_gsm8k_verbalized"]
     results = {k.split(",")[0]: v for k, v in first["results"]["calidist_gsm8k_verbalized"].items()
                if "," in k}
-    assert set(results) >= set(generation_metric_names("verbalized", distracted=False))
+    assert set(results) >= set(metric_names(False, "verbalized"))
     readings = [parse_number_response(s["resps"][0][0]) for s in samples]
     assert [s["filtered_resps"][0][0] for s in samples] == readings
     evaluation = [r for r, s in zip(readings, samples, strict=True)
@@ -154,11 +155,11 @@ def test_two_verbalized_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) 
                          gen_kwargs="max_gen_toks=8")
     task = "calidist_gsm8k_assertion_verbalized"
     results = {k.split(",")[0]: v for k, v in second["results"][task].items() if "," in k}
-    assert set(results) >= set(generation_metric_names("verbalized", distracted=True))
+    assert set(results) >= set(metric_names(True, "verbalized"))
     # the random tiny model's replies are mostly unreadable: every score is then NaN (the
     # scores would describe the fallback), every other number stays finite
     unreadable = results["parse_fail_rate"] > UNREADABLE_LIMIT
-    for name in generation_metric_names("verbalized", distracted=True):
+    for name in metric_names(True, "verbalized"):
         is_score = name.startswith(tuple(SCORES))
         assert math.isnan(results[name]) if unreadable and is_score else math.isfinite(
             results[name]), name

@@ -83,3 +83,34 @@ def test_calidist_tasks_has_no_import_cycle() -> None:
     graph = {name: _imported(path, name, modules) for name, path in modules.items()}
     cycle = _cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> dict[str, str]:
+    """Every module ``start`` imports, directly or not: {module: the module that imports it}."""
+    seen: dict[str, str] = {}
+    todo = [start]
+    while todo:
+        node = todo.pop()
+        for nxt in sorted(graph[node]):
+            if nxt not in seen and nxt != start:
+                seen[nxt] = node
+                todo.append(nxt)
+    return seen
+
+
+# What lm-eval runs (the task classes, the CLI's eval path): none of them may need the report.
+RUN_PATH = ("calidist_tasks.task", "calidist_tasks.generation", "calidist_tasks.open_ended",
+            "calidist_tasks.open_ended_verbalized", "calidist_tasks.two_stage",
+            "calidist_tasks.recovery", "calidist_tasks.aggregation", "calidist_tasks.methods",
+            "calidist_tasks.run_files")
+
+
+def test_the_run_path_never_imports_the_report() -> None:
+    modules = _modules()
+    graph = {name: _imported(path, name, modules) for name, path in modules.items()}
+    for start in RUN_PATH:
+        found = _reachable(graph, start)
+        report = sorted(m for m in found if m.split(".")[:2] == [PACKAGE, "report"])
+        assert not report, f"{start} imports {report[0]} (through {found[report[0]]})"
+    # the check can fail: the report itself imports the report's modules
+    assert "calidist_tasks.report.loading" in _reachable(graph, "calidist_tasks.report")

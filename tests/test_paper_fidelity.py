@@ -20,7 +20,7 @@ from calidist_metrics import (
     prediction_instability,
     reliability_score,
 )
-from calidist_tasks import consistency, distractors
+from calidist_tasks import consistency, distractors, styles
 from calidist_tasks.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,7 +131,8 @@ def test_assertion_templates_are_the_papers_twelve() -> None:
 
 
 def test_m_is_2_for_assertion_and_1_for_the_fixed_templates() -> None:
-    assert distractors.DEFAULT_M == {"none": 0, "assertion": 2, "probe": 1, "corruption": 1}
+    defaults = {name: style.default_m for name, style in styles.STYLES.items()}
+    assert defaults == {"none": 0, "assertion": 2, "probe": 1, "corruption": 1}
 
 
 def test_template_choice_is_seeded_per_document() -> None:

@@ -33,7 +33,8 @@ from calidist_tasks.aggregation import (
     summarize_generations,
 )
 from calidist_tasks.cli import main
-from calidist_tasks.records import VANILLA
+from calidist_tasks.methods import METHODS, task_variant, variant_named
+from calidist_tasks.records import VERBALIZED
 from calidist_tasks.report import write_report
 from calidist_tasks.report.loading import (
     RESULTS_NAME,
@@ -42,7 +43,7 @@ from calidist_tasks.report.loading import (
     model_name,
     short_names,
 )
-from calidist_tasks.report.methods import METHODS, Cell, split_task
+from calidist_tasks.report.methods import Cell
 from calidist_tasks.report.tables import (
     ALWAYS_ZERO,
     IDENTICAL,
@@ -92,6 +93,15 @@ def _records(model: str, benchmark: str, distracted: bool) -> list[dict]:
     return cal + ev
 
 
+def logged_keys(task: str) -> dict:
+    """What a calidist task logs in its config's metadata (``CaliDistTask.__init__``), for the
+    fixture's made-up tasks: calidist_<benchmark>_<variant>."""
+    benchmark, _, name = task.removeprefix("calidist_").partition("_")
+    variant = variant_named(name)
+    return {"benchmark": benchmark, "distractor": variant.distractor,
+            "confidence": variant.confidence}
+
+
 def write_run(folder: Path, model: str, benchmarks: list[str], stamp: str,
               args_as_string: bool = False, extra: dict | None = None) -> Path:
     """lm-eval's files for one model: calidist_<b> and calidist_<b>_assertion per benchmark,
@@ -115,7 +125,8 @@ def write_run(folder: Path, model: str, benchmarks: list[str], stamp: str,
         results[task] = {"alias": task, **{f"{k},none": v for k, v in summary.items()},
                          **{f"{k}_stderr,none": "N/A" for k in summary}}
         configs[task] = {"task": task, "doc_to_choice": ["yes", "no"],
-                         "metadata": {"calib_size": 6, "eval_size": 6, "pretrained": model}}
+                         "metadata": {"calib_size": 6, "eval_size": 6, "pretrained": model,
+                                      **logged_keys(task)}}
         prompts = [(PROMPT, "a"), (PROMPT, "b")]
         if task.endswith("_assertion"):
             prompts += [(h, letter) for h in HINTED for letter in "ab"]
@@ -321,7 +332,7 @@ def test_verbalized_recalibrations_are_rebuilt(tmp_path: Path) -> None:
               + verbalized_records("evaluation", 6, conf_e, correct_e))
     context = {"task": "calidist_toy_verbalized", "labels": ["yes", "no"], "model": "m"}
     numbers = summarize_generations(logged, RunSettings(calib_size=6, eval_size=6), context,
-                                    VANILLA, distracted=False)
+                                    VERBALIZED, distracted=False)
     board, files = report_with_verbalized(tmp_path, logged, numbers)
     # isotonic on the calibration confidences gives 1, 1, 1, 1, 1/3, 1/3 (as for the logit row)
     isotonic = board["Verbalized + isotonic"]  # no "†": rebuilt from the records
@@ -536,7 +547,8 @@ def test_samples_reader_keeps_documents_with_unicode_line_separators(runs: Path,
                                                                      tmp_path: Path) -> None:
     """lm-eval writes samples with ensure_ascii=False: U+2028 / U+0085 / U+2029 stay raw inside
     JSON strings, and the reader must split lines at "\\n" only (str.splitlines() would not)."""
-    from calidist_tasks.report.loading import json_lines, load_runs, read_jsonl
+    from calidist_tasks.report.loading import load_runs
+    from calidist_tasks.run_files import json_lines, read_jsonl
 
     path = runs / "org__model-a" / f"samples_calidist_toy_{STAMP_A}.jsonl"
     lines = [json.loads(line) for line in path.read_text().split("\n") if line]
@@ -658,10 +670,17 @@ def test_sampled_methods_are_rebuilt_from_their_records(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- small parts
 def test_task_names_models_and_escaping() -> None:
-    assert split_task("calidist_ppdb") == ("ppdb", "")
-    assert split_task("calidist_ppdb_assertion") == ("ppdb", "assertion")
-    assert split_task("calidist_mnli_probe_verbalized") == ("mnli", "probe_verbalized")
-    assert split_task("calidist_csqa_consistency") == ("csqa", "consistency")
+    # our tasks' variants from their YAML (runs logged before the task wrote them)
+    assert task_variant("calidist_ppdb") == ("ppdb", variant_named(""))
+    assert task_variant("calidist_ppdb_assertion") == ("ppdb", variant_named("assertion"))
+    assert task_variant("calidist_mnli_probe_verbalized") == (
+        "mnli", variant_named("probe_verbalized"))
+    assert task_variant("calidist_csqa_consistency") == ("csqa", variant_named("consistency"))
+    # a task's logged keys, whatever its name says; an unknown task has none
+    logged = {"metadata": {"benchmark": "x", "distractor": "probe", "confidence": "verbalized"}}
+    assert task_variant("calidist_x_assertion", logged) == ("x", variant_named("probe_verbalized"))
+    assert task_variant("calidist_unknown_assertion", {"metadata": {}}) == (
+        "calidist_unknown_assertion", None)
     assert model_name({"config": {"model_args": "pretrained=/a/b,dtype=float32"}}) == "/a/b"
     assert model_name({"config": {"model_args": {"model": "gpt-4o-mini", "base_url": "u"}}}) \
         == "gpt-4o-mini"

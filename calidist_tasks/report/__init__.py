@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -37,24 +36,17 @@ from pathlib import Path
 from typing import Any
 
 from calidist_tasks.aggregation import UNREADABLE_LIMIT
+from calidist_tasks.fits import column
+from calidist_tasks.methods import METHODS, vanilla_labels
 from calidist_tasks.records import EVALUATION
 from calidist_tasks.report.cost import cost_table
 from calidist_tasks.report.loading import (
-    RESULTS_NAME,
-    SAMPLES_NAME,
     Loaded,
     TaskRun,
     load_runs,
     short_names,
 )
-from calidist_tasks.report.methods import (
-    METHODS,
-    VANILLA_LABELS,
-    Cell,
-    column,
-    leaderboard_cells,
-    split_task,
-)
+from calidist_tasks.report.methods import Cell, leaderboard_cells
 from calidist_tasks.report.plots import (
     FORMATS,
     Series,
@@ -76,6 +68,7 @@ from calidist_tasks.report.tables import (
     more_scores,
 )
 from calidist_tasks.report.transfer import parse_pair, transfer_table
+from calidist_tasks.run_files import save_like_lm_eval
 
 __all__ = ["Report", "run_command", "write_report", "write_report_from_results"]
 
@@ -104,10 +97,8 @@ def task_series(cells: list[Cell]) -> list[tuple[Cell, list[Series]]]:
     for mine in by_run.values():
         series = [(c.method.label, c.confidence, c.correct) for c in mine]
         vanilla = next((c.vanilla for c in mine if c.vanilla is not None), None)
-        if vanilla is not None and all(c.method.label not in VANILLA_LABELS for c in mine):
-            variant = split_task(mine[0].run.task)[1]
-            label = next(m.label for m in METHODS
-                         if m.label in VANILLA_LABELS and variant in m.variants)
+        if vanilla is not None and all(not c.method.own for c in mine):
+            label = next(m.label for m in METHODS if m.own and mine[0].variant in m.variants)
             series.insert(0, (label, *vanilla))
         found.append((mine[0], series))
     return found
@@ -126,7 +117,7 @@ def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
     for cell, series in sorted(task_series(cells),
                                key=lambda found: (names[found[0].model], found[0].run.task)):
         model, task = names[cell.model], cell.run.task
-        first_is_vanilla = series[0][0] in VANILLA_LABELS
+        first_is_vanilla = series[0][0] in vanilla_labels()
         parts = [f"n={cell.n} evaluation documents", "scores ×100"]
         base = folder / f"reliability_{slug(model)}_{slug(task)}"
         title = figure_title(model, task, ["reliability", *parts])
@@ -237,46 +228,6 @@ def write_report_from_results(
             return text
 
         return _write(load_runs([root]), out, pairs, n_resamples, seed, figures, display)
-
-
-def save_like_lm_eval(results: Mapping[str, Any], folder: str | os.PathLike,
-                      label: str = "results") -> dict[str, str]:
-    """Save one simple_evaluate dict into ``folder`` with lm-eval's EvaluationTracker, as its CLI
-    does (what ``calidist report`` and a later stage read); return {path of each file written:
-    how to name it in problems}."""
-    folder = Path(folder)
-    from lm_eval.loggers import EvaluationTracker
-
-    data = dict(results)  # the tracker adds keys to the results and rewrites samples in place
-    samples = {task: [_unsaved(doc) for doc in docs]
-               for task, docs in (data.pop("samples", None) or {}).items()}
-    tracker = EvaluationTracker(output_path=str(folder))
-    tracker.save_results_aggregated(results=data, samples=samples or None)
-    for task in data.get("configs") or {}:
-        if task in samples:
-            tracker.save_results_samples(task_name=task, samples=samples[task])
-    written = {}
-    for file in sorted(folder.rglob("*.json*")):
-        if RESULTS_NAME.match(file.name):
-            written[str(file)] = label
-        elif match := SAMPLES_NAME.match(file.name):
-            written[str(file)] = f"{label}['samples'][{match['task']!r}]"
-    if label not in written.values():  # the tracker logs its errors instead of raising them
-        raise RuntimeError(f"lm-eval could not save {label} (see its log above)")
-    written[str(folder) + os.sep] = ""
-    return written
-
-
-def _unsaved(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of one logged document as simple_evaluate returns it: its ``arguments`` as a list
-    of tuples again when a tracker already saved it (which rewrites them to {"gen_args_i":
-    {"arg_j": ...}} in place; saving that again would split each name into characters)."""
-    doc = dict(doc)
-    arguments = doc.get("arguments")
-    if isinstance(arguments, Mapping):
-        doc["arguments"] = [tuple(arg.values()) if isinstance(arg, Mapping) else arg
-                            for arg in arguments.values()]
-    return doc
 
 
 def _write(

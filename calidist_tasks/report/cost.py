@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from calidist_tasks.methods import methods_of, task_variant
 from calidist_tasks.report.loading import TaskRun
-from calidist_tasks.report.methods import METHODS, split_task
 from calidist_tasks.report.tables import Table
 
 log = logging.getLogger(__name__)
@@ -81,8 +81,8 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
                         "token_count"])
     counters: dict[str, tuple[Callable[[str], float], str]] = {}
     for run in sorted(runs, key=lambda r: (names[r.model], r.task)):
-        variant = split_task(run.task)[1]
-        methods = ", ".join(m.label for m in METHODS if variant in m.variants)
+        variant = task_variant(run.task, run.config)[1]
+        methods = ", ".join(m.label for m in methods_of(variant)) if variant else ""
         if not run.prompts:  # no usable samples: the results file's request count only
             table.rows.append([names[run.model], run.task, methods, None,
                                run.metrics.get("requests_per_doc"), None, None, None, None,

@@ -9,30 +9,18 @@ cells that need it are left out.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from calidist_tasks.records import SOURCE_FIELD, STAGE1_FOLDER, Record, is_failed, is_record
+from calidist_tasks.run_files import RESULTS_NAME, SAMPLES_NAME, json_lines, model_name
 
-STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"  # lm-eval's date_id
-RESULTS_NAME = re.compile(rf"^(?P<stem>.+)_(?P<stamp>{STAMP})\.json$")
-SAMPLES_NAME = re.compile(rf"^samples_(?P<task>.+)_(?P<stamp>{STAMP})\.jsonl$")
 TASK_PREFIX = "calidist_"
-MODEL_KEYS = ("pretrained", "model", "path", "engine")  # model_args naming the model
-
-
-def new_stamp() -> str:
-    """A date_id for files we write as lm-eval output: lm-eval's own (``EvaluationTracker``:
-    local time, ISO format with ":" as "-"), which ``STAMP`` matches."""
-    return datetime.now().isoformat().replace(":", "-")
 
 
 @dataclass
@@ -64,19 +52,6 @@ class TaskRun:
 class Loaded:
     runs: list[TaskRun] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-
-
-def model_name(results: Mapping[str, Any]) -> str:
-    """The model a results file measured: ``pretrained=`` / ``model=`` of its model_args."""
-    config = results.get("config") or {}
-    args = config.get("model_args")
-    if isinstance(args, str):  # "pretrained=X,dtype=float32" when given as a string
-        args = dict(part.split("=", 1) for part in args.split(",") if "=" in part)
-    if isinstance(args, Mapping):
-        for key in MODEL_KEYS:
-            if args.get(key):
-                return str(args[key])
-    return str(results.get("model_name") or config.get("model") or "unknown model")
 
 
 def short_names(models: Iterable[str]) -> dict[str, str]:
@@ -112,28 +87,6 @@ def _infinite(path: Path, task: str, metrics: Mapping[str, float]) -> list[str]:
     NaN is a metric's own "undefined", so it is not one): shown as it is, never marked best."""
     return [f"{path}: {task} {name} is {value} (not a finite number): shown as it is, never "
             "marked best" for name, value in metrics.items() if math.isinf(value)]
-
-
-def samples_file_of(path: str | Path, task: str, key: str, how: str) -> Path:
-    """An earlier run's samples of ``task`` (a later stage reads them): the file itself, refused
-    when lm-eval named it another task's, or the newest ``samples_<task>_<date>.jsonl`` below a
-    folder (lm-eval's --output_path). ``key`` names the setting that gave ``path``, ``how`` says
-    how to produce the file; both go into the error."""
-    given = Path(path)
-    if given.is_file():  # any name, but not lm-eval's name for another task's samples
-        match = SAMPLES_NAME.match(given.name)
-        if match is not None and match["task"] != task:
-            raise ValueError(f"{task}: {key} {given} is the samples of {match['task']}; give "
-                             f"this task's samples_{task}_*.jsonl or its output folder")
-        return given
-    if given.is_dir():
-        found = [p for p in given.rglob(f"samples_{task}_*.jsonl")
-                 if (m := SAMPLES_NAME.match(p.name)) and m["task"] == task]
-        if found:
-            return max(found, key=lambda p: p.stat().st_mtime)
-        raise FileNotFoundError(f"{task}: {key}: no samples_{task}_*.jsonl under {given}; "
-                                f"run {task} with {how} first")
-    raise FileNotFoundError(f"{task}: {key} {given} does not exist")
 
 
 def _find(paths: Sequence[str | Path], problems: list[str]) -> tuple[list[Path], list[Path]]:
@@ -207,35 +160,6 @@ def _attach(sample_file: Path, runs: list[TaskRun], problems: list[str]) -> None
                             f"{newest.results_file.name} (same folder, task and model)")
         else:
             problems.append(f"{sample_file}: no results file with its date {stamp}; left out")
-
-
-def json_lines(path: str | Path) -> list[str]:
-    """The lines of a JSON-lines file (gzip-compressed when its name ends in ``.gz``).
-
-    The one reader of samples files in this project. Lines end at "\\n" only: lm-eval writes
-    samples with ``ensure_ascii=False``, so a document's text keeps U+2028, U+2029, U+0085 (and
-    other characters ``str.splitlines()`` treats as line ends) unescaped inside JSON strings.
-    A trailing "\\n" gives no extra empty line. Raises OSError / UnicodeDecodeError.
-    """
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", newline="\n") as file:  # only "\n" ends a line
-        return [line[:-1] if line.endswith("\n") else line for line in file]
-
-
-def read_jsonl(path: str | Path) -> list[Any]:
-    """Every JSON value of a JSON-lines file (see ``json_lines``); blank lines are skipped.
-
-    A line that is not valid JSON raises ValueError naming the file and the line.
-    """
-    values = []
-    for number, text in enumerate(json_lines(path), start=1):
-        if not text.strip():
-            continue
-        try:
-            values.append(json.loads(text))
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-    return values
 
 
 def _prompts(line: Mapping[str, Any]) -> list[tuple[str, int]]:

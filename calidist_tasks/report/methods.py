@@ -1,14 +1,15 @@
-"""Leaderboard rows: which task reports which method, and its per-document confidences.
+"""Leaderboard cells: which rows a task fills, and their per-document confidences.
 
-The mapping is data: a task ``calidist_<benchmark>_<variant>`` fills the rows of ``METHODS`` that
-list its variant, with the results file's ECE, Brier and AUROC of the row's confidence (named by
-``records.metric_name``). A new method is one more line here. Where the logged records allow it,
-the method's confidence on every evaluation document is rebuilt (``refit``) the way the task's own
-aggregation built it; the rebuilt scores must equal the results file's, otherwise the mismatch
-is reported and the results-file numbers are used without per-document data. CaliDist is refitted
-with the run's own settings as lm-eval logged them in the task's config metadata (``lambda_scale``
-and ``fit``; the records' lambda_raw already follow its ``delta_mode``), else the defaults (the
-paper's grid search alone): never with ``refine`` unless the run asked for it.
+A task fills the registry's rows (``calidist_tasks.methods.METHODS``) that list its variant, found
+from the task's own config (``methods.task_variant``), with the results file's ECE, Brier and
+AUROC of the row's confidence (named by ``records.metric_name``). Where the logged records allow
+it, each row's confidence on every evaluation document is rebuilt with the row's own fit
+(``Method.fit``, the function the task's aggregation called); the rebuilt scores must equal the
+results file's, otherwise the mismatch is reported and the results-file numbers are used without
+per-document data. CaliDist is refitted with the run's own settings as lm-eval logged them in the
+task's config metadata (``lambda_scale`` and ``fit``; the records' lambda_raw already follow its
+``delta_mode``), else the defaults (the paper's grid search alone): never with ``refine`` unless
+the run asked for it.
 """
 
 from __future__ import annotations
@@ -22,84 +23,25 @@ from typing import Any
 import numpy as np
 
 from calidist_metrics import CalibrationWarning, CaliDistCalibrator
-from calidist_tasks.aggregation import (
-    SCORES,
-    UNREADABLE_LIMIT,
-    baseline_confidences,
-    calidist_calibrator,
-    recalibrated_confidences,
-    split_records,
-)
+from calidist_tasks import fits
+from calidist_tasks.aggregation import UNREADABLE_LIMIT
+from calidist_tasks.fits import calibrator_context, split_records
 from calidist_tasks.joining import hint_instability
-from calidist_tasks.records import (
-    CALIDIST,
-    CONSISTENCY,
-    ENTROPY,
-    FSD,
-    ISOTONIC,
-    PLATT,
-    SPUQ,
-    TEMPERATURE_SCALING,
-    VANILLA,
-    VECTOR_SCALING,
-    Hint,
-    hints_of,
-    metric_name,
+from calidist_tasks.methods import (
+    METHODS,
+    SCORES,
+    Method,
+    methods_of,
+    paired_variants,
+    task_variant,
 )
-from calidist_tasks.report.loading import TASK_PREFIX, TaskRun
+from calidist_tasks.records import Hint, hints_of
+from calidist_tasks.report.loading import TaskRun
 from calidist_tasks.settings import RunSettings
 
+__all__ = ["METHODS", "Cell", "Method", "leaderboard_cells", "task_cells"]
+
 TOLERANCE = 1e-6  # rebuilt vs saved score; both come from the same float64 records
-
-
-@dataclass(frozen=True)
-class Method:
-    """One leaderboard row."""
-
-    label: str
-    variants: tuple[str, ...]  # task-name suffixes that report it, preferred first ("" = original)
-    # the confidence its metrics are named after: ``records.metric_name(score, confidence)``
-    confidence: str
-    # How to rebuild its per-document confidence from the records: "vanilla" (the original
-    # prompt's), "calidist" (refit), "baseline:<name>" (logit baselines, refit),
-    # "recalibrated:<name>" (Platt or isotonic of the records' own confidence, refit),
-    # "sampled:<kind>" (record["confidences"][kind]). Where that fails, results-file numbers.
-    refit: str
-
-    def metric(self, score: str) -> str:
-        """The results-file name of ``score`` for this row."""
-        return metric_name(score, self.confidence)
-
-
-REFIT_CALIDIST = "calidist"
-# refit kinds: "baseline:<name>", "recalibrated:<name>", "sampled:<kind>"
-BASELINE, RECALIBRATED, SAMPLED = "baseline:", "recalibrated:", "sampled:"
-LOGIT = ("", "assertion", "probe", "corruption")
-VERBALIZED = ("verbalized", "assertion_verbalized", "probe_verbalized", "corruption_verbalized")
-METHODS: tuple[Method, ...] = (
-    Method("Vanilla", LOGIT, VANILLA, VANILLA),
-    Method("Temperature scaling", ("",), TEMPERATURE_SCALING, BASELINE + TEMPERATURE_SCALING),
-    Method("Platt", ("",), PLATT, BASELINE + PLATT),
-    Method("Isotonic", ("",), ISOTONIC, BASELINE + ISOTONIC),
-    Method("Vector scaling", ("",), VECTOR_SCALING, BASELINE + VECTOR_SCALING),
-    Method("Verbalized", VERBALIZED, VANILLA, VANILLA),
-    Method("Verbalized + Platt", ("verbalized",), PLATT, RECALIBRATED + PLATT),
-    Method("Verbalized + isotonic", ("verbalized",), ISOTONIC, RECALIBRATED + ISOTONIC),
-    Method("Consistency", ("consistency",), CONSISTENCY, SAMPLED + CONSISTENCY),
-    Method("Entropy", ("consistency",), ENTROPY, SAMPLED + ENTROPY),
-    Method("FSD", ("consistency",), FSD, SAMPLED + FSD),
-    Method("SPUQ", ("spuq",), SPUQ, SAMPLED + SPUQ),
-    Method("CaliDist (As.)", ("assertion",), CALIDIST, REFIT_CALIDIST),
-    Method("CaliDist (Pr.)", ("probe",), CALIDIST, REFIT_CALIDIST),
-    Method("CaliDist (Sa.)", ("corruption",), CALIDIST, REFIT_CALIDIST),
-    Method("CaliDist verbalized (As.)", ("assertion_verbalized",), CALIDIST, REFIT_CALIDIST),
-    Method("CaliDist verbalized (Pr.)", ("probe_verbalized",), CALIDIST, REFIT_CALIDIST),
-    Method("CaliDist verbalized (Sa.)", ("corruption_verbalized",), CALIDIST, REFIT_CALIDIST),
-)
-VARIANTS = sorted({v for m in METHODS for v in m.variants if v}, key=len, reverse=True)
-# Tasks whose record "confidence" is a vanilla row: their other rows are paired with it.
-PAIRED_VARIANTS = {v for m in METHODS if m.refit == VANILLA for v in m.variants}
-VANILLA_LABELS = {m.label for m in METHODS if m.refit == VANILLA}  # the model's own confidence
 
 
 @dataclass
@@ -115,6 +57,12 @@ class Cell:
     correct: np.ndarray | None = None
     # the same task's vanilla (confidence, correct) on the same documents, to compare with
     vanilla: tuple[np.ndarray, np.ndarray] | None = None
+    variant: str = ""  # the run's ``methods.Variant`` name
+
+    @property
+    def rank(self) -> int:
+        """Where the run's variant stands among the row's (0: preferred)."""
+        return self.method.variants.index(self.variant)
 
     @property
     def n(self) -> int | None:
@@ -147,19 +95,6 @@ class Cell:
         return self.vanilla is not None and np.array_equal(self.vanilla[1], self.correct)
 
 
-def split_task(task: str) -> tuple[str, str]:
-    """(benchmark, variant) of a task name: ``calidist_ppdb_assertion`` -> ("ppdb", "assertion")."""
-    rest = task.removeprefix(TASK_PREFIX)
-    for variant in VARIANTS:
-        if rest.endswith("_" + variant):
-            return rest[: -len(variant) - 1], variant
-    return rest, ""
-
-
-def column(records: list[Mapping[str, Any]], key: str) -> np.ndarray:
-    return np.asarray([r[key] for r in records], dtype=float)
-
-
 def settings_of(run: TaskRun) -> RunSettings:
     """The run's settings, from the metadata lm-eval saved in the task's config."""
     return RunSettings.from_metadata(run.config.get("metadata"))
@@ -168,7 +103,7 @@ def settings_of(run: TaskRun) -> RunSettings:
 def _fit_hint(run: TaskRun, method: Method) -> str:
     """Why a CaliDist refit may differ: the run's metadata does not name its fit."""
     metadata = run.config.get("metadata") or {}
-    if method.refit != REFIT_CALIDIST or "fit" in metadata:
+    if method.fit is not fits.calidist_fit or "fit" in metadata:
         return ""
     return ("; the run's metadata names no fit, so it was refitted with the paper's grid "
             "search alone (runs made before --metadata fit existed refined it by default)")
@@ -232,41 +167,29 @@ def with_instability(records: Sequence[Mapping[str, Any]], m: int | None = None,
 def calidist_confidences(calibration: Sequence[Mapping[str, Any]],
                          evaluation: Sequence[Mapping[str, Any]], settings: RunSettings,
                          context: Mapping[str, Any]) -> tuple[np.ndarray, CaliDistCalibrator]:
-    """CaliDist's calibrated confidence per evaluation record, fitted as the task's own
-    aggregation fits it (``aggregation.calidist_calibrator`` with the given settings)."""
-    calibrator = calidist_calibrator(list(calibration), settings, context)
-    calibrated = calibrator.predict(column(evaluation, "lambda_raw"),
-                                    column(evaluation, "confidence"))
-    return np.asarray(calibrated, dtype=float), calibrator
+    """CaliDist's calibrated confidence per evaluation record and its calibrator, fitted as the
+    task's own aggregation fits it (``fits.calidist_fit`` with the given settings)."""
+    fitted = fits.calidist_fit(calibration, evaluation, settings, context)
+    return fitted.confidence, fitted.estimator
 
 
-def calidist_context(run: TaskRun, settings: RunSettings) -> dict[str, Any]:
-    choices = run.config.get("doc_to_choice")
-    labels = list(choices) if isinstance(choices, list) else f"per-document {choices}"
-    return {"task": run.task, "labels": labels, "model": settings.model}
+def run_context(run: TaskRun, settings: RunSettings) -> dict[str, Any]:
+    """The calibrator context of a logged run (``fits.calibrator_context``)."""
+    return calibrator_context(run.task, run.config.get("doc_to_choice"), settings.model)
 
 
-def refit(run: TaskRun, kinds: set[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per evaluation document (confidence, correct) for each refit kind the run's rows need."""
+def refit(run: TaskRun, methods: Sequence[Method]) -> dict[str, fits.Fitted | None]:
+    """Each method's fit on the run's records: {label: fits.Fitted, None where undefined or
+    where nothing can be fitted (no calibration records: results-file numbers only)}."""
     calibration, evaluation = split_records(run.records)
-    correct = column(evaluation, "correct")
-    found = {VANILLA: (column(evaluation, "confidence"), correct)}
-    if REFIT_CALIDIST in kinds:
-        settings = settings_of(run)
-        calibrated, _ = calidist_confidences(calibration, evaluation, settings,
-                                             calidist_context(run, settings))
-        found[REFIT_CALIDIST] = (calibrated, correct)
-    if any(kind.startswith(BASELINE) for kind in kinds):
-        baselines, _ = baseline_confidences(calibration, evaluation)
-        found.update({BASELINE + name: pair for name, pair in baselines.items()})
-    if calibration and any(kind.startswith(RECALIBRATED) for kind in kinds):
-        recalibrated = recalibrated_confidences(calibration, evaluation)
-        found.update({RECALIBRATED + name: pair for name, pair in recalibrated.items()})
-    for kind in kinds:
-        if kind.startswith(SAMPLED):
-            name = kind.removeprefix(SAMPLED)
-            found[kind] = (np.asarray([r["confidences"][name] for r in evaluation], float),
-                           correct)
+    settings = settings_of(run)
+    context = run_context(run, settings)
+    found: dict[str, fits.Fitted | None] = {}
+    for method in methods:
+        try:
+            found[method.label] = method.fit(calibration, evaluation, settings, context)
+        except fits.NoCalibration:
+            found[method.label] = None
     return found
 
 
@@ -281,16 +204,15 @@ def _mismatch(values: dict[str, float], saved: dict[str, float],
 
 def task_cells(run: TaskRun, problems: list[str], notes: list[str]) -> list[Cell]:
     """The leaderboard cells one task fills, rebuilt from its records where possible."""
-    benchmark, variant = split_task(run.task)
-    methods = [m for m in METHODS if variant in m.variants]
-    if not variant and "_" in benchmark:
-        problems.append(f"{run.name}: no leaderboard row for this task's variant (known: "
-                        f"{', '.join(VARIANTS)}); add a line to METHODS in "
-                        "calidist_tasks/report/methods.py")
+    benchmark, variant = task_variant(run.task, run.config)
+    if variant is None:
+        problems.append(f"{run.name}: no leaderboard row for this task's variant (its config "
+                        "names no registered style and confidence); register it in "
+                        "calidist_tasks/methods.py")
         return []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibrationWarning)
-        cells = _cells(run, benchmark, variant, methods, problems)
+        cells = _cells(run, benchmark, variant.name, methods_of(variant), problems)
     notes.extend(dict.fromkeys(f"{run.name}: {w.message}" for w in caught
                                if issubclass(w.category, CalibrationWarning)))
     return cells
@@ -298,20 +220,22 @@ def task_cells(run: TaskRun, problems: list[str], notes: list[str]) -> list[Cell
 
 def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
            problems: list[str]) -> list[Cell]:
-    per_doc: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    per_doc: dict[str, fits.Fitted | None] = {}
     if run.records is not None:
         try:
-            per_doc = refit(run, {m.refit for m in methods})
+            per_doc = refit(run, methods)
         except (KeyError, TypeError, ValueError, OSError) as error:
             problems.append(f"{run.name}: cannot rebuild its confidences from the samples "
                             f"({type(error).__name__}: {error}); results-file numbers only")
+    own = next((per_doc.get(m.label) for m in methods if m.own), None)
     cells = []
     for method in methods:
         saved = {s: run.metrics[method.metric(s)] for s in SCORES
                  if method.metric(s) in run.metrics}
-        cell = Cell(run.model, benchmark, method, run, saved)
-        if method.refit in per_doc:
-            confidence, correct = per_doc[method.refit]
+        cell = Cell(run.model, benchmark, method, run, saved, variant=variant)
+        fitted = per_doc.get(method.label)
+        if fitted is not None:
+            confidence, correct = fitted.confidence, fitted.correct
             values = {s: float(fn(confidence, correct)) for s, fn in SCORES.items()}
             rate = run.metrics.get("parse_fail_rate")
             wrong = _mismatch(values, saved, rate is not None and rate > UNREADABLE_LIMIT)
@@ -321,8 +245,8 @@ def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
                                 "results-file numbers only")
             else:
                 cell.values, cell.confidence, cell.correct = values, confidence, correct
-                if method.refit != VANILLA and variant in PAIRED_VARIANTS:
-                    cell.vanilla = per_doc[VANILLA]
+                if not method.own and own is not None and variant in paired_variants():
+                    cell.vanilla = (own.confidence, own.correct)
         if cell.values:
             cells.append(cell)
     return cells
@@ -335,8 +259,7 @@ def leaderboard_cells(runs: list[TaskRun], problems: list[str],
     for run in runs:
         for cell in task_cells(run, problems, notes):
             key = (cell.model, cell.benchmark, cell.method.label)
-            rank = cell.method.variants.index(split_task(cell.run.task)[1])
             old = chosen.get(key)
-            if old is None or rank < old.method.variants.index(split_task(old.run.task)[1]):
+            if old is None or cell.rank < old.rank:
                 chosen[key] = cell
     return list(chosen.values())

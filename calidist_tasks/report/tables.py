@@ -28,11 +28,13 @@ from calidist_metrics import (
     expected_calibration_error,
     paired_bootstrap_test,
 )
-from calidist_tasks.aggregation import SCORES
-from calidist_tasks.report.methods import METHODS, Cell
+from calidist_tasks.methods import METHODS, SCORES, higher_is_better
+from calidist_tasks.report.methods import Cell
 
 # (score, title, higher is better)
-LEADERBOARD_SCORES = (("ece", "ECE", False), ("brier", "Brier", False), ("auroc", "AUROC", True))
+LEADERBOARD_SCORES = tuple((score, title, higher_is_better(score))
+                           for score, title in (("ece", "ECE"), ("brier", "Brier"),
+                                                ("auroc", "AUROC")))
 # the leaderboard's columns per benchmark; None = context, never marked best
 LEADERBOARD_COLUMNS = (("acc", "Acc", None), *LEADERBOARD_SCORES,
                        ("parse_fail_rate", "Unreadable", None))
@@ -187,7 +189,7 @@ def accuracy(confidence: np.ndarray, correct: np.ndarray) -> float:
 def score_intervals(confidence: np.ndarray, correct: np.ndarray, n_resamples: int,
                     seed: int = 0, scores: Mapping[str, Callable] | None = None
                     ) -> dict[str, tuple[float, float, float]]:
-    """(value, 95% low, 95% high) per score (default ``aggregation.SCORES``), each a percentile
+    """(value, 95% low, 95% high) per score (default ``methods.SCORES``), each a percentile
     bootstrap over the documents (``calidist_metrics.bootstrap_interval``, numpy seed ``seed``).
     Degenerate resamples warn (CalibrationWarning) as in ``bootstrap_interval``."""
     return {name: bootstrap_interval(fn, confidence, correct, n_resamples, seed=seed)

@@ -13,9 +13,10 @@ import warnings
 from dataclasses import replace
 
 from calidist_metrics import CalibrationWarning, CaliDistCalibrator
-from calidist_tasks.aggregation import SCORES, calidist_calibrator, split_records
+from calidist_tasks.fits import calidist_calibrator, column, split_records
+from calidist_tasks.methods import SCORES
 from calidist_tasks.report.loading import TaskRun
-from calidist_tasks.report.methods import calidist_context, column, settings_of
+from calidist_tasks.report.methods import run_context, settings_of
 from calidist_tasks.report.tables import LEADERBOARD_SCORES, Table
 
 CONFIDENCES = ("vanilla", "in-domain", "transferred")
@@ -38,7 +39,7 @@ def refit_calidist(run: TaskRun) -> CaliDistCalibrator:
     """
     settings = replace(settings_of(run), calibrator=None)  # refit even if the run loaded a fit
     calibration, _ = split_records(run.records)
-    return calidist_calibrator(calibration, settings, calidist_context(run, settings))
+    return calidist_calibrator(calibration, settings, run_context(run, settings))
 
 
 def transfer_table(pairs: list[tuple[str, str]], runs: list[TaskRun], names: dict[str, str],

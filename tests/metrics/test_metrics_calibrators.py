@@ -11,6 +11,7 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
 from calidist_metrics import (
+    BehaviourCalibrator,
     CalibrationWarning,
     CaliDistCalibrator,
     IsotonicCalibration,
@@ -572,3 +573,32 @@ def test_confidence_calibrators_bad_inputs(cls):
         cls().fit([0.5, 0.6], [1])
     with pytest.raises(ValueError, match="confidence must lie"):
         cls().fit([0.5, 1.6], [1, 0])
+
+
+def test_every_calibrator_is_a_calibrator_with_fit_and_predict():
+    """One shape (``Calibrator``): fit on calibration data returns the estimator, predict gives
+    one calibrated confidence per new document, in [0, 1]; the logit scalers' is the largest
+    class probability of ``predict_proba``."""
+    from calidist_metrics import Calibrator
+
+    rng = np.random.default_rng(0)
+    n = 40
+    logits = rng.normal(size=(n, 3))
+    labels = rng.integers(0, 3, n)
+    conf = rng.uniform(0.3, 1.0, n)
+    correct = (rng.uniform(size=n) < conf).astype(int)
+    mu, delta = rng.uniform(size=n), rng.uniform(size=n)
+    cases = [(TemperatureScaling(), (logits,), labels), (VectorScaling(), (logits,), labels),
+             (PlattScaling(), (conf,), correct), (IsotonicCalibration(), (conf,), correct),
+             (CaliDistCalibrator(), ((1 - mu) / (delta + 1e-10), conf), correct),
+             (BehaviourCalibrator(), (conf, mu, delta), correct)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)
+        for estimator, inputs, target in cases:
+            assert isinstance(estimator, Calibrator)
+            assert estimator.fit(*inputs, target) is estimator
+            predicted = estimator.predict(*inputs)
+            assert predicted.shape == (n,) and np.all((0 <= predicted) & (predicted <= 1))
+            if hasattr(estimator, "predict_proba"):
+                np.testing.assert_allclose(predicted, estimator.predict_proba(logits).max(axis=1))
+    assert not isinstance(object(), Calibrator)

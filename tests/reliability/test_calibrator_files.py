@@ -13,7 +13,7 @@ import pytest
 from conftest import load_task
 
 from calidist_metrics import CaliDistCalibrator, TemperatureScaling, save_calibrator
-from calidist_tasks.aggregation import applied_calibrator
+from calidist_tasks.fits import applied_calibrator
 from reliability.support import refused, write
 
 TASK = "calidist_ppdb_assertion"

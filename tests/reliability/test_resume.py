@@ -84,6 +84,7 @@ def kill_part_way(metadata: dict, cache: Path, counter: Path, after: int) -> int
     return len(counter.read_text().split())
 
 
+@pytest.mark.slow  # runs lm-eval in a subprocess (no tiny_model_dir fixture to mark it)
 def test_killed_run_resumes_without_resending_and_ends_with_the_same_metrics(tmp_path, metadata):
     reference, sent = run(metadata, cache=None)
     assert sent == TOTAL
