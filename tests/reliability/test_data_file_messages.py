@@ -175,3 +175,17 @@ def test_a_byte_order_mark_inside_a_file_is_dropped(suffix: str, tmp_path: Path)
     odd = _load(write(tmp_path / "b" / f"data{suffix}", joined))
     assert _documents(odd) == _documents(plain)
     assert not any("\ufeff" in str(d) for d in odd.eval_docs)
+
+
+def test_a_yahoo_question_with_only_invisible_context_has_no_context(tmp_path: Path) -> None:
+    """Yahoo's body and best answer are often empty: empty means "(no context)", also when they
+    hold only zero-width characters (which the prompt would show as an empty context)."""
+    rows = [{"topic": i, "question_title": f"Why is the sky {i} blue?",
+             "question_content": "\u200b" if i == 1 else f"Asked {i}.",
+             "best_answer": "\u2060 " if i == 1 else ""} for i in range(3)]
+    path = write(tmp_path / "data.jsonl", "\n".join(json.dumps(r) for r in rows))
+    task = load_task("calidist_yahoo", {"data_files": str(path), "calib_size": 1,
+                                        "eval_size": "all"})
+    contexts = {d[SOURCE_FIELD]: d["context"] for d in task.eval_docs}
+    assert contexts == {"data.jsonl:1": "Asked 0.", "data.jsonl:2": "(no context)",
+                        "data.jsonl:3": "Asked 2."}
