@@ -337,7 +337,7 @@ def _check_field_types(benchmark: str, docs: list[tuple[str, dict[str, Any]]]) -
             wide = _wide_integer(value)
             if wide is not None:
                 raise ValueError(f"{benchmark} {where}: field '{name}' holds the integer {wide}, "
-                                 "beyond the 64-bit integers documents are stored as; write it "
+                                 "beyond the 64-bit integers a document table holds; write it "
                                  "as text")
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             kind = "number" if number else type(value).__name__
@@ -365,34 +365,40 @@ def _content(doc: dict[str, Any], fields: Sequence[str]) -> str:
     return json.dumps([shown(doc.get(name)) for name in fields], default=str)
 
 
-def _unique(source: Source, roles: dict[str, list[tuple[str, dict[str, Any]]]]
-            ) -> dict[str, list[tuple[str, dict[str, Any]]]]:
-    """Each document once: a later copy (same ``_content``, same label) is dropped, with one
-    warning naming every copy; evaluation rows come first, so a copy of an evaluation document
-    in the calibration split is the one dropped. Copies with different labels are refused."""
+Documents = list[tuple[str, dict[str, Any]]]  # (where, document)
+
+
+def _unique(source: Source, evaluation: Documents, calibration: Documents
+            ) -> tuple[Documents, Documents]:
+    """Each document once: of copies (same ``_content``, same label) the first in list order is
+    kept, the others dropped with one warning naming every copy. Evaluation documents come first,
+    so a copy of an evaluation document in the calibration split is the one dropped. Copies with
+    different labels are refused."""
     kept: dict[str, tuple[str, Any]] = {}
     copies: list[str] = []
-    unique: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for role in (EVALUATION, CALIBRATION):
-        for where, doc in roles.get(role, []):
+    unique: dict[str, Documents] = {EVALUATION: [], CALIBRATION: []}
+    for role, docs in ((EVALUATION, evaluation), (CALIBRATION, calibration)):
+        for where, doc in docs:
             key = _content(doc, source.required_fields)
             label = doc[source.label_field]
             if key not in kept:
                 kept[key] = where, label
-                unique.setdefault(role, []).append((where, doc))
+                unique[role].append((where, doc))
             elif kept[key][1] != label:
                 raise ValueError(
                     f"{source.benchmark} {kept[key][0]} and {where}: the same document "
                     f"({', '.join(source.required_fields)}) with different labels "
                     f"({kept[key][1]!r} and {label!r}); correct or remove one")
             else:
-                copies.append(f"{where} (copy of {kept[key][0]})")
+                copies.append(f"{where} (same as {kept[key][0]})")
     if copies:
+        copies.sort(key=lambda text: [int(t) if t.isdigit() else t
+                                      for t in re.split(r"(\d+)", text)])  # file, line order
         more = f"; and {len(copies) - SHOWN_COPIES} more" if len(copies) > SHOWN_COPIES else ""
-        log.warning("%s: %d duplicate row(s) dropped (same %s and label as an earlier row): %s%s",
+        log.warning("%s: %d duplicate row(s) dropped (same %s and label as a row kept): %s%s",
                     source.benchmark, len(copies), ", ".join(source.required_fields),
                     "; ".join(copies[:SHOWN_COPIES]), more)
-    return unique
+    return unique[EVALUATION], unique[CALIBRATION]
 
 
 def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any]]:
@@ -415,11 +421,14 @@ def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any
                 if not rows:
                     raise ValueError(f"{path}: no rows (an empty file?)")
                 raw.setdefault(role, []).extend(rows)
-    unique = _unique(source, {role: _documents(source, rows) for role, rows in raw.items()})
-    evaluation, calibration = unique.get(EVALUATION, []), unique.get(CALIBRATION, [])
+    evaluation = _documents(source, raw.get(EVALUATION, []))
+    calibration = _documents(source, raw.get(CALIBRATION, []))
     rng = random.Random(settings.split_seed)
     rng.shuffle(evaluation)
     rng.shuffle(calibration)
+    # copies are dropped after the shuffle, so that every other document keeps the order it had
+    # before copies were caught (the same documents and split, but for the copies)
+    evaluation, calibration = _unique(source, evaluation, calibration)
     where = "the calibration split" if calibration else "the evaluation pool"
     if not calibration:  # no separate split: the first calib_size shuffled documents
         calibration = evaluation[: settings.calib_size]
