@@ -365,18 +365,15 @@ def _content(doc: dict[str, Any], fields: Sequence[str]) -> str:
     return json.dumps([shown(doc.get(name)) for name in fields], default=str)
 
 
-Documents = list[tuple[str, dict[str, Any]]]  # (where, document)
-
-
-def _unique(source: Source, evaluation: Documents, calibration: Documents
-            ) -> tuple[Documents, Documents]:
+def _unique(source: Source, evaluation: list[Row], calibration: list[Row]
+            ) -> tuple[list[Row], list[Row]]:
     """Each document once: of copies (same ``_content``, same label) the first in list order is
     kept, the others dropped with one warning naming every copy. Evaluation documents come first,
     so a copy of an evaluation document in the calibration split is the one dropped. Copies with
     different labels are refused."""
     kept: dict[str, tuple[str, Any]] = {}
     copies: list[str] = []
-    unique: dict[str, Documents] = {EVALUATION: [], CALIBRATION: []}
+    unique: dict[str, list[Row]] = {EVALUATION: [], CALIBRATION: []}
     for role, docs in ((EVALUATION, evaluation), (CALIBRATION, calibration)):
         for where, doc in docs:
             key = _content(doc, source.required_fields)

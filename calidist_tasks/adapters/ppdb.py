@@ -4,7 +4,7 @@ Each line: sentence1 TAB sentence2 TAB (n,6) TAB url, where n of 6 annotators ju
 paraphrase: n >= 4 is a paraphrase (label 0), n <= 2 is not (label 1), n == 3 is discarded.
 
 The corpus annotates some pairs more than once (one line per URL): copies that agree are one
-document (``dataset`` drops the later ones); a pair whose copies disagree (61 pairs of the test
+document (``dataset`` keeps one); a pair whose copies disagree (61 pairs of the test
 file, e.g. (4,6) and (1,6)) has no gold label, so all its lines are dropped, with one warning.
 """
 
