@@ -47,7 +47,10 @@ BAD_REPLIES = {
     "no-logprobs": "completions: no `logprobs` key in a choice (an endpoint without them)",
     "no-echo": "completions: `logprobs` of the generated token only (`echo` ignored)",
     "no-content": "chat: a `message` without `content`; completions: a choice without `text`",
+    "positive-logprobs": "completions: `logprobs.token_logprobs` made positive (|value|)",
+    "html": "an HTML page (`text/html`) with HTTP 200 instead of JSON (a proxy's error page)",
 }
+HTML_PAGE = b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
 
 
 @dataclass
@@ -207,6 +210,9 @@ class ModelServer:
                                               for v in logprobs["token_logprobs"]]
             elif kind == "no-logprobs":
                 choice.pop("logprobs", None)
+            elif kind == "positive-logprobs" and logprobs:
+                logprobs["token_logprobs"] = [None if v is None else abs(v)
+                                              for v in logprobs["token_logprobs"]]
             elif kind == "no-echo" and logprobs:
                 for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
                     logprobs[key] = logprobs[key][-1:]
@@ -318,10 +324,12 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             self._reply(*server.handle(self.path.split("?")[0], body))
 
         def _reply(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
+            data, kind = json.dumps(payload).encode(), "application/json"
+            if status == 200 and server.bad_reply == "html":
+                data, kind = HTML_PAGE, "text/html"
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
