@@ -58,6 +58,9 @@ class Source:
     choices_field: str | None
     read_file: Callable[[Path], Iterable[Row]] | None = None
     process_row: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
+    # the gold answer two copies of a document must agree on: None is label_field (an open
+    # answer's task has every document in one class and the answer in another field)
+    answer_field: str | None = None
 
 
 def read_rows(path: Path) -> list[Row]:
@@ -377,7 +380,7 @@ def _unique(source: Source, evaluation: list[Row], calibration: list[Row]
     for role, docs in ((EVALUATION, evaluation), (CALIBRATION, calibration)):
         for where, doc in docs:
             key = _content(doc, source.required_fields)
-            label = doc[source.label_field]
+            label = doc[source.answer_field or source.label_field]
             if key not in kept:
                 kept[key] = where, label
                 unique[role].append((where, doc))

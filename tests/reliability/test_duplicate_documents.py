@@ -213,3 +213,14 @@ def test_ppdb_pairs_annotated_twice(tmp_path: Path, caplog) -> None:
     assert "test.tsv:1, test.tsv:5" in caplog.text  # the disagreeing pair's lines
     assert ("test.tsv:6 (same as test.tsv:2)" in caplog.text
             or "test.tsv:2 (same as test.tsv:6)" in caplog.text)
+
+
+def test_a_gsm8k_question_twice_with_two_answers_is_refused(tmp_path: Path) -> None:
+    """GSM8K's documents are all in one class (the gold is a number in 'target'): copies are
+    compared on that number."""
+    rows = [{"question": f"Tom has {i} apples and buys 2. How many now?",
+             "answer": f"{i} + 2 = {i + 2}\n#### {i + 2}"} for i in range(4)]
+    rows.append({**rows[1], "answer": "3 + 2 = 6\n#### 6"})
+    path = write(tmp_path / "test.jsonl", "\n".join(json.dumps(r) for r in rows))
+    refused("calidist_gsm8k", {"data_files": str(path), "calib_size": 1}, "test.jsonl:2",
+            "test.jsonl:5", "different labels ('3' and '6')")
