@@ -12,9 +12,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import math
 import random
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +32,13 @@ from calidist_tasks.records import (
 )
 from calidist_tasks.settings import RunSettings
 
+log = logging.getLogger(__name__)
 SUFFIXES = (".jsonl", ".json", ".tsv", ".csv", ".parquet", ".txt")
+# A line ends at LF, CRLF or a lone CR (as in Python's text mode and the csv module); never at
+# U+2028 / U+0085, which str.splitlines() also breaks at (they occur inside JSON strings).
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+INT64 = range(-(2**63), 2**63)  # integers an Arrow table (lm-eval's document store) can hold
+SHOWN_COPIES = 10  # duplicate rows named in the warning, beyond which they are counted
 Row = tuple[str, dict[str, Any]]  # (where it came from, e.g. "dev.jsonl:12", the row)
 
 
@@ -50,6 +58,9 @@ class Source:
     choices_field: str | None
     read_file: Callable[[Path], Iterable[Row]] | None = None
     process_row: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
+    # the gold answer two copies of a document must agree on: None is label_field (an open
+    # answer's task has every document in one class and the answer in another field)
+    answer_field: str | None = None
 
 
 def read_rows(path: Path) -> list[Row]:
@@ -58,10 +69,14 @@ def read_rows(path: Path) -> list[Row]:
         raise FileNotFoundError(f"data file not found: {path}")
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        import datasets
+        import pyarrow
+        import pyarrow.parquet
 
-        table = datasets.Dataset.from_parquet(str(path))
-        return [(f"{path.name}:{i + 1}", dict(row)) for i, row in enumerate(table)]
+        try:
+            table = pyarrow.parquet.read_table(path).to_pylist()
+        except (pyarrow.ArrowException, OSError) as error:  # truncated, or not Parquet at all
+            raise ValueError(f"{path}: not a readable Parquet file ({error})") from None
+        return [(f"{path.name}:{i + 1}", row) for i, row in enumerate(table)]
     text = read_text(path)
     if suffix in (".tsv", ".csv"):
         return _read_table(path, text, "\t" if suffix == ".tsv" else ",")
@@ -79,8 +94,7 @@ def read_rows(path: Path) -> list[Row]:
                 raise ValueError(f"{path}: expected a list of JSON objects")
             return [(f"{path.name}[{i}]", r) for i, r in enumerate(data)]
     rows = []
-    # split on "\n" only: str.splitlines() also breaks at U+2028, U+0085, ... inside JSON strings
-    for number, line in enumerate(text.split("\n"), start=1):
+    for number, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -96,10 +110,11 @@ def read_rows(path: Path) -> list[Row]:
 
 
 def read_text(path: Path) -> str:
-    """A data file's text: UTF-8 (a leading byte-order mark is dropped), else a ValueError."""
+    """A data file's text: UTF-8, else a ValueError. Byte-order marks are dropped wherever they
+    are (files joined with ``cat`` carry one at each join), so none is kept in a document."""
     data = path.read_bytes()
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8").replace("\ufeff", "")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         raise ValueError(
@@ -107,10 +122,18 @@ def read_text(path: Path) -> str:
         ) from None
 
 
+def split_lines(text: str) -> list[str]:
+    """A text file's lines, broken at LF, CRLF and a lone CR (``LINE_BREAK``)."""
+    return LINE_BREAK.split(text)
+
+
 def _read_table(path: Path, text: str, delimiter: str) -> list[Row]:
     """CSV / TSV with a header line. A row whose field count differs from the header's is refused:
-    an unbalanced quote or a stray delimiter would otherwise shift or merge fields silently."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    an unbalanced quote or a stray delimiter would otherwise shift or merge fields silently.
+    Column names are stripped ("label, premise" names 'premise'), and so are the spaces after a
+    CSV's commas."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True,
+                        skipinitialspace=delimiter == ",")
     rows: list[Row] = []
     header: list[str] | None = None
     while True:
@@ -125,7 +148,7 @@ def _read_table(path: Path, text: str, delimiter: str) -> list[Row]:
         if not fields:
             continue
         if header is None:
-            header = fields
+            header = [name.strip() for name in fields]
             if len(set(header)) != len(header):
                 raise ValueError(f"{path.name}:{start}: duplicate column names in {header}")
         elif len(fields) != len(header):
@@ -138,37 +161,24 @@ def _read_table(path: Path, text: str, delimiter: str) -> list[Row]:
 
 
 def _split_files(folder: Path, split: str) -> list[Path]:
+    """The file of ``split`` in ``folder`` (none: []); two (``test.tsv`` and ``test.jsonl``, or
+    ``validation`` and ``dev``) are refused: reading both would count every document twice."""
     names = {split, split.replace("validation", "dev")}
-    return sorted(p for p in folder.iterdir() if p.suffix.lower() in SUFFIXES and p.stem in names)
+    found = sorted(p for p in folder.iterdir() if p.suffix.lower() in SUFFIXES and p.stem in names)
+    if len(found) > 1:
+        raise ValueError(f"{folder} has {len(found)} files for split '{split}' "
+                         f"({', '.join(p.name for p in found)}); keep one")
+    return found
 
 
 def _local_files(source: Source, settings: RunSettings) -> dict[str, list[Path]] | None:
     """Map 'evaluation' / 'calibration' to local files, or None to use the Hub."""
     files = settings.data_files
     if files is not None:
-        if isinstance(files, dict):
-            aliases = {
-                EVALUATION: (EVALUATION, source.evaluation_split, "test"),
-                CALIBRATION: (CALIBRATION, source.calibration_split, "validation", "dev"),
-            }
-            chosen, used = {}, set()
-            for role, keys in aliases.items():
-                # a key taken for evaluation is not also calibration (csqa: "validation")
-                key = next((k for k in keys if k in files and k not in used), None)
-                if key is not None:
-                    used.add(key)
-                    value = files[key]
-                    paths = value if isinstance(value, list) else [value]
-                    chosen[role] = [Path(p) for p in paths]
-            unknown = set(files) - {k for keys in aliases.values() for k in keys if k}
-            if unknown or EVALUATION not in chosen:
-                raise ValueError(
-                    f"--metadata data_files keys {sorted(files)} for {source.benchmark}: use "
-                    f"'{source.evaluation_split}' (or 'evaluation') and optionally "
-                    f"'{source.calibration_split or 'calibration'}' (or 'calibration')"
-                )
-            return chosen
-        return {EVALUATION: [Path(p) for p in (files if isinstance(files, list) else [files])]}
+        chosen = _data_files(source, files) if isinstance(files, dict) else {
+            EVALUATION: [Path(p) for p in (files if isinstance(files, list) else [files])]}
+        _check_listed_once(chosen)
+        return chosen
     if settings.data_dir is not None:
         root = Path(settings.data_dir)
         if not root.is_dir():
@@ -190,6 +200,51 @@ def _local_files(source: Source, settings: RunSettings) -> dict[str, list[Path]]
             chosen[CALIBRATION] = _split_files(folder, source.calibration_split)
         return chosen
     return None
+
+
+def _data_files(source: Source, files: dict[str, Any]) -> dict[str, list[Path]]:
+    """``--metadata data_files`` given as {split: path(s)}: the files of each role. Two keys for
+    one role ('evaluation' and 'test', 'validation' and 'dev') are refused naming both."""
+    aliases = {
+        EVALUATION: (EVALUATION, source.evaluation_split, "test"),
+        CALIBRATION: (CALIBRATION, source.calibration_split, "validation", "dev"),
+    }
+    if "validation" in files and "dev" in files:  # one split's two names, whatever the role
+        raise ValueError(f"--metadata data_files has both 'validation' and 'dev' for "
+                         f"{source.benchmark}: they name one split; keep one")
+    chosen, used = {}, {}
+    for role, keys in aliases.items():
+        # a key taken for evaluation is not also calibration (csqa: "validation")
+        present = [k for k in dict.fromkeys(keys) if k in files and k not in used]
+        if len(present) > 1:
+            raise ValueError(f"--metadata data_files keys '{present[0]}' and '{present[1]}' both "
+                             f"name the {role} documents of {source.benchmark}; keep one")
+        if present:
+            used[present[0]] = role
+            value = files[present[0]]
+            chosen[role] = [Path(p) for p in (value if isinstance(value, list) else [value])]
+    unknown = set(files) - set(used)
+    if unknown or EVALUATION not in chosen:
+        raise ValueError(
+            f"--metadata data_files keys {sorted(files)} for {source.benchmark}: use "
+            f"'{source.evaluation_split}' (or 'evaluation') and optionally "
+            f"'{source.calibration_split or 'calibration'}' (or 'calibration')"
+        )
+    return chosen
+
+
+def _check_listed_once(files: dict[str, list[Path]]) -> None:
+    """Refuse a data file named twice (in one list, or for both roles): its documents would be
+    read twice."""
+    seen: dict[Path, str] = {}
+    for role, paths in files.items():
+        for path in paths:
+            key = path.resolve()
+            if key in seen:
+                roles = role if seen[key] == role else f"{seen[key]} and {role}"
+                raise ValueError(f"--metadata data_files names {path} twice ({roles}); "
+                                 "list each file once")
+            seen[key] = role
 
 
 def _hub_rows(source: Source) -> dict[str, list[Row]]:
@@ -228,11 +283,12 @@ def _to_document(source: Source, where: str, row: dict[str, Any]) -> dict[str, A
         raise ValueError(f"{source.benchmark} {where}: field name(s) {reserved} are reserved")
     for name in source.required_fields:
         value = row.get(name)
-        if value is None or (isinstance(value, str) and not value.strip()):
-            raise ValueError(f"{source.benchmark} {where}: missing or empty field '{name}'")
+        if value is None or is_blank(value):
+            shown = f" (only invisible characters: {value!r})" if value else ""
+            raise ValueError(f"{source.benchmark} {where}: missing or empty field '{name}'{shown}")
         if name == source.choices_field:
             if not isinstance(value, list) or len(value) < 2 or not all(
-                isinstance(c, str) and c.strip() for c in value
+                isinstance(c, str) and not is_blank(c) for c in value
             ):
                 raise ValueError(f"{source.benchmark} {where}: field '{name}' must be a list of "
                                  f"at least 2 non-empty option texts, got {value!r:.80}")
@@ -255,6 +311,13 @@ def _to_document(source: Source, where: str, row: dict[str, Any]) -> dict[str, A
     return {**row, source.label_field: label}
 
 
+def is_blank(value: Any) -> bool:
+    """Whether a text shows nothing: empty, spaces, or only invisible format characters (zero-width
+    space and joiners, word joiner, soft hyphen: Unicode category Cf)."""
+    return isinstance(value, str) and all(
+        c.isspace() or unicodedata.category(c) == "Cf" for c in value)
+
+
 def _is_text(value: Any) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
@@ -274,12 +337,68 @@ def _check_field_types(benchmark: str, docs: list[tuple[str, dict[str, Any]]]) -
         for name, value in doc.items():
             if value is None:
                 continue
+            wide = _wide_integer(value)
+            if wide is not None:
+                raise ValueError(f"{benchmark} {where}: field '{name}' holds the integer {wide}, "
+                                 "beyond the 64-bit integers a document table holds; write it "
+                                 "as text")
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             kind = "number" if number else type(value).__name__
             seen_kind, seen_where = first.setdefault(name, (kind, where))
             if kind != seen_kind:
                 raise ValueError(f"{benchmark} {where}: field '{name}' holds a {kind}, but "
                                  f"{seen_where} holds a {seen_kind}; use one type per field")
+
+
+def _wide_integer(value: Any) -> int | None:
+    """An integer beyond 64 bits in ``value`` (in a list or object too), else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if value in INT64 else value
+    inner = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((w for w in map(_wide_integer, inner) if w is not None), None)
+
+
+def _content(doc: dict[str, Any], fields: Sequence[str]) -> str:
+    """What makes two rows the same document: the fields the prompt shows (texts stripped)."""
+    def shown(value: Any) -> Any:
+        if isinstance(value, list):
+            return [shown(v) for v in value]
+        return value.strip() if isinstance(value, str) else value
+
+    return json.dumps([shown(doc.get(name)) for name in fields], default=str)
+
+
+def _unique(source: Source, evaluation: list[Row], calibration: list[Row]
+            ) -> tuple[list[Row], list[Row]]:
+    """Each document once: of copies (same ``_content``, same label) the first in list order is
+    kept, the others dropped with one warning naming every copy. Evaluation documents come first,
+    so a copy of an evaluation document in the calibration split is the one dropped. Copies with
+    different labels are refused."""
+    kept: dict[str, tuple[str, Any]] = {}
+    copies: list[str] = []
+    unique: dict[str, list[Row]] = {EVALUATION: [], CALIBRATION: []}
+    for role, docs in ((EVALUATION, evaluation), (CALIBRATION, calibration)):
+        for where, doc in docs:
+            key = _content(doc, source.required_fields)
+            label = doc[source.answer_field or source.label_field]
+            if key not in kept:
+                kept[key] = where, label
+                unique[role].append((where, doc))
+            elif kept[key][1] != label:
+                raise ValueError(
+                    f"{source.benchmark} {kept[key][0]} and {where}: the same document "
+                    f"({', '.join(source.required_fields)}) with different labels "
+                    f"({kept[key][1]!r} and {label!r}); correct or remove one")
+            else:
+                copies.append(f"{where} (same as {kept[key][0]})")
+    if copies:
+        copies.sort(key=lambda text: [int(t) if t.isdigit() else t
+                                      for t in re.split(r"(\d+)", text)])  # file, line order
+        more = f"; and {len(copies) - SHOWN_COPIES} more" if len(copies) > SHOWN_COPIES else ""
+        log.warning("%s: %d duplicate row(s) dropped (same %s and label as a row kept): %s%s",
+                    source.benchmark, len(copies), ", ".join(source.required_fields),
+                    "; ".join(copies[:SHOWN_COPIES]), more)
+    return unique[EVALUATION], unique[CALIBRATION]
 
 
 def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any]]:
@@ -307,6 +426,9 @@ def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any
     rng = random.Random(settings.split_seed)
     rng.shuffle(evaluation)
     rng.shuffle(calibration)
+    # copies are dropped after the shuffle, so that every other document keeps the order it had
+    # before copies were caught (the same documents and split, but for the copies)
+    evaluation, calibration = _unique(source, evaluation, calibration)
     where = "the calibration split" if calibration else "the evaluation pool"
     if not calibration:  # no separate split: the first calib_size shuffled documents
         calibration = evaluation[: settings.calib_size]

@@ -15,8 +15,10 @@ confidences; here N is drawn from 50-95 by the exemplar's content and the run's 
 
 - Exemplars come from the calibration documents (never from the evaluation documents): for each
   label, the first ones in document order whose gold label is that label, never the document
-  being asked. The same exemplars therefore appear in every prompt of a run. A pool short of a
-  label is logged once per task and label (``ExemplarPool`` remembers), not once per prompt.
+  being asked nor a copy of it (same content, ``exemplar_key``; ``dataset`` also drops copies
+  when it reads the data). The same exemplars therefore appear in every prompt of a run. A pool
+  short of a label is logged once per task and label (``ExemplarPool`` remembers), not once per
+  prompt.
 - The original prompt shows the exemplars as they are, so its answer (ŷ, p) is the same as the
   plain ``calidist_<b>`` task's with the same shots. A hinted prompt shows every exemplar with a
   misleading distraction of the same style (paper: "append a misleading hint with each few-shot
@@ -55,10 +57,14 @@ def select_exemplars(
     pool: list[dict[str, Any]], n_labels: int, per_label: int, label_field: str,
     exclude: int | None = None,
 ) -> list[dict[str, Any]]:
-    """``per_label`` documents of each label 0..n_labels-1, label by label, from ``pool``."""
+    """``per_label`` documents of each label 0..n_labels-1, label by label, from ``pool``; never
+    the document numbered ``exclude`` nor, in a task's pool, one of the same content."""
+    keys = getattr(pool, "keys", {})
+    same = keys.get(exclude)
     chosen = []
     for label in range(n_labels):
-        found = [d for d in pool if d[label_field] == label and d[INDEX_FIELD] != exclude]
+        found = [d for d in pool if d[label_field] == label and d[INDEX_FIELD] != exclude
+                 and (same is None or keys.get(d[INDEX_FIELD]) != same)]
         if len(found) < per_label:
             _warn_short(pool, label, per_label, label_field)
         chosen += found[:per_label]
@@ -100,17 +106,22 @@ def exemplar_block(
 
 class ExemplarPool(list):
     """A task's exemplar pool (a list of documents) that remembers which labels it was found
-    short of, so that the warning is logged once per task and label, not once per prompt."""
+    short of, so that the warning is logged once per task and label, not once per prompt, and
+    the content key of every document of the task by index (``keys``), so that no prompt shows
+    a copy of its own document."""
 
-    def __init__(self, docs: Any = (), task: str = "") -> None:
+    def __init__(self, docs: Any = (), task: str = "", keys: dict[int, str] | None = None) -> None:
         super().__init__(docs)
         self.task = task  # named in the warning
         self.warned: set[int] = set()
+        self.keys: dict[int, str] = keys or {}
 
 
 def calibration_pool(docs: Any, task: str = "") -> ExemplarPool:
     """The calibration documents of a task's document list, in order (the exemplar pool)."""
-    return ExemplarPool((dict(d) for d in docs if d[SPLIT_FIELD] == CALIBRATION), task)
+    docs = [dict(d) for d in docs]
+    keys = {d[INDEX_FIELD]: exemplar_key(d) for d in docs}
+    return ExemplarPool((d for d in docs if d[SPLIT_FIELD] == CALIBRATION), task, keys)
 
 
 def name_pool(pool: list[dict[str, Any]], task: str) -> None:

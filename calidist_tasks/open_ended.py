@@ -263,7 +263,7 @@ class OpenEndedTask(CaliDistTask):
     def source(self) -> Source:
         # build_documents checks labels against a label space; an open answer has none, so every
         # document is in the one class 0 and the gold number is in doc_to_target ("target").
-        return replace(super().source(), label_field="label", n_labels=1,
+        return replace(super().source(), label_field="label", n_labels=1, answer_field="target",
                        process_row=lambda row: {**self.adapter.process_row(row), "label": 0})
 
     def documents(self) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """Run settings read from lm-eval's ``--metadata`` (merged by lm-eval into every task's config).
 
 lm-eval also merges ``--model_args`` into the metadata, so keys we do not know are normal; only a
-key that looks like a misspelling of ours is refused (a silent typo would change a paper's numbers).
+key that looks like a misspelling of ours, or another name for one of ours (``SYNONYMS``), is
+refused (a key ignored in silence would change a paper's numbers).
 """
 
 from __future__ import annotations
@@ -22,6 +23,28 @@ VERBALIZED_PROMPTS = ("paper", "short")
 # "original" only the original prompts; "hints" only the hints naming a label other than the
 # prediction logged by an "original" (or "all") run of the same task (``original_run``).
 STAGES = ("all", "original", "hints")
+# Other names for our keys (other tools', the paper's wording) that difflib does not find close,
+# or finds the wrong key for (calib_seed, load_calibrator): refused with ours suggested. None is a
+# constructor argument of an lm-eval model backend (those arrive in the metadata too) or another
+# metadata key we read (GSM8K's original_samples).
+SYNONYMS = {
+    "calib_size": ("calibration_size", "n_calib", "num_calib", "n_calibration",
+                   "num_calibration", "calibration_docs", "calib_docs", "calib_n"),
+    "eval_size": ("evaluation_size", "n_eval", "num_eval", "n_evaluation", "num_evaluation",
+                  "eval_docs", "eval_n", "test_size", "n_test", "num_test"),
+    "seed": ("template_seed", "hint_seed", "distractor_seed", "prompt_seed"),
+    "split_seed": ("data_seed", "shuffle_seed", "calib_seed", "calibration_seed"),
+    "m": ("num_distractors", "n_distractors", "distractors_per_label", "num_hints", "n_hints",
+          "hints_per_label"),
+    "data_dir": ("data_path", "data_folder", "data_root"),
+    "data_files": ("files", "data_paths"),
+    "calibrator": ("load_calibrator", "apply_calibrator"),
+    "save_calibrator": ("calibrator_out", "calibrator_output"),
+    "lambda_scale": ("lambda_mode",),
+    "delta_mode": ("instability", "delta_type"),
+    "original_run": ("stage1_run", "stage1_output", "stage1_path"),
+}
+_MEANT = {name: key for key, names in SYNONYMS.items() for name in names}
 
 
 def _option(default: Any, text: str, *, choices: tuple[str, ...] | None = None,
@@ -101,10 +124,11 @@ class RunSettings:
         for key in metadata:
             if key in known:
                 continue
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
-            if close:
+            meant = _MEANT.get(str(key).lower().replace("-", "_")) or next(
+                iter(difflib.get_close_matches(key, known, n=1, cutoff=0.8)), None)
+            if meant:
                 raise ValueError(
-                    f"unknown --metadata key {key!r}; did you mean {close[0]!r}? "
+                    f"unknown --metadata key {key!r}; did you mean {meant!r}? "
                     f"calidist keys: {', '.join(sorted(known))}"
                 )
         values = {k: metadata[k] for k in known if k in metadata and metadata[k] is not None}

@@ -70,8 +70,11 @@ def contractnli_release(n_documents: int, tag: str) -> dict:
     return {"documents": documents, "labels": labels}
 
 
-def gsm8k_rows(n: int) -> list[dict]:
-    return [{"question": f"Tom has {i + 2} {_word(i)}s and buys {i + 1} more. How many now?",
+def gsm8k_rows(n: int, tag: str = "") -> list[dict]:
+    """n GSM8K rows; a ``tag`` makes the questions of one split differ from another's."""
+    suffix = f" ({tag})" if tag else ""
+    return [{"question": f"Tom has {i + 2} {_word(i)}s and buys {i + 1} more. How many now?"
+                         f"{suffix}",
              "answer": f"{i + 2} + {i + 1} = <<{i + 2}+{i + 1}={2 * i + 3}>>{2 * i + 3}\n"
                        f"#### {2 * i + 3:,}"} for i in range(n)]
 

@@ -106,7 +106,7 @@ HUB = {  # benchmark -> (hub path, config name, evaluation split, calibration sp
     "hellaswag": ("Rowan/hellaswag", None, "validation", "train", hellaswag_rows),
     "csqa": ("tau/commonsense_qa", None, "validation", "train", csqa_rows),
     "aqua": ("deepmind/aqua_rat", "raw", "test", "validation", aqua_rows),
-    "gsm8k": ("openai/gsm8k", "main", "test", "train", lambda n, tag: gsm8k_rows(n)),
+    "gsm8k": ("openai/gsm8k", "main", "test", "train", gsm8k_rows),
 }
 
 

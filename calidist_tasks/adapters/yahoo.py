@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from calidist_tasks.dataset import is_blank
+
 
 def process_row(row: dict[str, Any]) -> dict[str, Any]:
     title = row.get("question_title")
-    if not isinstance(title, str) or not title.strip():
+    if not isinstance(title, str) or is_blank(title):
         raise ValueError("missing or empty field 'question_title'")
     parts = [str(row.get(name) or "").strip() for name in ("question_content", "best_answer")]
-    context = " ".join(p for p in parts if p) or "(no context)"
+    context = " ".join(p for p in parts if not is_blank(p)) or "(no context)"
     return {**row, "question": str(row["question_title"]).strip(), "context": context}

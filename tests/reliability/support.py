@@ -14,8 +14,10 @@ MNLI_ROW = {"premise": "The cat sat near the river.", "hypothesis": "A cat was n
 
 
 def mnli_lines(n: int = 4) -> list[str]:
-    """n valid MNLI rows as JSON lines, labels cycling over the label space."""
-    return [json.dumps({**MNLI_ROW, "idx": i, "label": i % 3}) for i in range(n)]
+    """n valid MNLI rows as JSON lines, labels cycling over the label space; each row a document
+    of its own (the same premise and hypothesis twice would be a duplicate)."""
+    return [json.dumps({**MNLI_ROW, "premise": f"{MNLI_ROW['premise']} (story {i})", "idx": i,
+                        "label": i % 3}) for i in range(n)]
 
 
 def write(path: Path, content: str | bytes) -> Path:
