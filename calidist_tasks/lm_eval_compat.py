@@ -26,8 +26,11 @@ API models (``lm_eval.models.openai_completions``, for ``calidist_tasks.api_repl
 parsers ``parse_logprobs`` / ``parse_generations`` of ``LocalCompletionsAPI`` and
 ``LocalChatCompletion`` (``REPLY_PARSERS``), which lm-eval calls as ``self.parse_…(outputs=…,
 …)`` with each decoded JSON reply; ``reply_parsers_wrapped`` replaces them on those classes for
-the length of a run (``calidist eval``) and puts the originals back. The attribute ``base_url``
-(the endpoint) and the registered names of those classes (``API_BACKENDS``).
+the length of a run (``calidist eval``) and puts the originals back. The chat classes' request
+builders ``_create_payload`` (``CHAT_PAYLOADS``), which ``chat_payloads_wrapped`` replaces the
+same way, so that every chat generation asks for token log-probabilities
+(``calidist_tasks.answer_logprobs``). The attribute ``base_url`` (the endpoint) and the
+registered names of those classes (``API_BACKENDS``).
 
 Two-stage runs (``calidist_tasks.two_stage``): ``simple_evaluate`` builds a model named by string
 as ``lm_eval.api.registry.get_model(name).create_from_arg_string(...)`` (or
@@ -156,6 +159,16 @@ API_BACKENDS = {
     "lm_eval.models.openai_completions.OpenAIChatCompletion": "openai-chat-completions",
 }
 
+# The chat classes' request builders: lm-eval posts what ``self._create_payload(messages,
+# generate=..., gen_kwargs=..., seed=..., eos=...)`` returns (a dict, the JSON body); the OpenAI
+# class has its own. Every chat request is a generation (chat classes refuse loglikelihood).
+CHAT_PAYLOADS = {
+    "lm_eval.models.openai_completions.LocalChatCompletion._create_payload":
+        ("self", "messages", "generate", "gen_kwargs", "seed", "eos", "kwargs"),
+    "lm_eval.models.openai_completions.OpenAIChatCompletion._create_payload":
+        ("self", "messages", "generate", "gen_kwargs", "seed", "eos", "kwargs"),
+}
+
 # A parser as ``reply_parsers_wrapped`` hands it to ``wrap``: called ``(lm, outputs, **kwargs)``.
 Parser = Callable[..., Any]
 
@@ -186,6 +199,23 @@ def reply_parsers_wrapped(wrap: Callable[[str, Parser], Parser]) -> Iterator[Non
 
             saved.append((cls, method, stored))
             setattr(cls, method, wrap(f"{cls.__name__}.{method}", original))
+        yield
+    finally:
+        for cls, method, stored in reversed(saved):
+            setattr(cls, method, stored)
+
+
+@contextmanager
+def chat_payloads_wrapped(wrap: Callable[[Callable[..., dict]], Callable[..., dict]]
+                          ) -> Iterator[None]:
+    """While the block runs, each request builder of ``CHAT_PAYLOADS`` is ``wrap(original)`` on
+    its class (called as lm-eval calls it: ``(lm, messages, **kwargs)``). Restored afterwards."""
+    saved = []
+    try:
+        for qualified in CHAT_PAYLOADS:
+            cls, method = _owner(qualified)
+            saved.append((cls, method, vars(cls)[method]))
+            setattr(cls, method, wrap(vars(cls)[method]))
         yield
     finally:
         for cls, method, stored in reversed(saved):
