@@ -15,7 +15,8 @@ APIs"):
    cache, which pickles it, concurrency and batching, since it is the answer lm-eval stores);
 2. the verbalized filter (``verbalized.parse_response``) finds where the reply states its final
    answer (``verbalized.answer_position``) and reads the c letters' log-probabilities at that
-   token (``letter_logprobs``) into the parsed answer's ``letter_logprobs``;
+   token (``letter_logprobs``) into the parsed answer's ``letter_logprobs``; p is the stated
+   letter's share of their softmax (``logprob_outcome``);
 3. ``GenerationTask.document_record`` adds the document's log-prob record
    (``logprob_record``: the same join as the verbalized one, from these letters), and the
    aggregation reports its metrics with the suffix ``_logprob`` (``LOGPROB``).
@@ -110,13 +111,19 @@ def _logsumexp(values: Sequence[float]) -> float:
 
 
 def logprob_outcome(parsed: dict[str, Any], n_choices: int, where: str) -> Outcome:
-    """One reply's log-prob outcome: softmax over its letters (prediction = argmax, confidence =
-    max); a reply whose answer letter was not found is unreadable, as ``outcome_from_parse``
+    """One reply's log-prob outcome: the answer it states, at its letter's probability (softmax
+    over the c letters at the answer token; the greedy choice's letter is their argmax), so both
+    readings of a reply predict the same option and a two-stage run sends the same hints for
+    both. A reply whose answer letter was not found is unreadable, as ``outcome_from_parse``
     (wrong at 1/c), its letters all equal (so the fitted baselines see 1/c too)."""
     letters = parsed.get("letter_logprobs")
     if letters is None:
         return Outcome(-1, 1.0 / n_choices, (0.0,) * n_choices, parsed=False)
-    return outcome_from_loglikelihoods(letters, where)
+    checked = outcome_from_loglikelihoods(letters, where)  # refuses non-finite values
+    answer = int(parsed["answer"])
+    top = max(checked.letter_logprobs)
+    share = math.exp(checked.letter_logprobs[answer] - top) * checked.confidence
+    return Outcome(answer, share, checked.letter_logprobs)
 
 
 def logprob_record(parsed: Sequence[dict[str, Any]], plans: Sequence[PromptPlan],

@@ -210,3 +210,29 @@ def test_logprobs_false_reads_the_verbalized_confidence_only(server, tiny_model_
         server.bad_reply = None
     results = out["results"][TASK]
     assert "ece,none" in results and not any("logprob" in k for k in results)
+
+
+def test_two_stage_gives_the_single_stage_logprob_records(server, tiny_model_dir, tmp_path):
+    """Stage 1 logs the original reply's log-prob reading; stage 2 joins it with the hints sent
+    (those naming another option than the stated answer, the same for both readings)."""
+    import calidist_tasks
+
+    args = f"model=tiny,base_url={server.base_url}/chat/completions,num_concurrent=2"
+    metadata = {"data_dir": str(Path(calidist_tasks.__file__).parent / "sample_data"),
+                "calib_size": 3, "eval_size": 3, "m": 1}
+    run = {"batch_size": 1, "apply_chat_template": True, "bootstrap_iters": 0,
+           "gen_kwargs": "top_logprobs=1000"}
+    one = calidist_tasks.evaluate("local-chat-completions", [TASK], metadata, model_args=args,
+                                  **run)
+    two = calidist_tasks.evaluate("local-chat-completions", [TASK], metadata, model_args=args,
+                                  two_stage=True, stage1_dir=str(tmp_path), **run)
+    keys = ("prediction", "confidence", "letter_logprobs", "mu", "delta")
+    pairs = list(zip(one["samples"][TASK], two["samples"][TASK], strict=True))
+    assert len(pairs) == 6
+    for single, staged in pairs:
+        want, got = single["acc"]["logprob"], staged["acc"]["logprob"]
+        for key in keys:
+            assert got[key] == pytest.approx(want[key]), key
+    assert sum(s["acc"]["requests"] for _, s in pairs) < sum(s["acc"]["requests"] for s, _ in pairs)
+    for name in ("ece_logprob,none", "mu_mean_logprob,none"):
+        assert two["results"][TASK][name] == pytest.approx(one["results"][TASK][name])
