@@ -61,9 +61,12 @@ class ScoredReply(str):
     def __reduce__(self) -> tuple[Any, ...]:  # lm-eval's request cache pickles its answers
         return ScoredReply, (str(self), self.tokens)
 
-    def token_text(self) -> str:
-        """The tokens' text joined: where the answer is looked for (the positions are its)."""
-        return "".join(token for token, _, _ in self.tokens)
+    def in_tokens(self, position: int | None) -> int | None:
+        """Where character ``position`` of the text lies in the tokens' joined text, which may
+        hold more (an end-of-turn token after it; a thinking part lm-eval cut off before it);
+        None when the text is not found there."""
+        start = "".join(token for token, _, _ in self.tokens).find(self)
+        return None if position is None or start < 0 else start + position
 
 
 def letter_logprobs(tokens: Sequence[Token], position: int | None,
@@ -116,11 +119,11 @@ def logprob_outcome(parsed: dict[str, Any], n_choices: int, where: str) -> Outco
     readings of a reply predict the same option and a two-stage run sends the same hints for
     both. A reply whose answer letter was not found is unreadable, as ``outcome_from_parse``
     (wrong at 1/c), its letters all equal (so the fitted baselines see 1/c too)."""
-    letters = parsed.get("letter_logprobs")
-    if letters is None:
+    letters, answer = parsed.get("letter_logprobs"), parsed.get("answer")
+    if letters is None or answer is None:
         return Outcome(-1, 1.0 / n_choices, (0.0,) * n_choices, parsed=False)
     checked = outcome_from_loglikelihoods(letters, where)  # refuses non-finite values
-    answer = int(parsed["answer"])
+    answer = int(answer)
     top = max(checked.letter_logprobs)
     share = math.exp(checked.letter_logprobs[answer] - top) * checked.confidence
     return Outcome(answer, share, checked.letter_logprobs)

@@ -296,7 +296,7 @@ def parse_response(
     parsed = {"answer": parse_answer(own, choices), "confidence": parse_confidence(own)}
     tokens = getattr(text, "tokens", None)
     if tokens is not None:
-        position = answer_position(text.token_text(), choices, hint, exemplars)
+        position = text.in_tokens(answer_position(text, choices, hint, exemplars))
         parsed["letter_logprobs"] = letter_logprobs(tokens, position, len(choices))
     return parsed
 

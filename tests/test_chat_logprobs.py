@@ -64,6 +64,18 @@ def test_the_answer_token_is_the_final_answer_letter(reply, letter_at):
     assert answer_position(reply, CHOICES) == reply.rindex(letter_at) + len(letter_at) - 1
 
 
+def test_the_answer_is_found_among_tokens_that_hold_more_than_the_reply():
+    """vLLM's tokens end with the end-of-turn token, which the reply's content lacks; lm-eval cuts
+    a thinking part (think_end_token) off the front of the content."""
+    listed = (("B", -0.2), ("A", -1.9))
+    tokens = [("<think>(a)</think>", -0.1, ()), ("Answer:", -0.1, ()), (" ", -0.1, ()),
+              ("B", -0.2, listed), ("<|im_end|>", -0.1, ())]
+    parsed = parse_response(ScoredReply("Answer: B", tokens), CHOICES[:2])
+    assert parsed["answer"] == 1 and parsed["letter_logprobs"] == pytest.approx((-1.9, -0.2))
+    parsed = parse_response(ScoredReply("Answer: B", tokens[:1]), CHOICES[:2])
+    assert parsed["answer"] == 1 and parsed["letter_logprobs"] is None  # not among its tokens
+
+
 def test_a_reply_without_an_answer_letter_is_unreadable_not_an_error():
     tokens = [(word, -1.0, ((word, -1.0),)) for word in ("I would", " rather", " not say.")]
     parsed = parse_response(ScoredReply("I would rather not say.", tokens), CHOICES)
