@@ -19,14 +19,14 @@ APIs"):
    letter's share of their softmax (``logprob_outcome``);
 3. ``GenerationTask.document_record`` adds the document's log-prob record
    (``logprob_record``: the same join as the verbalized one, from these letters), and the
-   aggregation reports its metrics with the suffix ``_logprob`` (``LOGPROB``).
+   aggregation reports its metrics with the suffix ``_logprob`` (``records.LOGPROB``).
 
 Absent letters: a chat API lists only the K most likely tokens at a position. A letter not
 among them gets the floor ``min(smallest listed log-probability, log(remaining mass / absent
 letters))``: each absent token is at most as likely as the least likely listed one, and the
 absent letters share at most the probability the listed tokens leave; the floor is the largest
 value that respects both when that share is split evenly. It never makes an absent letter more
-likely than a listed one, so the chosen letter stays the prediction.
+likely than a listed token, the generated one included.
 """
 
 from __future__ import annotations

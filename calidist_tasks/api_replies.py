@@ -24,7 +24,8 @@ prompt, where lm-eval passes it) and what was missing. ``calidist eval`` runs lm
 and prints only that message. NaN log-probabilities parse (JSON allows them in Python's reader)
 and are refused per document by the tasks (``joining.outcome_from_loglikelihoods``); a chat reply
 whose ``content`` is ``null`` (a content filter, a reasoning model out of tokens) stays lm-eval's
-empty placeholder, which the verbalized parser counts as unreadable (``parse_fail_rate``).
+empty placeholder (an empty reply where log-probabilities were asked for), which the verbalized
+parser counts as unreadable (``parse_fail_rate``).
 
 Chat generations also ask for token log-probabilities (``logprobs: true``, ``top_logprobs:
 answer_logprobs.TOP_LOGPROBS``; ``--gen_kwargs logprobs=false`` asks for none) and each reply
@@ -59,6 +60,9 @@ NO_CHAT_LOGPROBS = (
     "confidence only")
 EXCERPT = 100  # characters of the prompt's end shown
 REPLY_EXCERPT = 400  # characters of the reply shown (its long values cut)
+
+
+log = logging.getLogger(__name__)
 
 
 class APIReplyError(RuntimeError):
@@ -288,7 +292,10 @@ def _scored(lm: Any, replies: list[dict], answers: list, kwargs: dict[str, Any])
     scored = []
     for position, ((reply, choice), answer) in enumerate(zip(choices, answers, strict=True)):
         if answer is None or choice.get("finish_reason") == "content_filter":
-            scored.append(answer)  # no text: unreadable whatever its log-probabilities
+            if answer is None:  # lm-eval's warning, which an answer that is not None skips
+                log.warning("API returned null content (a content filter, or a reasoning model "
+                            "out of max_gen_toks): the reply is empty, unreadable")
+            scored.append(ScoredReply(answer or "", ()))  # no text: unreadable, both readings
             continue
         tokens, problem = chat_tokens(choice)
         if problem:

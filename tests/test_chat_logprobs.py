@@ -95,6 +95,38 @@ def test_a_scored_reply_survives_pickling():
     assert again == reply and again.tokens == reply.tokens and isinstance(again, ScoredReply)
 
 
+def test_the_chat_backend_asks_for_logprobs_and_its_parser_carries_them(monkeypatch):
+    """Within checked_replies: the payload asks for them (unless the kwargs say otherwise), a
+    reply's tokens ride on its text, a null reply is an empty unreadable one, a reply without
+    them is APIReplyError."""
+    from lm_eval.models.openai_completions import LocalChatCompletion, OpenAIChatCompletion
+
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    url = "http://127.0.0.1:9/v1/chat/completions"
+    messages = [{"role": "user", "content": "Hi"}]
+    content = [{"token": "(b", "logprob": -0.5, "top_logprobs": [{"token": "(a", "logprob": -1.5}]},
+               {"token": ")", "logprob": -0.1, "top_logprobs": []}]
+    good = {"choices": [{"index": 0, "message": {"content": "(b)"}, "logprobs": {
+        "content": content}}]}
+    null = {"choices": [{"index": 0, "message": {"content": None}, "finish_reason": "length"}]}
+    with checked_replies():
+        for lm in (LocalChatCompletion(model="m", base_url=url), OpenAIChatCompletion(model="m")):
+            body = lm._create_payload(messages, generate=True, gen_kwargs={"until": ["x"]})
+            assert (body["logprobs"], body["top_logprobs"]) == (True, 20)
+        [reply] = lm.parse_generations(outputs=good)
+        assert reply == "(b)" and parse_response(reply, CHOICES)["letter_logprobs"] == (
+            pytest.approx((-1.5, -0.5, math.log(1 - math.exp(-0.5) - math.exp(-1.5)))))
+        [empty] = lm.parse_generations(outputs=null)
+        assert parse_response(empty, CHOICES) == {"answer": None, "confidence": None,
+                                                  "letter_logprobs": None}
+        with pytest.raises(APIReplyError, match="no logprobs for chat completions"):
+            lm.parse_generations(outputs={"choices": [{"index": 0, "message": {"content": "a"}}]})
+        body = lm._create_payload(messages, generate=True, gen_kwargs={"logprobs": False})
+        assert not body["logprobs"] and "top_logprobs" not in body
+        assert lm.parse_generations(outputs=null) == [None]  # nothing asked: lm-eval's own
+    assert "logprobs" not in lm._create_payload(messages, generate=True, gen_kwargs={})
+
+
 # ------------------------------------------------------------------ through the chat backend
 LETTERS = "ab"
 TASK = "calidist_ppdb_assertion_verbalized"
