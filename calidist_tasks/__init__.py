@@ -84,12 +84,16 @@ def evaluate(
 
     Returns what ``simple_evaluate`` returns: ``results["results"][task]["ece,none"]`` and the
     other metrics of the README, ``results["samples"][task]`` per document; None on the non-zero
-    ranks of a multi-process run. ``evaluate`` itself writes nothing to disk.
+    ranks of a multi-process run. ``evaluate`` itself writes nothing to disk, except when a
+    task's aggregation fails: every other task is still aggregated, the whole run (results and
+    samples) is saved under ``calidist-recovered/`` and ``recovery.AggregationError`` names the
+    folder. A ``stage1_dir`` that cannot be written is refused (OSError) before any model time.
     """
     import lm_eval
     from lm_eval.tasks import TaskManager
 
     import calidist_tasks.prefix_cache  # noqa: F401  registers the hf-prefix-cache model
+    from calidist_tasks import recovery
     from calidist_tasks.api_replies import checked_replies
 
     if "task_manager" in simple_evaluate_kwargs:
@@ -106,7 +110,11 @@ def evaluate(
     merged = {**_model_metadata(model, model_args), **dict(metadata or {})}
     manager = TaskManager(include_path=task_folder(), include_defaults=include_defaults,
                           metadata=merged)
-    with checked_replies():  # an API reply lm-eval cannot parse: one clear APIReplyError
-        return lm_eval.simple_evaluate(model=model, model_args=model_args, tasks=list(tasks),
-                                       task_manager=manager, log_samples=log_samples,
-                                       metadata=merged, **simple_evaluate_kwargs)
+    # an API reply lm-eval cannot parse: one clear APIReplyError; a failed aggregation: raised
+    # after every other task is aggregated, the whole run saved (calidist_tasks.recovery)
+    with checked_replies(), recovery.aggregation_errors_deferred() as failed:
+        results = lm_eval.simple_evaluate(model=model, model_args=model_args, tasks=list(tasks),
+                                          task_manager=manager, log_samples=log_samples,
+                                          metadata=merged, **simple_evaluate_kwargs)
+    recovery.raise_deferred(failed, results)
+    return results

@@ -6,6 +6,7 @@ lm-eval's aggregation calls here. Numbers are fractions in [0, 1] (the paper pri
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -186,12 +187,54 @@ def applied_calibrator(
     The task calls this when it is built too, so that a wrong file fails before any model time
     (and logs a fit of another model then; ``log_model=False`` does not log it again).
     """
+    found = saved_fit(settings, context, log_model)
+    return found[1] if found else None
+
+
+def saved_fit(settings: RunSettings, context: Mapping[str, Any], log_model: bool = True
+              ) -> tuple[str, CaliDistCalibrator, dict[str, Any]] | None:
+    """(path, calibrator, saved context) of ``--metadata calibrator``, checked against this
+    task (``check_calibrator_context``), or None."""
     if not settings.calibrator:
         return None
     path = calibrator_path(settings.calibrator, context)
     calibrator, saved = load_calibrator(path)
     check_calibrator_context(path, calibrator, saved, context, settings, log_model)
-    return calibrator
+    return path, calibrator, saved
+
+
+# The run settings that shape a fit's lambda, as RunSettings names them; a saved fit records
+# them (lambda_scale and fit as the calibrator's own fields, delta_mode in its context).
+FIT_SETTINGS = ("lambda_scale", "delta_mode", "fit")
+
+
+def settings_with_saved_fit(settings: RunSettings, metadata: Mapping[str, Any] | None,
+                            context: Mapping[str, Any]) -> RunSettings:
+    """The run's settings for applying ``--metadata calibrator`` (checked now, at task build):
+    a FIT_SETTINGS value the run set explicitly (in ``metadata``) must equal the file's
+    (ValueError naming both); one it did not set takes the file's value, with one warning
+    naming them. A file without delta_mode (written before it was stored) keeps the run's."""
+    found = saved_fit(settings, context)
+    if found is None:
+        return settings
+    path, calibrator, saved = found
+    recorded = {"lambda_scale": calibrator.lambda_scale, "fit": calibrator.method,
+                "delta_mode": saved.get("delta_mode")}
+    explicit = {key for key in FIT_SETTINGS if (metadata or {}).get(key) is not None}
+    taken = {}
+    for key in FIT_SETTINGS:
+        ours, theirs = getattr(settings, key), recorded[key]
+        if theirs is None or theirs == ours:
+            continue
+        if key in explicit:
+            raise ValueError(f"{path}: fitted with {key} {theirs!r}, this run sets {key} "
+                             f"{ours!r}; drop --metadata {key} to apply the file's, or refit")
+        taken[key] = theirs
+    if taken:
+        shown = ", ".join(f"{key} {value!r}" for key, value in taken.items())
+        log.warning("%s: the saved fit's %s apply to %s (the run did not set them)", path,
+                    shown, context["task"])
+    return dataclasses.replace(settings, **taken)
 
 
 def calidist_calibrator(

@@ -15,7 +15,10 @@ traceback from lm-eval's internals that names neither the server nor what was wr
 - no ``logprobs`` (an endpoint without prompt log-probabilities): ``KeyError: 'logprobs'``, or
   ``TypeError: 'NoneType' object is not subscriptable`` for ``"logprobs": null``;
 - a completions endpoint that ignores ``echo``: no error at all, every log-likelihood summed over
-  nothing, 0.0 (so every option ties).
+  nothing, 0.0 (so every option ties);
+- positive ``token_logprobs`` (impossible for a log-probability): used as they are;
+- a body that is not JSON with HTTP 200 (a proxy's HTML error page): ``JSONDecodeError`` from
+  lm-eval's ``model_call`` (``ContentTypeError`` on its concurrent path).
 
 ``checked_replies()`` wraps those parsers (through ``lm_eval_compat.reply_parsers_wrapped``) so
 that every reply is checked as it arrives, before lm-eval parses it, and a reply lm-eval cannot
@@ -36,6 +39,7 @@ reply without them (``logprobs.content``) raises ``APIReplyError`` (``NO_CHAT_LO
 from __future__ import annotations
 
 import gc
+import inspect
 import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -140,6 +144,10 @@ def logprobs_problem(reply: Any, ctxlens: Sequence[int]) -> Problem | None:
         if bad:
             return position, (f"`logprobs.token_logprobs` holds {bad[0]}, expected numbers (the "
                               f"continuation's log-probabilities; found {bad[1]})")
+        positive = [value for value in span if value > 0]
+        if positive:
+            return position, (f"`logprobs.token_logprobs` holds positive values (found "
+                              f"{positive[0]!r}); a log-probability is at most 0")
         tops = logprobs["top_logprobs"][ctxlen:-1]
         bad = _kinds(tops, lambda top: isinstance(top, dict) and bool(top)
                      and all(_is_number(v) for v in top.values()))
@@ -304,9 +312,10 @@ def _scored(lm: Any, replies: list[dict], answers: list, kwargs: dict[str, Any])
     return scored
 
 
-def _asking_logprobs(create_payload: Any) -> Any:
-    """A chat model's ``_create_payload`` that also asks for token log-probabilities, unless
-    the generation kwargs set ``logprobs`` (``--gen_kwargs logprobs=false``)."""
+def _asking_logprobs(name: str, create_payload: Any) -> Any:
+    """A chat model's ``_create_payload`` (``name``: both classes' are wrapped alike) that also
+    asks for token log-probabilities, unless the generation kwargs set ``logprobs``
+    (``--gen_kwargs logprobs=false``)."""
 
     def payload(lm: Any, *args: Any, **kwargs: Any) -> dict:
         body = create_payload(lm, *args, **kwargs)
@@ -319,12 +328,46 @@ def _asking_logprobs(create_payload: Any) -> Any:
     return payload
 
 
+def _not_json(lm: Any, error: Exception) -> APIReplyError:
+    """The error for an HTTP reply that is not JSON (an HTML error page sent with status 200)."""
+    body = getattr(error, "doc", None)  # json's error holds the text; aiohttp's does not
+    start = f"; it starts {' '.join(body.split())[:EXCERPT]!r}" if isinstance(body, str) else ""
+    return explain(lm, f"the reply is not JSON ({type(error).__name__}: {error}){start}", body)
+
+
+def _decoding_checked(name: str, original: Any) -> Any:
+    """lm-eval's ``TemplateAPI.<name>`` (``model_call`` or the coroutine ``amodel_call``), whose
+    JSON decoding error becomes an ``APIReplyError`` naming the backend and endpoint."""
+    from aiohttp import ContentTypeError  # lm-eval's API backends need it
+
+    not_json = (json.JSONDecodeError, ContentTypeError)
+    if inspect.iscoroutinefunction(original):
+        async def call_async(lm: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await original(lm, *args, **kwargs)
+            except not_json as error:
+                raise _not_json(lm, error) from error
+
+        return call_async
+
+    def call(lm: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(lm, *args, **kwargs)
+        except not_json as error:
+            raise _not_json(lm, error) from error
+
+    return call
+
+
 @contextmanager
 def checked_replies() -> Iterator[None]:
     """While the block runs, every reply of lm-eval's OpenAI-format backends is checked before
-    lm-eval parses it; one it cannot parse raises ``APIReplyError``; chat generations ask for
-    token log-probabilities and carry them (see the module)."""
-    with compat.reply_parsers_wrapped(_checked), compat.chat_payloads_wrapped(_asking_logprobs):
+    lm-eval parses it; one it cannot parse, or one that is not JSON at all, raises
+    ``APIReplyError``; chat generations ask for token log-probabilities and carry them (see the
+    module)."""
+    with compat.reply_parsers_wrapped(_checked), \
+            compat.methods_wrapped(compat.API_CALLS, _decoding_checked), \
+            compat.methods_wrapped(tuple(compat.CHAT_PAYLOADS), _asking_logprobs):
         yield
 
 

@@ -39,22 +39,34 @@ def lm_eval_main(argv: Sequence[str]) -> None:
     """Run lm-eval's own CLI in this process with ``argv`` (without the program name), every
     reply of an OpenAI-format API backend checked as it arrives: one lm-eval cannot parse stops
     the run with ``calidist: <backend> (endpoint <url>) sent a reply ...: <what was wrong>``
-    (exit status 1; ``calidist_tasks.api_replies``) instead of a traceback from lm-eval."""
+    (exit status 1; ``calidist_tasks.api_replies``) instead of a traceback from lm-eval. The
+    ``--output_path`` is checked before any model time; a failed aggregation stops the run
+    after every other task's results are written, and results lm-eval cannot write are saved
+    elsewhere and stop it too (``calidist_tasks.recovery``), never exit status 0."""
     from lm_eval.__main__ import cli_evaluate
 
     import calidist_tasks.prefix_cache  # noqa: F401  registers --model hf-prefix-cache
+    from calidist_tasks import recovery
     from calidist_tasks.api_replies import (
         APIReplyError,
         checked_replies,
         discard_unfinished_requests,
     )
+    from calidist_tasks.two_stage import FLAG_OUTPUT, _values
 
+    for output in _values(argv, FLAG_OUTPUT)[-1:]:  # before any model time
+        try:
+            recovery.check_writable(output, "--output_path")
+        except OSError as error:
+            raise SystemExit(f"calidist: {error}") from None
     saved, stopped = sys.argv, None
     sys.argv = ["lm_eval", *argv]
     try:
-        with checked_replies():
+        with checked_replies(), recovery.results_saved(), \
+                recovery.aggregation_errors_deferred() as failed:
             cli_evaluate()
-    except APIReplyError as error:
+        recovery.raise_deferred(failed)  # after lm-eval wrote every other task's results
+    except (APIReplyError, recovery.ResultsNotSaved, recovery.AggregationError) as error:
         stopped = f"calidist: {error}"
     finally:
         sys.argv = saved

@@ -26,11 +26,17 @@ API models (``lm_eval.models.openai_completions``, for ``calidist_tasks.api_repl
 parsers ``parse_logprobs`` / ``parse_generations`` of ``LocalCompletionsAPI`` and
 ``LocalChatCompletion`` (``REPLY_PARSERS``), which lm-eval calls as ``self.parse_…(outputs=…,
 …)`` with each decoded JSON reply; ``reply_parsers_wrapped`` replaces them on those classes for
-the length of a run (``calidist eval``) and puts the originals back. The chat classes' request
-builders ``_create_payload`` (``CHAT_PAYLOADS``), which ``chat_payloads_wrapped`` replaces the
-same way, so that every chat generation asks for token log-probabilities
-(``calidist_tasks.answer_logprobs``). The attribute ``base_url`` (the endpoint) and the
-registered names of those classes (``API_BACKENDS``).
+the length of a run (``calidist eval``) and puts the originals back. The attribute ``base_url``
+(the endpoint) and the registered names of those classes (``API_BACKENDS``). ``TemplateAPI``'s
+``model_call`` / ``amodel_call`` (``API_CALLS``), which decode each HTTP reply as JSON, and the
+chat classes' request builders ``_create_payload`` (``CHAT_PAYLOADS``), so that every chat
+generation asks for token log-probabilities (``calidist_tasks.answer_logprobs``), wrapped the
+same way (``methods_wrapped``).
+
+Saving (``calidist_tasks.recovery.results_saved``): ``EvaluationTracker.save_results_aggregated``
+and ``save_results_samples`` (``TRACKER_SAVES``), which log a failure instead of raising it, and
+the files they name from ``output_path``, ``date_id`` and the sanitized model name
+(``tracker_file``).
 
 Two-stage runs (``calidist_tasks.two_stage``): ``simple_evaluate`` builds a model named by string
 as ``lm_eval.api.registry.get_model(name).create_from_arg_string(...)`` (or
@@ -45,6 +51,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from importlib import import_module
+from pathlib import Path
 from typing import Any
 
 TESTED_VERSIONS = ("0.4.13", "0.4.13")  # the oldest and newest lm_eval.__version__ checked
@@ -173,6 +180,12 @@ CHAT_PAYLOADS = {
 Parser = Callable[..., Any]
 
 
+API_CALLS = ("lm_eval.models.api_models.TemplateAPI.model_call",
+             "lm_eval.models.api_models.TemplateAPI.amodel_call")
+TRACKER_SAVES = ("lm_eval.loggers.evaluation_tracker.EvaluationTracker.save_results_aggregated",
+                 "lm_eval.loggers.evaluation_tracker.EvaluationTracker.save_results_samples")
+
+
 def _owner(qualified: str) -> tuple[type, str]:
     module, owner, method = qualified.rsplit(".", 2)
     return getattr(import_module(module), owner), method
@@ -206,20 +219,36 @@ def reply_parsers_wrapped(wrap: Callable[[str, Parser], Parser]) -> Iterator[Non
 
 
 @contextmanager
-def chat_payloads_wrapped(wrap: Callable[[Callable[..., dict]], Callable[..., dict]]
-                          ) -> Iterator[None]:
-    """While the block runs, each request builder of ``CHAT_PAYLOADS`` is ``wrap(original)`` on
-    its class (called as lm-eval calls it: ``(lm, messages, **kwargs)``). Restored afterwards."""
+def methods_wrapped(qualified_names: tuple[str, ...],
+                    wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]]
+                    ) -> Iterator[None]:
+    """While the block runs, each plain method of ``qualified_names`` (``"module.Class.method"``)
+    is ``wrap(method name, original function)`` on its class. Restored afterwards."""
     saved = []
     try:
-        for qualified in CHAT_PAYLOADS:
+        for qualified in qualified_names:
             cls, method = _owner(qualified)
             saved.append((cls, method, vars(cls)[method]))
-            setattr(cls, method, wrap(vars(cls)[method]))
+            setattr(cls, method, wrap(method, vars(cls)[method]))
         yield
     finally:
         for cls, method, stored in reversed(saved):
             setattr(cls, method, stored)
+
+
+def tracker_file(tracker: Any, task: str | None = None) -> Path | None:
+    """The results file (or ``task``'s samples file) an ``EvaluationTracker`` wrote last, as
+    lm-eval names it; None when it has no ``output_path`` or never got as far as naming one."""
+    date = getattr(tracker, "date_id", None)
+    if not tracker.output_path or date is None:
+        return None
+    path = Path(tracker.output_path)
+    folder = path.parent if path.suffix == ".json" else (
+        path / str(tracker.general_config_tracker.model_name_sanitized))
+    if task is not None:
+        return folder / f"samples_{task}_{date}.jsonl"
+    return path.with_name(f"{path.stem}_{date}.json") if path.suffix == ".json" else (
+        folder / f"results_{date}.json")
 
 
 def api_backend(lm: Any) -> str:

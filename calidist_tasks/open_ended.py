@@ -19,10 +19,11 @@ is its own run, reading the previous run's logged samples
    Agreement is numeric equality (ỹ_j = ŷ); μ, δ, λ and the calibration are those of the paper's
    Methodology section (``joining.join_document``).
 
-An answer with no number is counted (``parse_fail_rate``). A stage-1 answer without one is wrong,
-has confidence 0 and is maximally unreliable (μ = δ = 1, so λ_raw = 0); it gets one placeholder
-request per later stage so that lm-eval still logs the document. A hinted chain without one is a
-changed answer whose confidence is read after the chain and ``READOUT``.
+An answer with no readable number (none, a fraction, malformed thousands groups, more than
+``MAX_DIGITS`` digits; ``read_number``) is counted (``parse_fail_rate``). A stage-1 answer
+without one is wrong, has confidence 0 and is maximally unreliable (μ = δ = 1, so λ_raw = 0); it
+gets one placeholder request per later stage so that lm-eval still logs the document. A hinted
+chain without one is a changed answer whose confidence is read after the chain and ``READOUT``.
 """
 
 from __future__ import annotations
@@ -57,20 +58,30 @@ from calidist_tasks.report.loading import read_jsonl, samples_file_of
 from calidist_tasks.task import CaliDistTask
 
 HINT_NUMBERS = 4  # distinct numbers near ŷ that hints assert (the "other labels" of the paper)
-_NUMBER = r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-NUMBER = re.compile(_NUMBER)
+# No GSM8K answer comes near this; beyond it a number is unreadable (the hints' arithmetic and
+# its sampling range stay exact and small; Python refuses int() of over 4,300 digits).
+MAX_DIGITS = 18
+# A number as a reply writes it, read whole so that what is not one number can be refused: a
+# minus sign (ASCII or U+2212), "$", digits with every comma group, decimals and a "/" part
+# ("1/2"). Each quantifier is followed by a character it cannot match, so nothing backtracks.
+_WRITTEN = r"[-\u2212]?\$?\d+(?:,\d+)*(?:\.\d+)?(?:/\d+)?"
+NUMBER = re.compile(r"(?<![\w.])" + _WRITTEN)
+# One readable number: thousands groups of three, no fraction (docs/gsm8k.md).
+_READABLE = re.compile(r"([-\u2212]?)\$?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?")
 # "The answer is $1,234.", "Answer: 18", "#### 18": the number a stated answer gives.
-STATED = re.compile(r"(?:\banswer\s*(?:is|:|=)|####)\s*:?\s*\$?\s*(" + _NUMBER + ")", re.I)
+STATED = re.compile(
+    r"(?:\banswer\s*(?:is|:|=)|####)(?:\s*:)?(?:\s*\$)?\s*(" + _WRITTEN + ")", re.I)
 READOUT = "\nThe answer is"  # stage 3: asks a hinted chain that wrote no number for one
 STAGES = ("answer", "chains", "score")  # the YAML's ``stage``: 1, 2, 3
 # Document fields a later stage adds from the earlier stage's records.
-ANSWER_FIELD = "original_answer"  # ŷ ("" when stage 1's answer had no number)
+ANSWER_FIELD = "original_answer"  # ŷ ("" when stage 1's answer had no readable number)
 CHAIN_FIELD = "original_chain"  # stage 1's worked answer C0
 HINTED_FIELD = "hinted_chains"  # stage 3: stage 2's regenerated chains, in prompt_plans order
 
 
 def canonical_number(text: str) -> str | None:
-    """'1,234.50' -> '1234.5', '18.' -> '18', '-0' -> '0'; None when it is not a number."""
+    """'1,234.50' -> '1234.5', '18.' -> '18', '-0' -> '0'; None when it is not a number or is
+    written with more than ``MAX_DIGITS`` digits."""
     text = str(text).strip().replace(",", "").rstrip(".")
     try:
         value = Decimal(text)
@@ -78,27 +89,47 @@ def canonical_number(text: str) -> str | None:
         return None
     if not value.is_finite():
         return None
+    digits = max(value.adjusted() + 1, 1) + max(-value.as_tuple().exponent, 0)
+    if digits > MAX_DIGITS:
+        return None
     if value == value.to_integral_value():
         return str(int(value))
     return format(value.normalize(), "f")
 
 
+def read_number(written: str) -> str | None:
+    """The canonical value of one number as a reply writes it ('−$1,234.50' -> '-1234.5'); None
+    when it is not one readable number: a fraction ('1/2'), commas that are not thousands groups
+    ('1,2345', '3,4'), more than ``MAX_DIGITS`` digits."""
+    match = _READABLE.fullmatch(written)
+    if match is None:
+        return None
+    sign, whole, decimals = match.groups()
+    return canonical_number(("-" if sign else "") + whole + (decimals or ""))
+
+
 def answer_span(text: str) -> tuple[int, str] | None:
     """(where the answer's number starts in ``text``, the number) for ``parse_number``'s answer;
-    None when the text has no number."""
+    None when the text has no number or the answer's is unreadable (``read_number``)."""
     text = str(text or "")
     found = STATED.search(text)
     if found:
-        return found.start(1), canonical_number(found.group(1))
-    numbers = list(NUMBER.finditer(text))
-    return (numbers[-1].start(), canonical_number(numbers[-1].group())) if numbers else None
+        start, written = found.start(1), found.group(1)
+    else:
+        numbers = list(NUMBER.finditer(text))
+        if not numbers:
+            return None
+        start, written = numbers[-1].start(), numbers[-1].group()
+    number = read_number(written)
+    return (start, number) if number is not None else None
 
 
 def parse_number(text: str) -> str | None:
     """The final answer of a worked solution: the first stated answer ("The answer is N", as
     the prompt asks; what follows it is the model running on, often repeating itself until the
     token limit cuts a number short), else the last number in the text (lm-eval's gsm8k-cot
-    strict and flexible matches, in that order)."""
+    strict and flexible matches, in that order). None when there is none or it is unreadable:
+    a fraction, malformed thousands groups, more than ``MAX_DIGITS`` digits (docs/gsm8k.md)."""
     span = answer_span(text)
     return span[1] if span else None
 
@@ -122,6 +153,19 @@ def near_numbers(answer: str, n: int, key: str, seed: int) -> list[str]:
     # sampling a range draws indices, so a huge answer does not build a huge list
     offsets = random.Random(int.from_bytes(digest[:8], "big")).sample(range(low, width + 1), n + 1)
     return [canonical_number(str(value + k * step)) for k in offsets if k != 0][:n]
+
+
+def logged_answer(prediction: Any, where: str) -> str:
+    """ŷ of an earlier stage's record, canonical; "" when it has none or it is unreadable (more
+    than ``MAX_DIGITS`` digits, which earlier versions of stage 1 logged). Anything that is not a
+    number is refused, naming ``where``."""
+    if prediction is None or prediction == "":
+        return ""
+    try:
+        Decimal(str(prediction))
+    except InvalidOperation:
+        raise ValueError(f"{where}: the logged answer {prediction!r:.40} is not a number") from None
+    return canonical_number(str(prediction)) or ""
 
 
 def number_hint(template: int, number: str) -> str:
@@ -248,6 +292,8 @@ class OpenEndedTask(CaliDistTask):
         for doc in docs:
             record = records[doc["question"].strip()]
             doc = {**doc, **self.original_fields(record)}
+            where = f"{self.config.task} document {doc[SOURCE_FIELD]} ({path.name})"
+            doc[ANSWER_FIELD] = logged_answer(doc[ANSWER_FIELD], where)
             self.check_original(doc, record, path)
             out.append(doc)
         return out

@@ -14,6 +14,14 @@ model.
 Where: ``calidist-recovered/<task>-<date>/`` under the working directory (lm-eval does not tell a
 task its ``--output_path``), or under ``$CALIDIST_RECOVERED_DIR`` when set; when that folder
 cannot be written, under the system's temporary folder.
+
+``calidist eval`` and ``calidist_tasks.evaluate`` go further (``aggregation_errors_deferred``): a
+failed aggregation is saved as above, its task's metrics are NaN, every other task of the run is
+aggregated (and ``calidist eval`` lets lm-eval write every task's results and samples to
+``--output_path``), and only then does the run stop with the ``AggregationError``. Their output
+folder is checked before any model time (``check_writable``), and a results file lm-eval still
+fails to write after the run (it only logs "Could not save results") stops the run, the results
+and samples saved under the folder above instead (``results_saved``).
 """
 
 from __future__ import annotations
@@ -22,10 +30,12 @@ import json
 import os
 import tempfile
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from calidist_tasks import lm_eval_compat
 from calidist_tasks.report.loading import new_stamp
 
 RECOVERED_DIR = "calidist-recovered"
@@ -116,3 +126,124 @@ def save_records(task: str, records: Sequence[Mapping[str, Any]], error: Excepti
         f"{task}: the aggregation failed after the model answered every request ({cause}). Its "
         f"{len(records)} per-document records are saved in {folder}; recompute the metrics from "
         f"them without the model: calidist report {folder} --out {folder}/report", folder)
+
+
+# ---------------------------------------------------------------------- deferred failures
+_DEFERRED: list[AggregationError] | None = None  # set while aggregation_errors_deferred runs
+
+
+@contextmanager
+def aggregation_errors_deferred() -> Iterator[list[AggregationError]]:
+    """While the block runs, a task whose aggregation fails saves its records and reports NaN
+    (``deferred``) instead of stopping the run, so that every other task is aggregated and
+    saved; the block's list holds the errors, for ``raise_deferred`` after the results are
+    written."""
+    global _DEFERRED
+    errors: list[AggregationError] = []
+    outer, _DEFERRED = _DEFERRED, errors
+    try:
+        yield errors
+    finally:
+        _DEFERRED = outer
+
+
+def deferred(error: AggregationError) -> bool:
+    """Keep ``error`` for the end of the run when a caller defers them; False: raise it now."""
+    if _DEFERRED is None:
+        return False
+    _DEFERRED.append(error)
+    return True
+
+
+def raise_deferred(errors: Sequence[AggregationError],
+                   results: Mapping[str, Any] | None = None) -> None:
+    """Raise the deferred aggregation errors as one ``AggregationError``; with ``results`` (a
+    ``simple_evaluate`` dict), every task's results and samples are saved first (``save_run``)."""
+    if not errors:
+        return
+    message = " ".join(str(error) for error in errors)
+    folder = errors[0].folder
+    if results is not None:
+        try:
+            folder = save_run(results)
+        except OSError as failure:  # the aggregation errors must still be raised
+            message += f" The run's other results could not be saved either ({failure})"
+        else:
+            message += (f" Every task's results and samples of this run are saved in {folder} "
+                        "(the failed tasks' metrics NaN)")
+    raise AggregationError(message, folder) from errors[0].__cause__
+
+
+# ---------------------------------------------------------------------- output folders
+def check_writable(path: str | os.PathLike, what: str) -> None:
+    """Refuse (OSError naming ``what`` and ``path``), before any model time, a place lm-eval
+    could not write a run's results to: a file in the way, a folder without write permission.
+    A path ending in ``.json`` names a file (lm-eval writes beside it)."""
+    folder = Path(path)
+    if folder.suffix == ".json":
+        folder = folder.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise OSError(f"{what} {path} cannot be written ({reason}: {error.filename or folder}); "
+                      "nothing was run") from None
+
+
+def write_run(folder: Path, stamp: str, results: Mapping[str, Any],
+              samples: Mapping[str, Sequence[Any]] | None) -> None:
+    """``results`` (a ``simple_evaluate`` dict, its samples apart) and each task's ``samples``
+    as the files of an lm-eval output folder, which ``calidist report`` reads."""
+    data = {key: value for key, value in results.items() if key != "samples"}
+    (folder / f"results_{stamp}.json").write_text(
+        json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    for task, lines in (samples or {}).items():
+        with (folder / f"samples_{task}_{stamp}.jsonl").open("w", encoding="utf-8") as out:
+            for line in lines:
+                out.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+
+
+def save_run(results: Mapping[str, Any], samples: Mapping[str, Sequence[Any]] | None = None
+             ) -> Path:
+    """Write a whole run (``write_run``; ``samples`` default: ``results["samples"]``) into a new
+    folder beside the failed aggregations' (``recovered_folder``); return the folder."""
+    stamp = new_stamp()
+    folder = recovered_folder("run", stamp)
+    write_run(folder, stamp, results, results.get("samples") if samples is None else samples)
+    return folder
+
+
+class ResultsNotSaved(OSError):
+    """lm-eval could not write a run's results or samples; they are saved elsewhere."""
+
+
+@contextmanager
+def results_saved() -> Iterator[None]:
+    """While the block runs (``calidist eval``), a results or samples file lm-eval's
+    ``EvaluationTracker`` fails to write (it logs "Could not save results" and the run exits 0)
+    raises ``ResultsNotSaved`` naming the place, after what it was given is saved under the
+    recovery folder (``save_run``)."""
+
+    def wrap(name: str, original: Any) -> Any:
+        def save(tracker: Any, **kwargs: Any) -> None:
+            original(tracker, **kwargs)
+            task = kwargs.get("task_name")
+            written = lm_eval_compat.tracker_file(tracker, task)
+            if not tracker.output_path or (written is not None and written.is_file()):
+                return
+            if task is None:
+                folder = save_run(kwargs["results"], kwargs.get("samples") or {})
+            else:
+                folder = save_run({}, {task: kwargs["samples"]})
+            what = "results" if task is None else f"samples of {task}"
+            raise ResultsNotSaved(
+                f"lm-eval could not write the {what} to --output_path {tracker.output_path} "
+                f"(its log above says why); they are saved in {folder} instead: calidist report "
+                f"{folder} --out {folder}/report")
+
+        return save
+
+    with lm_eval_compat.methods_wrapped(lm_eval_compat.TRACKER_SAVES, wrap):
+        yield

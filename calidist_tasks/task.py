@@ -19,6 +19,7 @@ import hashlib
 import importlib
 import json
 import logging
+import math
 from typing import Any
 
 import datasets
@@ -28,11 +29,18 @@ import pyarrow
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from calidist_tasks import context_length, distractors, fewshot, lm_eval_compat, two_stage
+from calidist_tasks import (
+    context_length,
+    distractors,
+    fewshot,
+    lm_eval_compat,
+    recovery,
+    two_stage,
+)
 from calidist_tasks.aggregation import (
-    applied_calibrator,
     higher_is_better,
     metric_names,
+    settings_with_saved_fit,
     summarize_baselines,
     summarize_calidist,
     warnings_named,
@@ -109,7 +117,8 @@ class CaliDistTask(ConfigurableTask):
         lm_eval_compat.set_task_metrics(self, self.reported_metrics(), self._aggregate,
                                         higher_is_better)
         if self.style.hinted:  # a saved fit that does not fit fails now, not after the run
-            applied_calibrator(self.settings, self.calibrator_context())
+            self.settings = settings_with_saved_fit(self.settings, config.get("metadata"),
+                                                    self.calibrator_context())
 
     # ------------------------------------------------------------------ data
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -127,11 +136,18 @@ class CaliDistTask(ConfigurableTask):
         docs = build_documents(self.source(), self.settings)
         if self.cost_stage == two_stage.HINTS:
             task = self.config.task
-            answers = two_stage.read_stage1(self.settings.original_run, task, docs,
-                                            logits=self.logit_outcomes())
+            answers = two_stage.read_stage1(
+                self.settings.original_run, task, docs, logits=self.logit_outcomes(),
+                model=self.settings.model, n_choices=self.option_count)
             self._stage1 = two_stage.Stage1Lookup(
                 answers, str(two_stage.stage1_file(self.settings.original_run, task)), task)
         return docs
+
+    def option_count(self, doc: dict[str, Any]) -> int:
+        """The document's number of options (the YAML's fixed list, or the field naming them);
+        usable before lm-eval has finished building the task."""
+        choices = self.config.doc_to_choice
+        return len(choices) if isinstance(choices, list) else len(doc[choices])
 
     # ------------------------------------------------------------------ two-stage runs
     def splits_in_stages(self) -> bool:
@@ -370,6 +386,7 @@ class CaliDistTask(ConfigurableTask):
             "labels": list(choices) if isinstance(choices, list) else f"per-document {choices}",
             "style": self.distractor,
             "model": self.settings.model,
+            "delta_mode": self.settings.delta_mode,  # shapes lambda_raw (the fit's input)
         }
 
     def _aggregate(self, name: str, items: list[dict[str, Any]]) -> float:
@@ -390,7 +407,11 @@ class CaliDistTask(ConfigurableTask):
                 refuse_failed_documents(items)
                 summary = self.summarize(items)
             except Exception as error:  # the model's answers are saved before the run stops
-                raise self.recovered(items, error) from error
+                failure = self.recovered(items, error)
+                failure.__cause__ = error
+                if not recovery.deferred(failure):  # calidist eval: the other tasks go on
+                    raise failure from error
+                summary = dict.fromkeys(self.reported_metrics(), math.nan)
         self._summary = (list(items), summary)
         return summary[name]
 
@@ -459,8 +480,6 @@ class CaliDistTask(ConfigurableTask):
     def recovered(self, items: list[dict[str, Any]], error: Exception) -> Exception:
         """The error a failed aggregation raises, after saving ``items`` (the per-document
         records) where ``calidist report`` recomputes the metrics from them (``recovery``)."""
-        from calidist_tasks import recovery
-
         return recovery.save_records(
             self.config.task, items, error, docs=self.eval_docs,
             config={"task": self.config.task, "metadata": self.config.metadata,

@@ -21,13 +21,14 @@ rerun's stage 1 from the cache. docs/method.md, "Two-stage runs".
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from calidist_tasks.joining import Outcome, PromptPlan
+from calidist_tasks.joining import Outcome, PromptPlan, outcome_from_loglikelihoods
 from calidist_tasks.records import (
     INDEX_FIELD,
     LOGPROB,
@@ -36,7 +37,7 @@ from calidist_tasks.records import (
     is_failed,
     is_record,
 )
-from calidist_tasks.report.loading import read_jsonl, samples_file_of
+from calidist_tasks.report.loading import SAMPLES_NAME, model_name, read_jsonl, samples_file_of
 from calidist_tasks.settings import STAGES
 from calidist_tasks.styles import content_key
 from calidist_tasks.yaml_configs import task_configs
@@ -44,6 +45,7 @@ from calidist_tasks.yaml_configs import task_configs
 ALL, ORIGINAL, HINTS = STAGES
 LOGIT_CLASS = "calidist_tasks.task.CaliDistTask"
 GENERATION_CLASS = "calidist_tasks.generation.GenerationTask"
+UNKNOWN_MODEL = "unknown model"  # what report.loading.model_name says when none is recorded
 
 
 class Stage1(NamedTuple):
@@ -75,17 +77,23 @@ def stage1_file(path: str | Path, task: str) -> Path:
 
 
 def read_stage1(path: str | Path, task: str, docs: Sequence[Mapping[str, Any]],
-                logits: bool) -> dict[int, Stage1]:
+                logits: bool, model: str | None = None,
+                n_choices: Callable[[Mapping[str, Any]], int] | None = None
+                ) -> dict[int, Stage1]:
     """Document index -> its stage-1 answer, from ``task``'s samples under ``path``.
 
-    Refused (ValueError naming the file, the task and the document) when a logged document is
-    not this run's document of the same index (another data, calib_size, eval_size or
-    split_seed), or a record lacks what stage 2 needs. Documents stage 1 did not log (``--limit``)
+    Refused (ValueError naming the file, the task and the document) when stage 1 ran another
+    ``model`` (``check_stage1_model``), a logged document is not this run's document of the same
+    index (another data, calib_size, eval_size or split_seed) or is logged twice, a record lacks
+    what stage 2 needs, or its answer is impossible (``check_stage1_answer``, with the
+    document's option count from ``n_choices``). Documents stage 1 did not log (``--limit``)
     are refused when stage 2 builds their requests (``Stage1Lookup.get``)."""
 
     file = stage1_file(path, task)
+    check_stage1_model(file, task, model)
     by_index = {doc[INDEX_FIELD]: doc for doc in docs}
     found: dict[int, Stage1] = {}
+    lines: dict[int, int] = {}  # index -> the line that logged it
     for number, line in enumerate(read_jsonl(file), start=1):
         where = f"{task}: original_run {file} line {number}"
         logged = line.get("doc") if isinstance(line, dict) else None
@@ -101,6 +109,10 @@ def read_stage1(path: str | Path, task: str, docs: Sequence[Mapping[str, Any]],
                 f"{where}: document {index} ({logged.get(SOURCE_FIELD)}) is not this run's "
                 f"document {index} ({ours}); run both stages on the same data, calib_size, "
                 "eval_size and split_seed")
+        if index in lines:
+            raise ValueError(f"{where}: document {index} ({logged.get(SOURCE_FIELD)}) is logged "
+                             f"twice (first at line {lines[index]}); run stage 1 again")
+        lines[index] = number
         if is_failed(record):
             raise ValueError(f"{where}: document {index} has no usable stage-1 answer "
                              f"({record['error']}); run stage 1 again")
@@ -117,12 +129,60 @@ def read_stage1(path: str | Path, task: str, docs: Sequence[Mapping[str, Any]],
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{where}: the record of document {index} lacks {error} (not a "
                              f"{task} run)") from None
+        check_stage1_answer(outcome, n_choices(doc) if n_choices else None,
+                            f"{where}: document {index} ({doc.get(SOURCE_FIELD)})")
         # what the original prompt cost, also when stage 1 was a single-stage run
         found[index] = Stage1(outcome, len(letters) if letters else 1, line.get("prompt_hash"),
                               logprob)
     if not found:
         raise ValueError(f"{task}: original_run {file} holds no samples")
     return found
+
+
+def check_stage1_model(file: Path, task: str, model: str | None) -> None:
+    """Refuse stage-1 samples that the results file lm-eval wrote beside them (same stamp)
+    says another model answered; nothing to compare when either model is unknown."""
+    match = SAMPLES_NAME.match(file.name)
+    results = file.parent / f"results_{match['stamp']}.json" if match else None
+    if not model or results is None or not results.is_file():
+        return
+    try:
+        config = json.loads(results.read_text(encoding="utf-8"))["config"]
+        theirs = model_name({"config": {"model_args": config["model_args"]}})  # not the backend
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return
+    if theirs != UNKNOWN_MODEL and theirs != model:
+        raise ValueError(f"{task}: original_run {file} was answered by model {theirs!r} "
+                         f"({results.name}), not this run's {model!r}; run stage 1 with this "
+                         "model")
+
+
+def check_stage1_answer(outcome: Outcome, n_choices: int | None, where: str) -> None:
+    """Refuse an answer no run gives (ValueError naming ``where``): a confidence that is not a
+    probability, a prediction outside the document's ``n_choices`` options (-1 only when the
+    reply was unreadable), letter log-probabilities of another option count, or a prediction
+    and confidence that are not the softmax of its own letter log-probabilities."""
+    if not (math.isfinite(outcome.confidence) and 0.0 <= outcome.confidence <= 1.0):
+        raise ValueError(f"{where}: stage-1 confidence {outcome.confidence!r} is not a "
+                         "probability in [0, 1]")
+    prediction = outcome.prediction
+    if n_choices is not None and not (0 <= prediction < n_choices or (
+            prediction == -1 and not outcome.parsed)):
+        raise ValueError(f"{where}: stage-1 prediction {prediction!r} is outside the label "
+                         f"space 0..{n_choices - 1}")
+    letters = outcome.letter_logprobs
+    if letters is None:
+        return
+    if n_choices is not None and len(letters) != n_choices:
+        raise ValueError(f"{where}: stage 1 has {len(letters)} letter log-probabilities for "
+                         f"{n_choices} options")
+    own = outcome_from_loglikelihoods(letters, where)
+    if own.prediction != prediction or not math.isclose(own.confidence, outcome.confidence,
+                                                        rel_tol=1e-9, abs_tol=1e-12):
+        raise ValueError(f"{where}: stage-1 prediction {prediction!r} at confidence "
+                         f"{outcome.confidence!r} contradicts its own letter log-probabilities "
+                         f"{list(letters)} (prediction {own.prediction}, confidence "
+                         f"{own.confidence:.6g})")
 
 
 class Stage1Lookup:
@@ -322,8 +382,14 @@ def run_two_stage(argv: Sequence[str], run: Any) -> None:
     process, ``cli.lm_eval_main``), the model loaded once. A failing stage 2 keeps stage 1's
     folder and says how to resume."""
     from calidist_tasks.lm_eval_compat import models_reused
+    from calidist_tasks.recovery import check_writable
 
     plan = plan_two_stage(argv)
+    for folder in (plan.output, plan.stage1_dir):  # before stage 1's model time
+        try:
+            check_writable(folder, "--output_path" if folder == plan.output else "stage 1 folder")
+        except OSError as error:
+            raise SystemExit(f"calidist eval --two-stage: {error}") from None
     cache = _values(argv, FLAG_CACHE)
     TALLIES.clear()
     with models_reused():
@@ -359,11 +425,14 @@ def evaluate_two_stage(evaluate: Any, model: Any, tasks: Sequence[str],
     import tempfile
 
     from calidist_tasks.lm_eval_compat import models_reused
+    from calidist_tasks.recovery import check_writable
     from calidist_tasks.report import save_like_lm_eval
 
     metadata = dict(metadata or {})
     if {"stage", "original_run"} & set(metadata):
         raise TypeError("two_stage=True sets the metadata stage and original_run itself")
+    if stage1_dir:  # before any model time
+        check_writable(stage1_dir, "stage1_dir")
     hinted = [name for name, kind in expand_tasks(tasks) if kind in ("logit", "verbalized")]
     with models_reused(), tempfile.TemporaryDirectory(prefix="calidist-stage1-") as scratch:
         folder = Path(stage1_dir or scratch)

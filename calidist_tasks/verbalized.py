@@ -18,15 +18,18 @@ guesses:
   is (b)", "Answer: B", "correct option is b."), so letters named in the reasoning ("Option (a)
   seems wrong", "the hint says the answer is (b)") do not count. Only when there is none, option
   markers ("(b)", "b)", "option b", a reply that is just "b") and then the options' own texts are
-  read, and every match must name the same option. A final letter that is not an option, or two
-  different options among markers or texts, make the answer unreadable.
+  read, and every match must name the same option. A final letter that is not an option, a final
+  statement naming a second option ("the answer is (a) or (b)"), or two different options among
+  markers or texts, make the answer unreadable.
 - confidence: three tiers, the first that finds anything decides: "overall"/"final" confidences
   ("Overall Confidence: 60%", "Final confidence: 70%"); any confidence tied to a word ("Confidence:
   80%", "80 % confident", "90% sure", "confidence of 0.8"); a lone percentage ("(a), 70%",
   "eighty percent"). One statement is read wherever it stands. Several (the per-step confidences
   of a step-by-step reply) are read only from the final answer statement's sentence on, so the
   confidence is the one given with or after the final answer, never a step's; none there, values
-  that disagree, or a value outside 0-100% make the confidence unreadable.
+  that disagree, or a value outside 0-100% make the confidence unreadable. Numbers are read
+  whole ("1000%", "1,000%" and "8/10" are unreadable, not 100% or 1%), and a negated statement
+  ("not 90% sure") states no confidence.
 - text the prompt put in the model's mouth (the hint, its note, our instructions, the few-shot
   exemplars) is removed from the reply before parsing, so a model that repeats it is read for its
   own answer.
@@ -90,14 +93,20 @@ REPLY_FORMS = {
 }
 
 
+# Every pattern reads in linear time: whitespace quantifiers are never adjacent (an optional
+# word carries its own trailing whitespace), so a reply of 100 KB of spaces, newlines or repeated
+# keywords costs a scan, not a backtracking search (tests/reliability/test_parser_time.py).
 _SPACE = re.compile(r"[^\S\n]+")  # keeps line breaks: "Answer: B" ends at its line
-_STATED = r"(?:is|was|would be|should be|must be|will be|:|=|-)?"
+_STATED = r"(?:(?:is|was|would be|should be|must be|will be|:|=|-)\s*)?"
+# A letter that names an option: "(b)", "b)", or "b" before punctuation or the line's end.
+_LETTER = r"(?:\(([a-z])\)|([a-z])\)|([a-z])(?=[^\S\n]*(?:[.,;:!?\n]|$)))"
 # "The answer is (b)", "Answer: b.", "correct option is b)", "my choice: (B)".
 _EXPLICIT = re.compile(
     r"(?:\banswer|\b(?:correct|right|best|final|my)\s+(?:option|choice))\s*" + _STATED
-    + r"\s*(?:option\s+|choice\s+)?"
-    r"(?:\(([a-z])\)|([a-z])\)|([a-z])(?=\s*(?:[.,;:!?\n]|$)))"
+    + r"(?:(?:option|choice)\s+)?" + _LETTER
 )
+# A second option right after the statement's: "the answer is (a) or (b)" names no one option.
+_ALTERNATIVE = re.compile(r"\s*(?:or|and|/)\s*(?:(?:option|choice)\s+)?" + _LETTER)
 # (marker, whether a letter that is not an option still counts as naming one): "(b)", a reply
 # that starts with "b." or is just "b" name a letter; " b)" and "option b" only an option's.
 _MARKERS = (
@@ -108,15 +117,21 @@ _MARKERS = (
     (re.compile(r"\boption\s+([a-z])\b"), False),
 )
 _NEGATED = re.compile(r"\bnot\s*(?:option\s*)?$")  # "not (b)" does not name (b)
-_NUMBER = r"(\d{1,3}(?:\.\d+)?)\s*(%|percent\b)?"
+# "not 90% sure", "isn't confident at 90%", "never even 80%": no confidence stated.
+_NEGATED_CONFIDENCE = re.compile(
+    r"(?:\bnot|n't|\bnever)\s+(?:(?:even|quite|really|fully|entirely|completely|exactly)\s+)?$")
+_LOOK_BACK = 40  # characters before a marker or confidence searched for its negation
+# A number as written, read whole so that "1,000", "1000" and "9/10" are refused, not cut short.
+_NUMBER = r"(\d+(?:[.,/]\d+)*)\s*(%|percent\b)?"
+_CONFIDENCE_VALUE = re.compile(r"\d{1,3}(?:\.\d+)?")  # "80", "80.5", "0.8"
 _CONFIDENCE_AFTER = re.compile(
     r"\b(overall\s+|final\s+)?confiden(?:ce|t)(?:\s+(?:level|score))?\s*"
-    r"(?:is|of|at|:|=|-)?\s*(?:about|around|approximately|roughly|~)?\s*" + _NUMBER
+    r"(?:(?:is|of|at|:|=|-)\s*)?(?:(?:about|around|approximately|roughly|~)\s*)?" + _NUMBER
 )
 _CONFIDENCE_BEFORE = re.compile(
-    r"(\d{1,3}(?:\.\d+)?)\s*(%|percent\b)\s*(?:confiden(?:t|ce)|sure|certain)"
+    r"(?<![\d.,/])(\d+(?:[.,/]\d+)*)\s*(%|percent\b)\s*(?:confiden(?:t|ce)|sure|certain)"
 )
-_PERCENT = re.compile(r"(?<![\d.\-])(\d{1,3}(?:\.\d+)?)\s*(%|percent\b)")
+_PERCENT = re.compile(r"(?<![\d.,/\-])(\d+(?:[.,/]\d+)*)\s*(%|percent\b)")
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|\n")
 
 _UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
@@ -162,15 +177,22 @@ def parse_answer(text: str, choices: Sequence[str]) -> int | None:
     lowered = _normalize(text)
     final = _final_statement(lowered)
     if final:
+        if _ALTERNATIVE.match(lowered, final.end()):
+            return None
         index = LETTERS.find(next(g for g in final.groups() if g))
         return index if 0 <= index < len(choices) else None
     valid = LETTERS[: len(choices)]
     marked = [m.group(1) for pattern, strict in _MARKERS for m in pattern.finditer(lowered)
-              if (strict or m.group(1) in valid) and not _NEGATED.search(lowered[: m.start()])]
+              if (strict or m.group(1) in valid) and not _preceded_by(_NEGATED, lowered, m)]
     if marked:
         letter = _unique(marked)  # "c. <option b's text>" with two options: unreadable
         return LETTERS.index(letter) if letter is not None and letter in valid else None
     return _option_by_text(lowered, choices)
+
+
+def _preceded_by(pattern: re.Pattern[str], lowered: str, match: re.Match[str]) -> bool:
+    """Whether ``pattern`` (ending in ``$``) matches the few characters before ``match``."""
+    return bool(pattern.search(lowered, max(0, match.start() - _LOOK_BACK), match.start()))
 
 
 # The answer's own patterns on the reply as written (its letter's place, not a new reading).
@@ -196,20 +218,23 @@ def answer_position(
 
 def _option_by_text(lowered: str, choices: Sequence[str]) -> int | None:
     lowered = " ".join(lowered.split())
+    needles = [" ".join(str(choice).lower().split()).rstrip(".!?") for choice in choices]
+    starts = [{m.start() for m in re.finditer(re.escape(n), lowered)} if n else set()
+              for n in needles]
     # An option whose text lies inside a longer option's matched text ("paraphrase" inside
     # "not a paraphrase") is not a separate mention.
-    spans = []
-    for index, choice in enumerate(choices):
-        needle = " ".join(str(choice).lower().split()).rstrip(".!?")
-        if needle:
-            spans += [(m.start(), m.start() + len(needle), index)
-                      for m in re.finditer(re.escape(needle), lowered)]
-    named = [i for s, e, i in spans
-             if not any(s2 <= s and e <= e2 and (e2 - s2) > (e - s) for s2, e2, _ in spans)]
+    named = []
+    for index, needle in enumerate(needles):
+        inside = [(j, offset) for j, longer in enumerate(needles) if len(longer) > len(needle)
+                  for offset in range(len(longer)) if needle and longer.startswith(needle, offset)]
+        named += [index for start in starts[index]
+                  if not any(start - offset in starts[j] for j, offset in inside)]
     return _unique(named)
 
 
 def _to_fraction(number: str, unit: str | None) -> float | None:
+    if not _CONFIDENCE_VALUE.fullmatch(number):
+        return None  # "1000", "1,000", "9/10": not a confidence on the 0-100% scale
     value = float(number)
     if unit:
         value /= 100
@@ -224,21 +249,23 @@ def parse_confidence(text: str, lone_percent: bool = True) -> float | None:
     Tiers: "overall"/"final" confidences, then confidences tied to a word ("confidence",
     "confident", "sure", "certain"), then lone percentages; the first tier that finds anything
     decides. Several statements of that tier (per-step confidences) count only from the final
-    answer statement's sentence on, and must agree. ``lone_percent=False`` drops the last tier:
-    in a worked maths answer a lone percentage is part of the solution."""
+    answer statement's sentence on, and must agree. A negated statement ("not 90% sure") states
+    no confidence. ``lone_percent=False`` drops the last tier: in a worked maths answer a lone
+    percentage is part of the solution."""
     lowered = _normalize(text)
+    negated: set[int] = set()
     overall, plain = [], []
-    for m in _CONFIDENCE_AFTER.finditer(lowered):
+    for m in _stated(_CONFIDENCE_AFTER, 2, lowered, negated):
         value = _to_fraction(m.group(2), m.group(3))
         (overall if m.group(1) else plain).append((m.start(), value))
     plain += [(m.start(), _to_fraction(m.group(1), m.group(2)))
-              for m in _CONFIDENCE_BEFORE.finditer(lowered)]
+              for m in _stated(_CONFIDENCE_BEFORE, 1, lowered, negated)]
     tiers = [overall, plain]
     if lone_percent:
         tiers.append([(m.start(), _to_fraction(m.group(1), m.group(2)))
-                      for m in _PERCENT.finditer(lowered)]
+                      for m in _stated(_PERCENT, 1, lowered, negated)]
                      + [(m.start(), _word_percent(m.group(1)))
-                        for m in _WORDS_PERCENT.finditer(lowered)])
+                        for m in _stated(_WORDS_PERCENT, 1, lowered, negated)])
     final = _final_statement(lowered)
     start = _sentence_start(lowered, final.start()) if final else 0
     for stated in tiers:
@@ -247,6 +274,20 @@ def parse_confidence(text: str, lone_percent: bool = True) -> float | None:
         if stated:
             return stated[0][1]
     return None
+
+
+def _stated(pattern: re.Pattern[str], number: int, lowered: str,
+            negated: set[int]) -> list[re.Match[str]]:
+    """The confidence statements ``pattern`` finds (its group ``number`` holds the number), less
+    negated ones ("not 90% sure", "not confident at 90%"), whose numbers are added to
+    ``negated`` (positions), so that a later tier does not read them alone either."""
+    kept = []
+    for m in pattern.finditer(lowered):
+        if m.start(number) in negated or _preceded_by(_NEGATED_CONFIDENCE, lowered, m):
+            negated.add(m.start(number))
+        else:
+            kept.append(m)
+    return kept
 
 
 def _sentence_start(lowered: str, position: int) -> int:

@@ -173,6 +173,10 @@ def _grid_search(alphas: np.ndarray, betas: np.ndarray, lam: np.ndarray,
     return np.array([alphas[a_idx], betas[b_idx]]), float(brier[b_idx, a_idx])
 
 
+DEFAULT_ALPHA_GRID = np.linspace(-5, 5, 100)  # the paper's grids (Appendix I)
+DEFAULT_BETA_GRID = np.linspace(0.1, 5, 100)
+
+
 def _check_grid(values, default: np.ndarray, name: str, *, positive: bool) -> np.ndarray:
     grid = default if values is None else as_float_array(values, name)
     if positive and np.any(grid <= 0):
@@ -285,10 +289,8 @@ class CaliDistCalibrator:
         confidence = check_confidence(confidence, "confidence")
         correct = check_correct(correct, "correct")
         n = check_same_length(reliability_raw=raw, confidence=confidence, correct=correct)
-        alphas = _check_grid(self.alpha_grid, np.linspace(-5, 5, 100), "alpha_grid",
-                             positive=False)
-        betas = _check_grid(self.beta_grid, np.linspace(0.1, 5, 100), "beta_grid",
-                            positive=True)
+        alphas = _check_grid(self.alpha_grid, DEFAULT_ALPHA_GRID, "alpha_grid", positive=False)
+        betas = _check_grid(self.beta_grid, DEFAULT_BETA_GRID, "beta_grid", positive=True)
         if n < 5:
             warnings.warn(f"CaliDistCalibrator: only {n} calibration documents (< 5); "
                           "the fitted alpha, beta and bounds are unreliable",
@@ -426,8 +428,36 @@ class CaliDistCalibrator:
             raise ValueError(f"{owner}.from_dict: invalid field 'n_calibration': {n_cal!r}")
         calibrator.n_calibration_ = n_cal
         calibrator.calibration_brier_ = _number_field(d, "calibration_brier", owner, None)
-        calibrator.grid_edge_ = bool(d.get("grid_edge", False))
+        grid_edge = d.get("grid_edge", False)
+        if not isinstance(grid_edge, bool):  # NaN or text would read as True
+            raise ValueError(f"{owner}.from_dict: invalid field 'grid_edge': {grid_edge!r}")
+        calibrator.grid_edge_ = grid_edge
+        calibrator._check_fit_range(owner)
         return calibrator
+
+    def _check_fit_range(self, owner: str) -> None:
+        """Refuse an alpha or beta no fit of ``method`` can produce: outside the grids' ranges
+        (a grid or refine fit stays within them), other than the untuned (0, 1) refine may keep,
+        and other than (0, 1) for default_sigmoid; a file edited by hand (alpha = 50 scales
+        every confidence to about 0)."""
+        try:
+            alphas = _check_grid(self.alpha_grid, DEFAULT_ALPHA_GRID, "alpha_grid",
+                                 positive=False)
+            betas = _check_grid(self.beta_grid, DEFAULT_BETA_GRID, "beta_grid", positive=True)
+        except ValueError as exc:
+            raise ValueError(f"{owner}.from_dict: invalid field: {exc}") from None
+        untuned = (self.alpha_, self.beta_) == (0.0, 1.0)
+        if self.method == "default_sigmoid" or (self.method == "refine" and untuned):
+            ranges = {"alpha": (0.0, 0.0), "beta": (1.0, 1.0)}
+        else:
+            ranges = {"alpha": (alphas[0], alphas[-1]), "beta": (betas[0], betas[-1])}
+        for name, value in (("alpha", self.alpha_), ("beta", self.beta_)):
+            low, high = ranges[name]
+            if not low <= value <= high:
+                raise ValueError(
+                    f"{owner}.from_dict: invalid field {name!r}: {value!r} lies outside what a "
+                    f"{self.method!r} fit can produce ([{low:g}, {high:g}], from the file's "
+                    "grids or the default ones)")
 
 
 # ---------------------------------------------------------------------------------------------

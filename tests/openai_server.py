@@ -50,7 +50,10 @@ BAD_REPLIES = {
     "no-logprobs": "no `logprobs` key in a choice (an endpoint without them; both endpoints)",
     "no-echo": "completions: `logprobs` of the generated token only (`echo` ignored)",
     "no-content": "chat: a `message` without `content`; completions: a choice without `text`",
+    "positive-logprobs": "completions: `logprobs.token_logprobs` made positive (|value|)",
+    "html": "an HTML page (`text/html`) with HTTP 200 instead of JSON (a proxy's error page)",
 }
+HTML_PAGE = b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
 
 
 @dataclass
@@ -208,11 +211,16 @@ class ModelServer:
             reply["choices"] = []
         for choice in reply["choices"]:
             logprobs = choice.get("logprobs")
+            if logprobs and "token_logprobs" not in logprobs:  # chat's: only no-logprobs applies
+                logprobs = None
             if kind == "string-logprobs" and logprobs:
                 logprobs["token_logprobs"] = [None if v is None else str(v)
                                               for v in logprobs["token_logprobs"]]
             elif kind == "no-logprobs":
                 choice.pop("logprobs", None)
+            elif kind == "positive-logprobs" and logprobs:
+                logprobs["token_logprobs"] = [None if v is None else abs(v)
+                                              for v in logprobs["token_logprobs"]]
             elif kind == "no-echo" and logprobs:
                 for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
                     logprobs[key] = logprobs[key][-1:]
@@ -342,10 +350,12 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             self._reply(*server.handle(self.path.split("?")[0], body))
 
         def _reply(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
+            data, kind = json.dumps(payload).encode(), "application/json"
+            if status == 200 and server.bad_reply == "html":
+                data, kind = HTML_PAGE, "text/html"
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

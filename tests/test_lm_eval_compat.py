@@ -242,16 +242,17 @@ def test_chat_payloads_wrapped_reach_the_request_and_are_put_back(monkeypatch) -
               OpenAIChatCompletion(model="m", base_url=url)]
     before = {qualified: defined(qualified) for qualified in compat.CHAT_PAYLOADS}
 
-    def wrap(original):
+    def wrap(name, original):
         def payload(lm, *args, **kwargs):
-            return {**original(lm, *args, **kwargs), "marked": type(lm).__name__}
+            return {**original(lm, *args, **kwargs), "marked": (name, type(lm).__name__)}
         return payload
 
     messages = [{"role": "user", "content": "Hi"}]
-    with compat.chat_payloads_wrapped(wrap):
+    with compat.methods_wrapped(tuple(compat.CHAT_PAYLOADS), wrap):
         for lm in models:
             body = lm._create_payload(messages, generate=True, gen_kwargs={"until": ["x"]})
-            assert body["marked"] == type(lm).__name__ and body["messages"] == messages
+            assert body["marked"] == ("_create_payload", type(lm).__name__)
+            assert body["messages"] == messages
     assert {qualified: defined(qualified) for qualified in compat.CHAT_PAYLOADS} == before
     for caller in ("model_call", "amodel_call"):
         from lm_eval.models.api_models import TemplateAPI

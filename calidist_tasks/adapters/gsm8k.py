@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calidist_tasks.open_ended import canonical_number
+from calidist_tasks.open_ended import MAX_DIGITS, canonical_number
 
 
 def process_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -17,5 +17,6 @@ def process_row(row: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"field 'answer' must end with '#### <number>', got {answer!r:.80}")
     target = canonical_number(answer.rsplit("####", 1)[1].strip().lstrip("$"))
     if target is None:
-        raise ValueError(f"field 'answer': no number after '####' in {answer!r:.80}")
+        raise ValueError(f"field 'answer': no number of at most {MAX_DIGITS} digits after '####' "
+                         f"in {answer!r:.80}")
     return {**row, "target": target}

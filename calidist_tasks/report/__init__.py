@@ -188,8 +188,12 @@ def write_report(
     seed: int = 0,
     figures: bool = True,
 ) -> Report:
-    """Read lm-eval output under ``paths`` and write the report into ``out`` (see module doc)."""
+    """Read lm-eval output under ``paths`` and write the report into ``out`` (see module doc);
+    an ``out`` that cannot be written (a file in its place) raises OSError before any work."""
+    from calidist_tasks.recovery import check_writable
+
     pairs = [parse_pair(t) for t in transfers]
+    check_writable(out, "the report folder")
     return _write(load_runs(paths), out, pairs, n_resamples, seed, figures)
 
 
@@ -357,11 +361,12 @@ def _write(
 
 def run_command(args: argparse.Namespace) -> int:
     """``calidist report``: write the report, list what was left out; exit status 0, or 1 when
-    no run could be read at all (2 for a malformed --transfer)."""
+    no run could be read at all (2 for a malformed --transfer or an --out that cannot be
+    written)."""
     try:
         report = write_report(args.run_dirs, args.out, args.transfer, args.bootstrap, args.seed,
                               figures=not args.no_figures)
-    except ValueError as error:  # a malformed --transfer, before anything is read
+    except (ValueError, OSError) as error:  # a malformed --transfer or --out, before any work
         print(f"calidist report: {error}", file=sys.stderr)
         return 2
     print(f"wrote {report.out / 'report.md'} ({len(report.files)} files)")

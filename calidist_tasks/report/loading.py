@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -106,6 +107,13 @@ def _metrics(values: Mapping[str, Any]) -> tuple[dict[str, float], str | None, l
     return by_filter[chosen], chosen, sorted(set(by_filter) - {chosen})
 
 
+def _infinite(path: Path, task: str, metrics: Mapping[str, float]) -> list[str]:
+    """A problem line per infinite number of a results file (no metric of ours is infinite;
+    NaN is a metric's own "undefined", so it is not one): shown as it is, never marked best."""
+    return [f"{path}: {task} {name} is {value} (not a finite number): shown as it is, never "
+            "marked best" for name, value in metrics.items() if math.isinf(value)]
+
+
 def samples_file_of(path: str | Path, task: str, key: str, how: str) -> Path:
     """An earlier run's samples of ``task`` (a later stage reads them): the file itself, refused
     when lm-eval named it another task's, or the newest ``samples_<task>_<date>.jsonl`` below a
@@ -161,6 +169,7 @@ def _read_results(path: Path, problems: list[str]) -> list[TaskRun]:
         if task in groups or not task.startswith(TASK_PREFIX) or not isinstance(values, dict):
             continue  # groups repeat their tasks' numbers; other harness tasks are not ours
         metrics, chosen, others = _metrics(values)
+        problems += _infinite(path, task, metrics)
         if others:
             problems.append(f"{path}: {task} has filters {[chosen, *others]}; "
                             f"only filter {chosen!r} is reported")

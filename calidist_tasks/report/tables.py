@@ -107,8 +107,10 @@ def benchmark_order(cells: Iterable[Cell]) -> list[str]:
 
 
 def _best(values: Sequence[float | None], higher: bool, excluded: set[int]) -> set[int]:
-    # ties at the printed precision are all marked; ``excluded`` rows are never marked
-    shown = [None if v is None or i in excluded else round(v, 2) for i, v in enumerate(values)]
+    # ties at the printed precision are all marked; ``excluded`` rows and numbers that are not
+    # finite (an edited or broken results file) are never marked
+    shown = [None if v is None or i in excluded or not math.isfinite(v) else round(v, 2)
+             for i, v in enumerate(values)]
     present = [v for v in shown if v is not None]
     if not present:
         return set()
