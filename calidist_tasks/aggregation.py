@@ -14,6 +14,7 @@ import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,10 @@ from calidist_tasks.fits import (
     column,
     split_records,
 )
-from calidist_tasks.methods import LOGIT, SCORES, Method, fitted_methods
+from calidist_tasks.methods import LOGIT, SCORES, Method, fitted_methods, metric_names
 from calidist_tasks.records import (
     CONSISTENCY,
+    LOGPROB,
     SAMPLING_KINDS,
     STABLE_LAMBDA_RAW,
     TEMPERATURE_SCALING,
@@ -213,6 +215,7 @@ def summarize_generations(
 ) -> dict[str, float]:
     """Metrics of a generation task; a distracted verbalized task is CaliDist's summary."""
     results = _summarize_generations(records, settings, context, confidence, distracted)
+    logprobs = summarize_logprobs(records, settings, context, distracted)
     if confidence == CONSISTENCY:  # samples that were not sampled (a server, greedy)
         message = consistency.identical_samples_warning(split_records(records)[1])
         if message:
@@ -223,8 +226,38 @@ def summarize_generations(
             f"than {UNREADABLE_LIMIT:.0%}): every calibration score of this task is NaN, since it "
             "would measure the parser's fallback, not the model; see docs/backends.md",
             CalibrationWarning, stacklevel=2)
-        return _unreadable(results)
-    return results
+        return {**_unreadable(results), **logprobs}
+    return {**results, **logprobs}
+
+
+def logprob_metric_names(distracted: bool) -> list[str]:
+    """A verbalized task's CaliDist (log-prob) metrics: the logit task's, suffixed."""
+    return [metric_name(name, LOGPROB) for name in (*metric_names(distracted), "parse_fail_rate")]
+
+
+def summarize_logprobs(
+    records: Sequence[Mapping[str, Any]],
+    settings: RunSettings,
+    context: Mapping[str, Any],
+    distracted: bool,
+) -> dict[str, float]:
+    """The log-prob readings of a verbalized task's replies (``answer_logprobs``) summarized as
+    a logit task's (CaliDist, or vanilla and the logit baselines), names suffixed ``_logprob``;
+    {} when the records hold none. A saved fit (``calibrator``) applies to both readings; only
+    the verbalized one is saved (``save_calibrator``)."""
+    scored = [r[LOGPROB] for r in records if LOGPROB in r]
+    if not scored:
+        return {}
+    summarize = summarize_calidist if distracted else summarize_baselines
+    results = {**summarize(scored, replace(settings, save_calibrator=None), context),
+               "parse_fail_rate": parse_fail_rate(split_records(scored)[1])}
+    if results["parse_fail_rate"] > UNREADABLE_LIMIT:
+        warnings.warn(
+            f"{results['parse_fail_rate']:.0%} of the evaluation replies had no readable answer "
+            f"letter (more than {UNREADABLE_LIMIT:.0%}): every log-prob calibration score of this "
+            "task is NaN; see docs/backends.md", CalibrationWarning, stacklevel=2)
+        results = _unreadable(results)
+    return {metric_name(name, LOGPROB): value for name, value in results.items()}
 
 
 def _unreadable(results: dict[str, float]) -> dict[str, float]:

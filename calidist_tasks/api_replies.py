@@ -27,7 +27,13 @@ prompt, where lm-eval passes it) and what was missing. ``calidist eval`` runs lm
 and prints only that message. NaN log-probabilities parse (JSON allows them in Python's reader)
 and are refused per document by the tasks (``joining.outcome_from_loglikelihoods``); a chat reply
 whose ``content`` is ``null`` (a content filter, a reasoning model out of tokens) stays lm-eval's
-empty placeholder, which the verbalized parser counts as unreadable (``parse_fail_rate``).
+empty placeholder (an empty reply where log-probabilities were asked for), which the verbalized
+parser counts as unreadable (``parse_fail_rate``).
+
+Chat generations also ask for token log-probabilities (``logprobs: true``, ``top_logprobs:
+answer_logprobs.TOP_LOGPROBS``; ``--gen_kwargs logprobs=false`` asks for none) and each reply
+comes back as an ``answer_logprobs.ScoredReply`` carrying its tokens, for CaliDist (log-prob). A
+reply without them (``logprobs.content``) raises ``APIReplyError`` (``NO_CHAT_LOGPROBS``).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from calidist_tasks import lm_eval_compat as compat
+from calidist_tasks.answer_logprobs import TOP_LOGPROBS, ScoredReply, Token
 
 NO_LOGPROBS = ("the reply has no `logprobs`: the endpoint does not return prompt "
                "log-probabilities; logit tasks need `echo` + `logprobs` support, use the "
@@ -49,8 +56,17 @@ NO_ECHO = ("`logprobs.token_logprobs` has {n} value(s), none for the continuatio
            "{ctxlen} prompt tokens: the endpoint did not echo the prompt's log-probabilities; "
            "logit tasks need `echo` + `logprobs` support, use the verbalized tasks or another "
            "server")
+NO_CHAT_LOGPROBS = (
+    "the reply has no token log-probabilities (`logprobs.content`) although the request asked "
+    "for them (`logprobs: true`): this server returns no logprobs for chat completions, and "
+    "CaliDist (log-prob) reads the answer token's probability from them; use a server that "
+    "returns them (vLLM does), or pass --gen_kwargs logprobs=false to read the verbalized "
+    "confidence only")
 EXCERPT = 100  # characters of the prompt's end shown
 REPLY_EXCERPT = 400  # characters of the reply shown (its long values cut)
+
+
+log = logging.getLogger(__name__)
 
 
 class APIReplyError(RuntimeError):
@@ -59,6 +75,7 @@ class APIReplyError(RuntimeError):
 
 # ---------------------------------------------------------------------- what is wrong
 Problem = tuple[int, str]  # (index of the request in its batch, what is wrong)
+ASKED = "_calidist_logprobs_asked"  # set on a chat model: its last request asked for logprobs
 
 
 def _kinds(values: Sequence[Any], accept: Callable[[Any], bool]) -> tuple[str, str] | None:
@@ -163,6 +180,24 @@ def generations_problem(reply: Any, requests: int | None, *, chat: bool) -> Prob
     return None
 
 
+def chat_tokens(choice: dict[str, Any]) -> tuple[list[Token], str | None]:
+    """A chat choice's generated tokens (``logprobs.content``), or what is wrong with them."""
+    logprobs = choice.get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list):
+        return [], NO_CHAT_LOGPROBS
+    tokens = []
+    for position, entry in enumerate(content):
+        try:
+            listed = tuple((str(t["token"]), float(t["logprob"]))
+                           for t in entry.get("top_logprobs") or ())
+            tokens.append((str(entry["token"]), float(entry["logprob"]), listed))
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return [], (f"`logprobs.content[{position}]` is {json.dumps(entry)[:60]}, not "
+                        "{token, logprob, top_logprobs: [{token, logprob}]}")
+    return tokens, None
+
+
 # ---------------------------------------------------------------------- the message
 def _tail(text: str) -> str:
     text = " ".join(text.split())
@@ -243,14 +278,54 @@ def _checked(name: str, original: compat.Parser) -> compat.Parser:
                 position, problem = found
                 raise explain(lm, problem, reply, _prompt(lm, kwargs, position))
         try:
-            return original(lm, outputs, **kwargs)
+            answers = original(lm, outputs, **kwargs)
         except (KeyError, IndexError, TypeError) as error:  # a shape the checks do not know
             raise explain(lm, f"lm-eval's {name} failed with {type(error).__name__}: {error}",
                           replies[0], _prompt(lm, kwargs, 0)) from error
+        return _scored(lm, replies, answers, kwargs) if chat and getattr(lm, ASKED, False) \
+            else answers
 
     parse.__name__ = name.rsplit(".", 1)[1]
     parse.__doc__ = f"lm-eval's {name}, each reply checked first (calidist_tasks.api_replies)."
     return parse
+
+
+def _scored(lm: Any, replies: list[dict], answers: list, kwargs: dict[str, Any]) -> list:
+    """lm-eval's chat ``answers`` (one per choice of ``replies``, in order) as ``ScoredReply``
+    strings carrying their tokens; a choice without them raises ``APIReplyError``."""
+    choices = [(reply, choice) for reply in replies
+               for choice in sorted(reply["choices"], key=lambda c: c["index"])]
+    if len(choices) != len(answers):  # lm-eval's own fallback (a blocked reply): left as it is
+        return answers
+    scored = []
+    for position, ((reply, choice), answer) in enumerate(zip(choices, answers, strict=True)):
+        if answer is None or choice.get("finish_reason") == "content_filter":
+            if answer is None:  # lm-eval's warning, which an answer that is not None skips
+                log.warning("API returned null content (a content filter, or a reasoning model "
+                            "out of max_gen_toks): the reply is empty, unreadable")
+            scored.append(ScoredReply(answer or "", ()))  # no text: unreadable, both readings
+            continue
+        tokens, problem = chat_tokens(choice)
+        if problem:
+            raise explain(lm, problem, reply, _prompt(lm, kwargs, position))
+        scored.append(ScoredReply(answer, tokens))
+    return scored
+
+
+def _asking_logprobs(name: str, create_payload: Any) -> Any:
+    """A chat model's ``_create_payload`` (``name``: both classes' are wrapped alike) that also
+    asks for token log-probabilities, unless the generation kwargs set ``logprobs``
+    (``--gen_kwargs logprobs=false``)."""
+
+    def payload(lm: Any, *args: Any, **kwargs: Any) -> dict:
+        body = create_payload(lm, *args, **kwargs)
+        body.setdefault("logprobs", True)
+        if body["logprobs"]:
+            body.setdefault("top_logprobs", TOP_LOGPROBS)
+        setattr(lm, ASKED, bool(body["logprobs"]))
+        return body
+
+    return payload
 
 
 def _not_json(lm: Any, error: Exception) -> APIReplyError:
@@ -288,9 +363,11 @@ def _decoding_checked(name: str, original: Any) -> Any:
 def checked_replies() -> Iterator[None]:
     """While the block runs, every reply of lm-eval's OpenAI-format backends is checked before
     lm-eval parses it; one it cannot parse, or one that is not JSON at all, raises
-    ``APIReplyError`` (see the module)."""
+    ``APIReplyError``; chat generations ask for token log-probabilities and carry them (see the
+    module)."""
     with compat.reply_parsers_wrapped(_checked), \
-            compat.methods_wrapped(compat.API_CALLS, _decoding_checked):
+            compat.methods_wrapped(compat.API_CALLS, _decoding_checked), \
+            compat.methods_wrapped(tuple(compat.CHAT_PAYLOADS), _asking_logprobs):
         yield
 
 

@@ -15,7 +15,7 @@ confidences; here N is drawn from 50-95 by the exemplar's content and the run's 
 
 - Exemplars come from the calibration documents (never from the evaluation documents): for each
   label, the first ones in document order whose gold label is that label, never the document
-  being asked nor a copy of it (same content, ``exemplar_key``; ``dataset`` also drops copies
+  being asked nor a copy of it (same content, ``styles.content_key``; ``dataset`` also drops copies
   when it reads the data). The same exemplars therefore appear in every prompt of a run. A pool
   short of a label is logged once per task and label (``ExemplarPool`` remembers), not once per
   prompt.
@@ -120,7 +120,7 @@ class ExemplarPool(list):
 def calibration_pool(docs: Any, task: str = "") -> ExemplarPool:
     """The calibration documents of a task's document list, in order (the exemplar pool)."""
     docs = [dict(d) for d in docs]
-    keys = {d[INDEX_FIELD]: exemplar_key(d) for d in docs}
+    keys = {d[INDEX_FIELD]: content_key(d) for d in docs}
     return ExemplarPool((d for d in docs if d[SPLIT_FIELD] == CALIBRATION), task, keys)
 
 

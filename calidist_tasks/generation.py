@@ -29,7 +29,8 @@ from typing import Any
 from lm_eval.api.instance import Instance
 
 from calidist_tasks import lm_eval_compat, verbalized
-from calidist_tasks.aggregation import summarize_generations
+from calidist_tasks.aggregation import logprob_metric_names, summarize_generations
+from calidist_tasks.answer_logprobs import logprob_record
 from calidist_tasks.confidence_sources import (
     SHORT_MAX_GEN_TOKS,
     SOURCES,
@@ -39,7 +40,14 @@ from calidist_tasks.confidence_sources import (
 from calidist_tasks.distractors import LETTERS
 from calidist_tasks.fewshot import exemplar_confidence
 from calidist_tasks.prompts import CHOICES, DUMMY, FEWSHOT, PromptParts
-from calidist_tasks.records import INDEX_FIELD, VERBALIZED, Record, bookkeeping
+from calidist_tasks.records import (
+    INDEX_FIELD,
+    LOGPROB,
+    VERBALIZED,
+    Record,
+    bookkeeping,
+    is_failed,
+)
 from calidist_tasks.task import CaliDistTask
 from calidist_tasks.two_stage import ALL, HINTS, count_prompts
 
@@ -68,7 +76,18 @@ class GenerationTask(CaliDistTask):
             self.set_config("generation_kwargs", budget)
 
     def reported_metrics(self) -> list[str]:
-        return self.confidence_source.metric_names(self.sends_hints())
+        names = self.confidence_source.metric_names(self.sends_hints())
+        if self.confidence == VERBALIZED:  # reported where the replies carry log-probabilities
+            names += logprob_metric_names(self.sends_hints())
+        return names
+
+    def metric_results(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The record under every reported metric; the log-prob ones only for a record that has
+        a log-prob reading (a chat API's replies; ``answer_logprobs``)."""
+        names = lm_eval_compat.task_metric_names(self)
+        if LOGPROB not in record and not is_failed(record):
+            names = [name for name in names if not name.endswith(f"_{LOGPROB}")]
+        return dict.fromkeys(names, record)
 
     def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
         return summarize_generations(items, self.settings, self.calibrator_context(),
@@ -175,6 +194,14 @@ class GenerationTask(CaliDistTask):
             doc[self.config.doc_to_target], self.settings, where,
             first=first.outcome if first else None)
         before = first.requests if first else 0  # stage 1's reply (counted in failures too)
-        record.update(bookkeeping(doc, len(parsed) + before), generations=len(parsed) + before,
-                      parse_failures=failures)
+        place = bookkeeping(doc, len(parsed) + before)
+        record.update(place, generations=len(parsed) + before, parse_failures=failures)
+        if self.confidence != VERBALIZED:
+            return record
+        # CaliDist (log-prob) from the same replies, where they carry token log-probabilities
+        scored = logprob_record(parsed, self.sent_plans(doc), len(self.doc_to_choice(doc)),
+                                doc[self.config.doc_to_target], self.settings.delta_mode, where,
+                                first.logprob if first else None)
+        if scored is not None:
+            record[LOGPROB] = {**scored, **place}
         return record

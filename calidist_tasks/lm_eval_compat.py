@@ -28,8 +28,10 @@ parsers ``parse_logprobs`` / ``parse_generations`` of ``LocalCompletionsAPI`` an
 …)`` with each decoded JSON reply; ``reply_parsers_wrapped`` replaces them on those classes for
 the length of a run (``calidist eval``) and puts the originals back. The attribute ``base_url``
 (the endpoint) and the registered names of those classes (``API_BACKENDS``). ``TemplateAPI``'s
-``model_call`` / ``amodel_call`` (``API_CALLS``), which decode each HTTP reply as JSON, wrapped
-the same way (``methods_wrapped``).
+``model_call`` / ``amodel_call`` (``API_CALLS``), which decode each HTTP reply as JSON, and the
+chat classes' request builders ``_create_payload`` (``CHAT_PAYLOADS``), so that every chat
+generation asks for token log-probabilities (``calidist_tasks.answer_logprobs``), wrapped the
+same way (``methods_wrapped``).
 
 Saving (``calidist_tasks.recovery.results_saved``): ``EvaluationTracker.save_results_aggregated``
 and ``save_results_samples`` (``TRACKER_SAVES``), which log a failure instead of raising it, and
@@ -162,6 +164,16 @@ API_BACKENDS = {
     "lm_eval.models.openai_completions.OpenAICompletionsAPI": "openai-completions",
     "lm_eval.models.openai_completions.LocalChatCompletion": "local-chat-completions",
     "lm_eval.models.openai_completions.OpenAIChatCompletion": "openai-chat-completions",
+}
+
+# The chat classes' request builders: lm-eval posts what ``self._create_payload(messages,
+# generate=..., gen_kwargs=..., seed=..., eos=...)`` returns (a dict, the JSON body); the OpenAI
+# class has its own. Every chat request is a generation (chat classes refuse loglikelihood).
+CHAT_PAYLOADS = {
+    "lm_eval.models.openai_completions.LocalChatCompletion._create_payload":
+        ("self", "messages", "generate", "gen_kwargs", "seed", "eos", "kwargs"),
+    "lm_eval.models.openai_completions.OpenAIChatCompletion._create_payload":
+        ("self", "messages", "generate", "gen_kwargs", "seed", "eos", "kwargs"),
 }
 
 # A parser as ``reply_parsers_wrapped`` hands it to ``wrap``: called ``(lm, outputs, **kwargs)``.

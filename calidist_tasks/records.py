@@ -172,6 +172,9 @@ VERBALIZED_BASELINES = (PLATT, ISOTONIC)  # the logit baselines that need no log
 VERBALIZED, CONSISTENCY, SPUQ = "verbalized", "consistency", "spuq"
 ENTROPY, FSD = "entropy", "fsd"
 CONSISTENCY_KINDS = (CONSISTENCY, ENTROPY, FSD)  # ``consistency.vote``'s three confidences
+# A verbalized task's CaliDist (log-prob) reading of the same replies on a chat API
+# (``answer_logprobs``): the record's sub-record and the suffix of its metrics ("ece_logprob").
+LOGPROB = "logprob"
 SAMPLING_KINDS = {CONSISTENCY: CONSISTENCY_KINDS, SPUQ: (SPUQ,)}
 
 

@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from calidist_tasks.joining import Outcome, PromptPlan, outcome_from_loglikelihoods
-from calidist_tasks.records import INDEX_FIELD, SOURCE_FIELD, STAGE1_FOLDER, is_failed, is_record
+from calidist_tasks.records import (
+    INDEX_FIELD,
+    LOGPROB,
+    SOURCE_FIELD,
+    STAGE1_FOLDER,
+    is_failed,
+    is_record,
+)
 from calidist_tasks.run_files import SAMPLES_NAME, model_name, read_jsonl, samples_file_of
 from calidist_tasks.settings import STAGES
 from calidist_tasks.styles import content_key
@@ -47,6 +54,7 @@ class Stage1(NamedTuple):
     outcome: Outcome  # the original prompt's prediction, confidence, log-probabilities
     requests: int  # requests of the original prompt: one per letter, or one generation
     prompt_hash: str | None  # lm-eval's hash of the original prompt (None: not logged)
+    logprob: Outcome | None = None  # a chat reply's log-prob outcome (answer_logprobs)
 
 
 def hints_sent(plans: Sequence[PromptPlan], stage: str,
@@ -114,13 +122,18 @@ def read_stage1(path: str | Path, task: str, docs: Sequence[Mapping[str, Any]],
                 raise KeyError("letter_logprobs")
             outcome = Outcome(record["prediction"], float(record["confidence"]),
                               tuple(letters) if letters else None, bool(record["parsed"]))
+            scored = record.get(LOGPROB)
+            logprob = None if scored is None else Outcome(
+                scored["prediction"], float(scored["confidence"]),
+                tuple(scored.get("letter_logprobs") or ()) or None, bool(scored["parsed"]))
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{where}: the record of document {index} lacks {error} (not a "
                              f"{task} run)") from None
         check_stage1_answer(outcome, n_choices(doc) if n_choices else None,
                             f"{where}: document {index} ({doc.get(SOURCE_FIELD)})")
         # what the original prompt cost, also when stage 1 was a single-stage run
-        found[index] = Stage1(outcome, len(letters) if letters else 1, line.get("prompt_hash"))
+        found[index] = Stage1(outcome, len(letters) if letters else 1, line.get("prompt_hash"),
+                              logprob)
     if not found:
         raise ValueError(f"{task}: original_run {file} holds no samples")
     return found

@@ -49,6 +49,7 @@ from typing import Any
 from lm_eval.api.filter import Filter
 from lm_eval.api.registry import register_filter
 
+from calidist_tasks.answer_logprobs import letter_logprobs
 from calidist_tasks.distractors import HINT_NOTE, LETTERS
 from calidist_tasks.joining import Outcome
 from calidist_tasks.prompts import CHOICES, FEWSHOT, HINT  # what a request's document shows
@@ -194,6 +195,27 @@ def _preceded_by(pattern: re.Pattern[str], lowered: str, match: re.Match[str]) -
     return bool(pattern.search(lowered, max(0, match.start() - _LOOK_BACK), match.start()))
 
 
+# The answer's own patterns on the reply as written (its letter's place, not a new reading).
+_AS_WRITTEN = [re.compile(p.pattern, re.IGNORECASE) for p in (_EXPLICIT, *(m for m, _ in _MARKERS))]
+
+
+def answer_position(
+    text: str, choices: Sequence[str], hint: str | None = None, exemplars: str | None = None
+) -> int | None:
+    """Where in ``text`` (as written) the letter of the answer ``parse_response`` reads stands:
+    the last final answer statement naming it ("the answer is (c)"), else the last option marker
+    naming it ("(c)"); None when the answer is unreadable or named by its text only."""
+    answer = parse_answer(own_text(text, hint, exemplars), choices)
+    if answer is None:
+        return None
+    for pattern in _AS_WRITTEN:
+        places = [m.start(g) for m in pattern.finditer(text) for g in range(1, pattern.groups + 1)
+                  if (m.group(g) or "").lower() == LETTERS[answer]]
+        if places:
+            return places[-1]
+    return None
+
+
 def _option_by_text(lowered: str, choices: Sequence[str]) -> int | None:
     lowered = " ".join(lowered.split())
     needles = [" ".join(str(choice).lower().split()).rstrip(".!?") for choice in choices]
@@ -305,12 +327,19 @@ def own_text(
 def parse_response(
     text: str, choices: Sequence[str], hint: str | None = None, exemplars: str | None = None
 ) -> dict[str, Any]:
-    """``{"answer": index | None, "confidence": fraction | None}`` read from one reply.
+    """``{"answer": index | None, "confidence": fraction | None}`` read from one reply, plus
+    ``"letter_logprobs"`` (the c letters' log-probabilities at the answer token, None when it is
+    not found) for a reply that carries its tokens (``answer_logprobs.ScoredReply``).
 
     ``hint`` and ``exemplars`` are what the prompt showed; echoes of them are not the model's
     answer (``own_text``)."""
     own = own_text(text, hint, exemplars)
-    return {"answer": parse_answer(own, choices), "confidence": parse_confidence(own)}
+    parsed = {"answer": parse_answer(own, choices), "confidence": parse_confidence(own)}
+    tokens = getattr(text, "tokens", None)
+    if tokens is not None:
+        position = text.in_tokens(answer_position(text, choices, hint, exemplars))
+        parsed["letter_logprobs"] = letter_logprobs(tokens, position, len(choices))
+    return parsed
 
 
 def outcome_from_parse(

@@ -5,7 +5,10 @@ Serves a local Hugging Face causal LM (the tiny test model) on 127.0.0.1 with
 - ``POST /v1/completions``: ``prompt`` as text, token ids, or a batch of either; ``echo`` with
   ``logprobs`` returns the prompt tokens' log-probabilities (what lm-eval's ``local-completions``
   scores multiple choice with), otherwise a generation;
-- ``POST /v1/chat/completions``: ``messages`` rendered with the tokenizer's chat template;
+- ``POST /v1/chat/completions``: ``messages`` rendered with the tokenizer's chat template; with
+  ``logprobs: true`` each reply token's log-probability and its ``top_logprobs`` most likely
+  alternatives (at most the vocabulary) under the model, as ``logprobs.content`` (OpenAI's form;
+  the reply's text re-tokenized and scored after the prompt, so scripted replies get them too);
 - ``GET /v1/models``.
 
 Generation honours ``max_tokens`` / ``max_completion_tokens``, ``temperature``, ``top_p``,
@@ -44,7 +47,7 @@ MAX_TOKENS = 512
 BAD_REPLIES = {
     "empty-choices": "`choices` is an empty list (both endpoints)",
     "string-logprobs": "completions: `logprobs.token_logprobs` as strings (\"-1.25\")",
-    "no-logprobs": "completions: no `logprobs` key in a choice (an endpoint without them)",
+    "no-logprobs": "no `logprobs` key in a choice (an endpoint without them; both endpoints)",
     "no-echo": "completions: `logprobs` of the generated token only (`echo` ignored)",
     "no-content": "chat: a `message` without `content`; completions: a choice without `text`",
     "positive-logprobs": "completions: `logprobs.token_logprobs` made positive (|value|)",
@@ -183,20 +186,23 @@ class ModelServer:
                 "choices": choices}
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        messages = body["messages"]
+        prompt = self.tokenizer.apply_chat_template(
+            body["messages"], tokenize=False, add_generation_prompt=True)
+        ids = self.tokenizer(prompt, add_special_tokens=False).input_ids
         if self.chat_reply is not None:
             text, finish = self.chat_reply(body), "stop"
         else:
-            prompt = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True)
-            ids = self.tokenizer(prompt, add_special_tokens=False).input_ids
             new_ids, finish = self._generate(ids, body)
             text = self.tokenizer.decode(_until_eos(new_ids, self.tokenizer.eos_token_id),
                                          skip_special_tokens=True)
         text, stopped = _cut(text, body.get("stop"))
+        choice = {"index": 0, "message": {"role": "assistant", "content": text},
+                  "finish_reason": "stop" if stopped else finish}
+        if body.get("logprobs"):
+            choice["logprobs"] = {"content": self._reply_logprobs(
+                ids, text, int(body.get("top_logprobs") or 0))}
         return {"id": "chatcmpl-test", "object": "chat.completion", "model": self.name,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                             "finish_reason": "stop" if stopped else finish}]}
+                "choices": [choice]}
 
     def _spoil(self, reply: dict[str, Any]) -> dict[str, Any]:
         """``reply`` made malformed as ``bad_reply`` says (unchanged when it is None)."""
@@ -205,6 +211,8 @@ class ModelServer:
             reply["choices"] = []
         for choice in reply["choices"]:
             logprobs = choice.get("logprobs")
+            if logprobs and "token_logprobs" not in logprobs:  # chat's: only no-logprobs applies
+                logprobs = None
             if kind == "string-logprobs" and logprobs:
                 logprobs["token_logprobs"] = [None if v is None else str(v)
                                               for v in logprobs["token_logprobs"]]
@@ -268,6 +276,24 @@ class ModelServer:
             at += len(token)
         return {"tokens": tokens, "token_logprobs": token_logprobs,
                 "top_logprobs": top_logprobs, "text_offset": offsets}
+
+    def _reply_logprobs(self, prompt_ids: list[int], text: str, top: int) -> list[dict[str, Any]]:
+        """``logprobs.content`` of a chat reply: each of its tokens after the prompt, with its
+        log-probability and the ``top`` most likely tokens at its place."""
+        torch = self.torch
+        reply_ids = self.tokenizer(text, add_special_tokens=False).input_ids
+        with self._track(), self._lock, torch.no_grad():
+            logits = self.model(torch.tensor([prompt_ids + reply_ids])).logits[0].float()
+        logprobs = torch.log_softmax(logits, dim=-1)
+        content = []
+        for i, token in enumerate(reply_ids):
+            row = logprobs[len(prompt_ids) + i - 1]
+            values, indices = row.topk(min(max(top, 0), row.numel()))
+            content.append({"token": self.tokenizer.decode([token]), "logprob": float(row[token]),
+                            "top_logprobs": [{"token": self.tokenizer.decode([int(t)]),
+                                              "logprob": float(v)}
+                                             for v, t in zip(values, indices, strict=True)]})
+        return content
 
     def _track(self) -> _InFlight:
         return _InFlight(self)

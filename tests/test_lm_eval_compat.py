@@ -224,6 +224,42 @@ def test_reply_parsers_wrapped_and_put_back(monkeypatch) -> None:
     assert compat.api_endpoint(chat) == f"{url}/chat/completions"
 
 
+@pytest.mark.parametrize("qualified", sorted(compat.CHAT_PAYLOADS))
+def test_chat_payload_builders_still_exist(qualified: str) -> None:
+    found = defined(qualified)
+    assert found is not None, f"lm-eval no longer defines {qualified}, through which " \
+                              "calidist_tasks.api_replies asks chat APIs for log-probabilities"
+    assert tuple(inspect.signature(found).parameters) == compat.CHAT_PAYLOADS[qualified]
+
+
+def test_chat_payloads_wrapped_reach_the_request_and_are_put_back(monkeypatch) -> None:
+    """lm-eval posts what the (wrapped) builder returns, on both chat classes; restored after."""
+    from lm_eval.models.openai_completions import LocalChatCompletion, OpenAIChatCompletion
+
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    url = "http://127.0.0.1:9/v1/chat/completions"
+    models = [LocalChatCompletion(model="m", base_url=url),
+              OpenAIChatCompletion(model="m", base_url=url)]
+    before = {qualified: defined(qualified) for qualified in compat.CHAT_PAYLOADS}
+
+    def wrap(name, original):
+        def payload(lm, *args, **kwargs):
+            return {**original(lm, *args, **kwargs), "marked": (name, type(lm).__name__)}
+        return payload
+
+    messages = [{"role": "user", "content": "Hi"}]
+    with compat.methods_wrapped(tuple(compat.CHAT_PAYLOADS), wrap):
+        for lm in models:
+            body = lm._create_payload(messages, generate=True, gen_kwargs={"until": ["x"]})
+            assert body["marked"] == ("_create_payload", type(lm).__name__)
+            assert body["messages"] == messages
+    assert {qualified: defined(qualified) for qualified in compat.CHAT_PAYLOADS} == before
+    for caller in ("model_call", "amodel_call"):
+        from lm_eval.models.api_models import TemplateAPI
+
+        assert "self._create_payload(" in inspect.getsource(getattr(TemplateAPI, caller))
+
+
 @pytest.mark.parametrize(("qualified", "name"), sorted(compat.API_BACKENDS.items()))
 def test_api_backend_names_are_lm_evals(qualified: str, name: str) -> None:
     from lm_eval.api.registry import get_model
