@@ -221,6 +221,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="bootstrap resamples for intervals and paired tests (0: none)")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     report.add_argument("--no_figures", action="store_true", help="tables only (faster)")
+    report.add_argument("--tasks", metavar="PATTERN", help="only these tasks: comma-separated "
+                        "shell patterns, e.g. 'calidist_ppdb*,calidist_mnli'")
+    report.add_argument("--models", metavar="PATTERN", help="only these models (the name in the "
+                        "results file): comma-separated shell patterns, e.g. '*SmolLM2*'")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["eval"]:
         if any(a in HELP_FLAGS for a in argv[1:]):

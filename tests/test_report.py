@@ -179,7 +179,7 @@ def test_leaderboard_values_by_hand(full) -> None:
     result, files, _ = full
     # the only problem of the intact fixture: model-b has no run of the transfer's target
     assert result.problems == [
-        "transfer calidist_toy_assertion -> calidist_pair_assertion [org/model-b]: no usable "
+        "transfer calidist_toy_assertion -> calidist_pair_assertion [model-b]: no usable "
         "logged samples of calidist_pair_assertion"]
     board = read_csv(files["leaderboard.csv"])
     vanilla = row(board, model="model-a", method="Vanilla")
@@ -373,7 +373,10 @@ def test_identical_confidences_get_no_p_value() -> None:
     tests = [r for r in long.rows if r[1] == "toy"]
     assert [(r[-2], r[-1]) for r in tests] == [(None, IDENTICAL)] * 3
     assert all(r[-5:-2] == [0.0, 0.0, 0.0] for r in tests)
-    assert wide.rows[1][-3:] == [f"– ({IDENTICAL}: no test)"] * 3
+    # named as its own task's vanilla, never "identical to vanilla" (the Vanilla row of the
+    # block may come from another task, with other numbers)
+    assert wide.rows[1][-3:] == [f"– ({IDENTICAL}, calidist_toy_assertion: no test)"] * 3
+    assert "identical to vanilla" not in wide.markdown()
     assert all("p=" in text for text in wide.rows[0][-3:-1])  # ECE and Brier tested
     assert (1, 7) not in wide.marks and "p=" not in wide.markdown().splitlines()[3]
 
@@ -488,7 +491,7 @@ def test_transfer_table(full) -> None:
     expected = expected_calibration_error(calibrated, [r["correct"] for r in target])
     assert float(moved["ece_transferred"]) == pytest.approx(100 * expected, abs=1e-4)
     assert float(moved["alpha_source"]) == pytest.approx(fit.alpha_, abs=1e-4)
-    assert any("transfer calidist_toy_assertion -> calidist_pair_assertion [org/model-b]" in p
+    assert any("transfer calidist_toy_assertion -> calidist_pair_assertion [model-b]" in p
                and "calidist_pair_assertion" in p for p in result.problems)
 
 
@@ -722,3 +725,44 @@ def test_report_reads_real_lm_eval_output(tiny_model_dir: Path, ppdb_data_dir: P
     assert cost["token_count"] == "model tokenizer"
     assert float(cost["requests_per_doc"]) == pytest.approx(
         results["results"]["calidist_ppdb_assertion"]["requests_per_doc,none"])
+
+
+# --------------------------------------------------------------------------- run identity
+def _with_settings(results: Path, shots: int, limit: int | None) -> None:
+    """Rewrite a fixture results file as if run with ``--num_fewshot shots --limit limit``."""
+    data = json.loads(results.read_text(encoding="utf-8"))
+    data["n-shot"] = {task: shots for task in data["results"]}
+    data["config"]["limit"] = limit
+    results.write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_runs_of_one_model_with_other_settings_are_separate_blocks(tmp_path: Path) -> None:
+    """A 0-shot and a 1-shot --limit 12 run of one model: two blocks, each with its own best,
+    labelled by what differs; neither supersedes the other; --tasks / --models filter."""
+    root = tmp_path / "runs"
+    write_run(root / "zero", "org/model-a", ["toy"], STAMP_A)
+    _with_settings(write_run(root / "one", "org/model-a", ["toy"], STAMP_B), 1, 12)
+    write_run(root / "b", "org/model-b", ["toy"], STAMP_B)
+    result, files = report(root, tmp_path / "out")
+    assert not any("superseded" in p for p in result.problems)
+    board = read_csv(files["leaderboard.csv"])
+    blocks = {r["model"] for r in board}
+    assert blocks == {"model-a [0-shot, no limit]", "model-a [1-shot, limit 12]", "model-b"}
+    for block in blocks:  # every block marks its own best ECE: nothing compared across blocks
+        assert any("toy_ece" in r["best"].split(";") for r in board if r["model"] == block)
+    assert escape("model-a [1-shot, limit 12]") in files["report.md"].read_text(encoding="utf-8")
+    # the paired tests stay in their block: one CaliDist row per block, paired with its own run
+    tests = [r for r in read_csv(files["intervals.csv"]) if r["method"] == "CaliDist (As.)"
+             and r["score"] == "ece"]
+    assert sorted(r["model"] for r in tests) == sorted(blocks)
+    only, files = report_filtered(root, tmp_path / "only", tasks="calidist_toy_assertion",
+                                  models="org/model-a")
+    board = read_csv(files["leaderboard.csv"])
+    assert {r["model"] for r in board} == {"model-a [0-shot, no limit]",
+                                           "model-a [1-shot, limit 12]"}
+    assert {r["method"] for r in board} == {"Vanilla", "CaliDist (As.)"}
+
+
+def report_filtered(root: Path, out: Path, **patterns):
+    result = write_report([root], out, n_resamples=RESAMPLES, figures=False, **patterns)
+    return result, {p.name: p for p in result.files}

@@ -7,7 +7,8 @@ the output folder:
 - ``report.md``: everything below in one page, then the problems found (files or runs left out,
   by name) and the calibration warnings of the refits;
 - ``leaderboard.md`` / ``leaderboard.csv``: rows model x method, columns benchmark x (accuracy,
-  ECE, Brier, AUROC, unreadable share) and their average, x100, best per column within a model
+  ECE, Brier, AUROC, unreadable share) and their average, x100, best per column within a
+  block (model and run settings, ``report.identity``)
   marked, methods with mostly unreadable replies flagged;
 - ``scores.csv``: one-bin ECE, MCE, smooth ECE, AURC, accuracy at 80% coverage;
 - ``intervals.csv``: 95% bootstrap intervals of each score and the paired bootstrap test of each
@@ -33,19 +34,20 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from calidist_tasks.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.records import EVALUATION
 from calidist_tasks.report.cost import cost_table
+from calidist_tasks.report.identity import group_names, identity_table, selected
 from calidist_tasks.report.loading import (
     RESULTS_NAME,
     SAMPLES_NAME,
     Loaded,
     TaskRun,
     load_runs,
-    short_names,
 )
 from calidist_tasks.report.methods import (
     METHODS,
@@ -142,7 +144,7 @@ def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
         evaluation = [r for r in run.records or [] if r.get("split") == EVALUATION]
         if not evaluation or "mu" not in evaluation[0]:
             continue
-        model = names[run.model]
+        model = names[run.group]
         base = folder / f"instability_{slug(model)}_{slug(run.task)}"
         title = figure_title(model, run.task, ["accuracy vs prediction instability μ",
                                                f"n={len(evaluation)} evaluation documents"])
@@ -153,11 +155,11 @@ def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
 
 
 def _models(runs: list[TaskRun], names: dict[str, str]) -> Table:
-    table = Table(["model", "name in the results file", "tasks", "results files"])
-    for model in sorted({r.model for r in runs}, key=lambda m: names[m]):
-        mine = [r for r in runs if r.model == model]
-        table.rows.append([names[model], model, ", ".join(r.task for r in mine),
-                           ", ".join(sorted({r.results_file.name for r in mine}))])
+    table = identity_table(runs, names)
+    table.columns.append("results files")
+    for row, group in zip(table.rows, sorted({r.group for r in runs}, key=lambda g: names[g]),
+                          strict=True):
+        row.append(", ".join(sorted({r.results_file.name for r in runs if r.group == group})))
     return table
 
 
@@ -187,10 +189,17 @@ def write_report(
     n_resamples: int = 1000,
     seed: int = 0,
     figures: bool = True,
+    tasks: str | None = None,
+    models: str | None = None,
 ) -> Report:
-    """Read lm-eval output under ``paths`` and write the report into ``out`` (see module doc)."""
+    """Read lm-eval output under ``paths`` and write the report into ``out`` (see module doc).
+
+    ``tasks`` / ``models``: comma-separated shell patterns; only the runs whose task name and
+    model name match are read (``identity.selected``)."""
     pairs = [parse_pair(t) for t in transfers]
-    return _write(load_runs(paths), out, pairs, n_resamples, seed, figures)
+    keep = None if tasks is None and models is None else partial(selected, tasks=tasks,
+                                                                  models=models)
+    return _write(load_runs(paths, keep), out, pairs, n_resamples, seed, figures)
 
 
 def write_report_from_results(
@@ -289,7 +298,7 @@ def _write(
     report = Report(Path(out))
     report.out.mkdir(parents=True, exist_ok=True)
     report.problems, report.runs = loaded.problems, len(loaded.runs)
-    names = short_names(r.model for r in loaded.runs)
+    names = group_names(loaded.runs)
     cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
     board = leaderboard(cells, names)
     extra = more_scores(cells, names)
@@ -308,9 +317,13 @@ def _write(
         tables["transfer.csv"] = moved.csv()
     tables["figures.json"] = json.dumps(report.figures, indent=1)
     sections = [
-        ("Models", "Short names used below.", _models(loaded.runs, names)),
+        ("Runs", "One block of rows per model and run settings (few-shot examples, chat "
+         "template, --limit, model arguments, calidist's settings): bold \"best\", averages "
+         "and paired tests never cross blocks. A block's name adds the settings that tell it "
+         "apart from the same model's other blocks.", _models(loaded.runs, names)),
         ("Leaderboard", "Scores x100 on the evaluation documents; ↓ lower is better, ↑ higher "
-         "is better; **bold** = best ECE / Brier / AUROC of the column within the model. Acc = "
+         "is better; **bold** = best ECE / Brier / AUROC of the column within the block (model "
+         "and run settings). Acc = "
          "accuracy of the method's predictions; Unreadable = share of the task's replies the "
          "parser could not read (– for tasks that score the option letters). "
          f"{UNREADABLE} = more than {UNREADABLE_LIMIT:.0%} of the replies unreadable: the "
@@ -331,7 +344,9 @@ def _write(
          "AUROC); p = two-sided paired bootstrap p-value; **bold** = p < 0.05 (and a difference "
          "that shows at two decimals). – = no paired vanilla "
          "(a vanilla row itself, or a method that changes the predictions); "
-         f"\"{IDENTICAL}\" = the method's confidences equal vanilla's to numerical precision "
+         f"\"{IDENTICAL}\" = the method's confidences equal those of its own task's vanilla "
+         "(the task named; the block's Vanilla row may come from another task) to numerical "
+         "precision "
          f"(no test, no p-value); \"{ALWAYS_ZERO}\" = no p-value either (e.g. AUROC after a "
          "monotone map such as Platt scaling).", wide),
         ("Transfer of the CaliDist fit", "Fit (λ bounds, α, β) refitted on the source task's "
@@ -360,7 +375,7 @@ def run_command(args: argparse.Namespace) -> int:
     no run could be read at all (2 for a malformed --transfer)."""
     try:
         report = write_report(args.run_dirs, args.out, args.transfer, args.bootstrap, args.seed,
-                              figures=not args.no_figures)
+                              figures=not args.no_figures, tasks=args.tasks, models=args.models)
     except ValueError as error:  # a malformed --transfer, before anything is read
         print(f"calidist report: {error}", file=sys.stderr)
         return 2

@@ -80,11 +80,11 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
                         "forward_passes_vs_original_prompt", "requests_vs_original_prompt",
                         "token_count"])
     counters: dict[str, tuple[Callable[[str], float], str]] = {}
-    for run in sorted(runs, key=lambda r: (names[r.model], r.task)):
+    for run in sorted(runs, key=lambda r: (names[r.group], r.task)):
         variant = split_task(run.task)[1]
         methods = ", ".join(m.label for m in METHODS if variant in m.variants)
         if not run.prompts:  # no usable samples: the results file's request count only
-            table.rows.append([names[run.model], run.task, methods, None,
+            table.rows.append([names[run.group], run.task, methods, None,
                                run.metrics.get("requests_per_doc"), None, None, None, None,
                                "no usable samples"])
             continue
@@ -99,7 +99,7 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
             ("requests", "distinct_prompts", "prompt_tokens", "distinct_tokens"))
         original = np.mean([c["original_tokens"] for c, doc in zip(costs, docs, strict=True)
                             if doc])
-        table.rows.append([names[run.model], run.task, methods, str(len(docs)),
+        table.rows.append([names[run.group], run.task, methods, str(len(docs)),
                            float(requests), float(distinct), float(total),
                            float(passes / original) if original else None,
                            float(total / original) if original else None, how])

@@ -13,7 +13,7 @@ import gzip
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -53,10 +53,20 @@ class TaskRun:
     # tasks), and the document's origin (its SOURCE_FIELD: file and line) when logged
     generations: list[list[str]] | None = None
     sources: list[str | None] | None = None
+    # the settings that decide what the numbers mean (``identity.run_identity``); runs of one
+    # model with different identities are different groups and never compared
+    identity: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return f"{self.task} [{self.model}]"
+
+    @property
+    def group(self) -> str:
+        """The block of comparable runs: the model, and its identity when one was read."""
+        if not self.identity:
+            return self.model
+        return f"{self.model} {json.dumps(self.identity, sort_keys=True)}"
 
 
 @dataclass
@@ -146,6 +156,8 @@ def _find(paths: Sequence[str | Path], problems: list[str]) -> tuple[list[Path],
 
 
 def _read_results(path: Path, problems: list[str]) -> list[TaskRun]:
+    from calidist_tasks.report.identity import run_identity  # it reads loading's names
+
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -167,7 +179,8 @@ def _read_results(path: Path, problems: list[str]) -> list[TaskRun]:
         effective = ((data.get("n-samples") or {}).get(task) or {}).get("effective")
         runs.append(TaskRun(task, model, stamp, path, metrics,
                             (data.get("configs") or {}).get(task) or {},
-                            effective if isinstance(effective, int) else None, chosen or "none"))
+                            effective if isinstance(effective, int) else None, chosen or "none",
+                            identity=run_identity(data, task)))
     return runs
 
 
@@ -326,16 +339,23 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
     run.sources = [sources[i] for i in order]
 
 
-def load_runs(paths: Sequence[str | Path]) -> Loaded:
-    """Every calidist task in the results files under ``paths``, with its logged documents."""
+def load_runs(paths: Sequence[str | Path],
+              keep: Callable[[TaskRun], bool] | None = None) -> Loaded:
+    """Every calidist task in the results files under ``paths``, with its logged documents;
+    ``keep`` chooses runs before their samples are read (``calidist report --tasks``)."""
     loaded = Loaded()
     results_files, samples_files = _find(paths, loaded.problems)
     runs = [run for path in results_files for run in _read_results(path, loaded.problems)]
     for sample_file in samples_files:
         _attach(sample_file, runs, loaded.problems)
+    if keep is not None:
+        runs = [run for run in runs if keep(run)]
+        if results_files and not runs:
+            loaded.problems.append("no calidist task under " + ", ".join(map(str, paths))
+                                   + " matches --tasks / --models")
     newest: dict[tuple[str, str], TaskRun] = {}
     for run in sorted(runs, key=lambda r: r.stamp):
-        key = (run.model, run.task)
+        key = (run.group, run.task)
         if key in newest:
             old = newest[key]
             loaded.problems.append(f"{old.results_file}: {old.name} is superseded by the newer "
@@ -349,7 +369,7 @@ def load_runs(paths: Sequence[str | Path]) -> Loaded:
             )
         else:
             _read_samples(run, loaded.problems)
-    loaded.runs = sorted(newest.values(), key=lambda r: (r.model, r.task))
+    loaded.runs = sorted(newest.values(), key=lambda r: (r.model, r.group, r.task))
     if not results_files:
         loaded.problems.append("no lm-eval results files found under "
                                + ", ".join(str(p) for p in paths))

@@ -106,7 +106,7 @@ VANILLA_LABELS = {m.label for m in METHODS if m.refit == VANILLA}  # the model's
 class Cell:
     """One method's scores for one model and benchmark."""
 
-    model: str
+    model: str  # the run group (``TaskRun.group``: the model, and its settings when read)
     benchmark: str
     method: Method
     run: TaskRun
@@ -309,7 +309,7 @@ def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
     for method in methods:
         saved = {s: run.metrics[method.metric(s)] for s in SCORES
                  if method.metric(s) in run.metrics}
-        cell = Cell(run.model, benchmark, method, run, saved)
+        cell = Cell(run.group, benchmark, method, run, saved)
         if method.refit in per_doc:
             confidence, correct = per_doc[method.refit]
             values = {s: float(fn(confidence, correct)) for s, fn in SCORES.items()}

@@ -3,9 +3,9 @@
 Every score is printed x100, as in the paper. The leaderboard has one row per model and method
 and, per benchmark, accuracy, ECE / Brier / AUROC and the share of unreadable replies, plus
 their average over the benchmarks (only for rows with a value on every benchmark, so that
-averages compare like with like); the best ECE / Brier / AUROC of each column within a model is
-marked (bold in Markdown, listed in the CSV's ``best`` column), never for a method whose replies
-were mostly unreadable (flagged ⚠).
+averages compare like with like); the best ECE / Brier / AUROC of each column within a block
+(model and run settings) is marked (bold in Markdown, listed in the CSV's ``best`` column),
+never for a method whose replies were mostly unreadable (flagged ⚠).
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ LEADERBOARD_SCORES = (("ece", "ECE", False), ("brier", "Brier", False), ("auroc"
 LEADERBOARD_COLUMNS = (("acc", "Acc", None), *LEADERBOARD_SCORES,
                        ("parse_fail_rate", "Unreadable", None))
 UNREADABLE = "⚠"  # after a method whose replies were mostly unreadable
-IDENTICAL = "identical to vanilla"  # paired test: the same confidences, nothing to test
+# paired test: the same confidences as the task's own vanilla (which can differ from the Vanilla
+# row's, taken from another task), nothing to test
+IDENTICAL = "equal to its task's own vanilla confidence"
 ALWAYS_ZERO = "Δ = 0 in every resample"  # paired test: e.g. AUROC after a monotone map
 PAPER_ORDER = ("mscinli", "mnli", "ppdb", "yahoo", "hellaswag", "csqa", "aqua", "gsm8k",
                "contractnli")
@@ -133,7 +135,8 @@ def leaderboard(cells: list[Cell], names: dict[str, str]) -> Table:
     """Rows model x method; per benchmark (and their average): accuracy, ECE, Brier, AUROC and
     the share of unreadable replies, x100.
 
-    The best ECE / Brier / AUROC of a column within a model is marked; a method whose replies
+    The best ECE / Brier / AUROC of a column within a block (model and run settings) is
+    marked; a method whose replies
     were mostly unreadable (``Cell.unreadable``) is flagged with UNREADABLE after its name and
     never marked best.
     """
@@ -294,7 +297,7 @@ def intervals(cells: list[Cell], names: dict[str, str], n_resamples: int, seed: 
                 row = [names[cell.model], cell.benchmark, cell.run.task, label, score, cell.n,
                        100 * value, 100 * low, 100 * high]
                 if same:  # no test: the difference is 0 in every resample by construction
-                    tests.append(f"– ({IDENTICAL}: no test)")
+                    tests.append(f"– ({IDENTICAL}, {cell.run.task}: no test)")
                     long.rows.append([*row, 0.0, 0.0, 0.0, None, IDENTICAL])
                     continue
                 test = paired_difference(SCORES[score], cell.confidence, cell.correct,

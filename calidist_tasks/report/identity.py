@@ -1,0 +1,131 @@
+"""Run identity: what makes two task runs comparable, so that the report never compares across it.
+
+Two runs of the same model are comparable when they were asked the same questions the same way:
+the model's arguments (``dtype``, ``revision``, ...), the number of few-shot examples, the chat
+template and system instruction, lm-eval's ``--limit``, and calidist's own settings that change
+the documents or the numbers (sizes, seeds, data, ``m``, ``lambda_scale``, ``fit``,
+``verbalized_prompt``, ...; ``RunSettings``). The report puts every such setting into one block
+of rows (its "group"): bold "best", paired tests and averages stay inside a block, and each
+block is labelled with the settings that tell it apart from the model's other blocks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
+from typing import Any
+
+from calidist_tasks.report.loading import MODEL_KEYS, TaskRun, short_names
+from calidist_tasks.report.tables import Table
+
+# model_args that change how fast, not what, a model answers
+RUNTIME_ARGS = {"device", "device_map", "batch_size", "max_batch_size", "parallelize",
+                "trust_remote_code", "num_concurrent", "max_retries", "timeout", "base_url",
+                "tokenized_requests", "tokenizer_backend", "use_fast_tokenizer", "max_gen_toks",
+                "gpu_memory_utilization", "data_parallel_size", "tensor_parallel_size",
+                "prefix_cache", "verify_cache"}
+# calidist settings (``RunSettings``) that change the documents or the numbers; the others
+# (stage, original_run, save_calibrator, allow_transfer) only say how a run was carried out
+SETTINGS = ("calib_size", "eval_size", "m", "seed", "split_seed", "data_files", "data_dir",
+            "calibrator", "lambda_scale", "delta_mode", "fit", "verbalized_prompt", "sampling")
+# lm-eval's results-file keys of the prompt format (chat template by its hash)
+PROMPT_KEYS = (("chat_template_sha", "chat template"), ("system_instruction_sha",
+               "system instruction"), ("fewshot_as_multiturn", "few-shot as multi-turn"))
+
+
+def _model_args(data: Mapping[str, Any]) -> dict[str, Any]:
+    args = (data.get("config") or {}).get("model_args")
+    if isinstance(args, str):  # "pretrained=X,dtype=float32" when given as a string
+        args = dict(part.split("=", 1) for part in args.split(",") if "=" in part)
+    return dict(args) if isinstance(args, Mapping) else {}
+
+
+def run_identity(data: Mapping[str, Any], task: str) -> dict[str, Any]:
+    """The settings of ``task`` in one lm-eval results dict that decide what its numbers mean
+    (the model's name itself excluded): JSON-able values, keys in a fixed order."""
+    from calidist_tasks.settings import RunSettings
+
+    args = _model_args(data)
+    identity: dict[str, Any] = {f"model_args.{k}": str(v) for k, v in sorted(args.items())
+                                if k not in MODEL_KEYS and k not in RUNTIME_ARGS}
+    config = (data.get("configs") or {}).get(task) or {}
+    shots = (data.get("n-shot") or {}).get(task, config.get("num_fewshot"))
+    identity["num_fewshot"] = int(shots or 0)
+    for key, _ in PROMPT_KEYS:
+        identity[key] = data.get(key) or None
+    identity["limit"] = (data.get("config") or {}).get("limit")
+    metadata = config.get("metadata") or {}
+    try:  # the values the run used: an omitted key is its default
+        settings = RunSettings.from_metadata(metadata)
+        values = {key: getattr(settings, key) for key in SETTINGS}
+    except (TypeError, ValueError):  # metadata of another calidist version: as written
+        values = {key: metadata.get(key) for key in SETTINGS}
+    identity.update({key: value if value is None or isinstance(value, (int, float, str))
+                     else json.dumps(value, sort_keys=True) for key, value in values.items()})
+    return identity
+
+
+def setting_text(key: str, value: Any) -> str:
+    """One setting as the tables show it: ``1-shot``, ``chat template``, ``limit 12``, ``m=2``."""
+    if key == "num_fewshot":
+        return f"{value}-shot"
+    for name, text in PROMPT_KEYS:
+        if key == name:
+            return text if value else f"no {text}"
+    if key == "limit":
+        return "no limit" if value is None else f"limit {value:g}"
+    return f"{key.removeprefix('model_args.')}={value}"
+
+
+def group_names(runs: Iterable[TaskRun]) -> dict[str, str]:
+    """Display name per run group (``TaskRun.group``): the model's short name, followed in
+    brackets by the settings that tell the group apart from the same model's other groups."""
+    runs = list(runs)
+    models = short_names(r.model for r in runs)
+    identities: dict[str, dict[str, dict[str, Any]]] = {}
+    for run in runs:
+        identities.setdefault(run.model, {})[run.group] = run.identity
+    names = {}
+    for model, groups in identities.items():
+        keys = {k for identity in groups.values() for k in identity}
+        differing = [k for k in _ordered(keys)
+                     if len({json.dumps(i.get(k)) for i in groups.values()}) > 1]
+        for group, identity in groups.items():
+            label = ", ".join(setting_text(k, identity.get(k)) for k in differing)
+            names[group] = f"{models[model]} [{label}]" if label else models[model]
+    return names
+
+
+def _ordered(keys: Iterable[str]) -> list[str]:
+    """Identity keys in the order ``run_identity`` builds them (model arguments first)."""
+    fixed = ["num_fewshot", *(k for k, _ in PROMPT_KEYS), "limit", *SETTINGS]
+    keys = set(keys)
+    return sorted(k for k in keys if k not in fixed) + [k for k in fixed if k in keys]
+
+
+def identity_table(runs: Iterable[TaskRun], names: Mapping[str, str]) -> Table:
+    """The legend of the blocks: per group its model and every setting of its identity."""
+    table = Table(["block", "model", "settings", "tasks"])
+    by_group: dict[str, list[TaskRun]] = {}
+    for run in runs:
+        by_group.setdefault(run.group, []).append(run)
+    for group in sorted(by_group, key=lambda g: names[g]):
+        mine = by_group[group]
+        identity = mine[0].identity
+        table.rows.append([names[group], mine[0].model,
+                           ", ".join(setting_text(k, identity[k]) for k in _ordered(identity)
+                                     if identity[k] not in (None, False)
+                                     or k in ("num_fewshot", "limit")),
+                           ", ".join(r.task for r in mine)])
+    return table
+
+
+def selected(run: TaskRun, tasks: str | None, models: str | None) -> bool:
+    """Whether a run passes ``--tasks`` / ``--models``: comma-separated shell patterns
+    (``calidist_ppdb*``, ``*SmolLM2*``) matched against the task name and the model's name."""
+    def match(name: str, patterns: str | None) -> bool:
+        return patterns is None or any(fnmatchcase(name, p.strip())
+                                       for p in patterns.split(",") if p.strip())
+
+    return match(run.task, tasks) and match(run.model, models)
