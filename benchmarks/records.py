@@ -152,10 +152,10 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
                         + "; ".join(loaded.problems or ["no results file"]) + ")")
         return None
     run = found[0]
-    original_prompts = _stage1_prompts(folder, task)
-    if original_prompts is not None:  # a two-stage run: the original prompt was sent in stage 1
-        run.prompts = [original_prompts.get(record["index"], []) + prompts
-                       for record, prompts in zip(run.records, run.prompts, strict=True)]
+    if (folder / STAGE1_FOLDER).is_dir() and run.stage1_samples is None:
+        problems.append(f"{folder}: no usable stage-1 samples of {task}, not exported ("
+                        + "; ".join(loaded.problems) + ")")
+        return None
     command = str(info["command"])
     model_dir = command_model_dir(command) or run.model
     models = {model: model_dir}
@@ -175,7 +175,7 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
         "finished": info.get("finished"),
         "exported_on": machine(),
         "tokens": how,
-        "two_stage": original_prompts is not None,
+        "two_stage": run.stage1_samples is not None,  # its prompts include stage 1's
         "lm_eval": {
             "metrics": run.metrics, "filter": run.filter_name, "documents": len(run.records),
             "config": json.loads(portable(json.dumps(kept_config), models)),
@@ -202,19 +202,6 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
     path = path_for(results, model, task)
     _write(path, lines)
     return path
-
-
-def _stage1_prompts(folder: Path, task: str) -> dict[int, list] | None:
-    """Document index -> its original prompt's requests in stage 1 of a two-stage run
-    (``calidist eval --two-stage`` keeps stage 1 in ``<output>/stage1``); None for a
-    single-stage run."""
-    if not (folder / STAGE1_FOLDER).is_dir():
-        return None
-    found = [r for r in load_runs([folder / STAGE1_FOLDER]).runs if r.task == task]
-    if not found or found[0].records is None or found[0].prompts is None:
-        raise ValueError(f"{folder / STAGE1_FOLDER}: no usable stage-1 samples of {task}")
-    return {record["index"]: prompts
-            for record, prompts in zip(found[0].records, found[0].prompts, strict=True)}
 
 
 def _number(value: float) -> float | int:

@@ -473,6 +473,37 @@ def test_cost_table(full) -> None:
                                        "requests_vs_original_prompt")] == [6, 3, 100, 5, 10]
 
 
+def _keep_requests(samples: Path, keep) -> None:
+    """Rewrite a samples file keeping the requests whose prompt passes ``keep``."""
+    lines = [json.loads(text) for text in samples.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
+        kept = [(a, r) for a, r in zip(line["arguments"].values(), line["resps"], strict=True)
+                if keep(a["arg_0"])]
+        line["arguments"] = {f"gen_args_{i}": a for i, (a, _) in enumerate(kept)}
+        line["resps"] = [r for _, r in kept]
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+def test_cost_of_a_two_stage_run_counts_both_stages(tmp_path: Path) -> None:
+    """`calidist eval --two-stage`: stage 2 logs the hints only, stage 1 (<output>/stage1) the
+    original prompt; the cost is that of the single-stage run that sent the same prompts."""
+    root = tmp_path / "out"
+    write_run(root / "model-a", "org/model-a", ["toy"], STAMP_A)
+    write_run(root / "stage1" / "model-a", "org/model-a", ["toy"], STAMP_A)
+    task = "calidist_toy_assertion"
+    _keep_requests(root / "model-a" / f"samples_{task}_{STAMP_A}.jsonl", lambda p: p != PROMPT)
+    _keep_requests(root / "stage1" / "model-a" / f"samples_{task}_{STAMP_A}.jsonl",
+                   lambda p: p == PROMPT)
+    result, files = report(root, tmp_path / "report")
+    hinted = row(read_csv(files["cost.csv"]), task=task)
+    # as the single-stage run of test_cost_table: the original prompt and 2 hints, 2 letters
+    assert [float(hinted[k]) for k in ("requests_per_doc", "distinct_prompts_per_doc",
+                                       "prompt_tokens_per_doc",
+                                       "forward_passes_vs_original_prompt",
+                                       "requests_vs_original_prompt")] == [6, 3, 100, 5, 10]
+    assert not any("stage" in p for p in result.problems)
+
+
 @pytest.mark.filterwarnings("ignore::calidist_metrics.CalibrationWarning")
 def test_transfer_table(full) -> None:
     result, files, _ = full

@@ -56,6 +56,9 @@ class TaskRun:
     # the settings that decide what the numbers mean (``identity.run_identity``); runs of one
     # model with different identities are different groups and never compared
     identity: dict[str, Any] = field(default_factory=dict)
+    # a two-stage run (``calidist eval --two-stage``): the stage-1 samples whose original
+    # prompts were prepended to ``prompts``, so that the cost counts both stages
+    stage1_samples: Path | None = None
 
     @property
     def name(self) -> str:
@@ -339,6 +342,45 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
     run.sources = [sources[i] for i in order]
 
 
+def _stage1_folder(run: TaskRun) -> Path | None:
+    """Where a two-stage run kept stage 1: its metadata's ``original_run``, else the
+    ``stage1`` folder beside the run's model folder (``<output_path>/stage1``)."""
+    metadata = run.config.get("metadata") or {}
+    for folder in (metadata.get("original_run"), run.results_file.parent.parent / STAGE1_FOLDER):
+        if folder and Path(folder).is_dir() and Path(folder) != run.results_file.parent:
+            return Path(folder)
+    return None
+
+
+def add_stage1_prompts(run: TaskRun, problems: list[str],
+                       stage1: dict[Path, Loaded] | None = None) -> None:
+    """A two-stage run's stage 2 logs the hints only: prepend each document's stage-1 original
+    prompt to ``run.prompts``, so that its cost counts what the run sent in both stages (as the
+    run itself prints). ``stage1`` caches the stage-1 folders already read."""
+    folder = _stage1_folder(run)
+    if folder is None or run.records is None or run.prompts is None:
+        return
+    cache = {} if stage1 is None else stage1
+    if folder not in cache:
+        cache[folder] = load_runs([folder])
+    found = [r for r in cache[folder].runs if r.task == run.task and r.model == run.model]
+    if not found:
+        if (run.config.get("metadata") or {}).get("stage") == "hints":
+            problems.append(f"{run.name}: its stage-1 samples are not under {folder}: its cost "
+                            "counts stage 2's hint prompts only")
+        return
+    originals = {r["index"]: p for r, p in zip(found[0].records or [], found[0].prompts or [],
+                                               strict=True)}
+    missing = [r["index"] for r in run.records if r["index"] not in originals]
+    if missing:
+        problems.append(f"{run.name}: {len(missing)} documents have no stage-1 samples in "
+                        f"{folder}: its cost counts stage 2's hint prompts only")
+        return
+    run.prompts = [originals[r["index"]] + prompts
+                   for r, prompts in zip(run.records, run.prompts, strict=True)]
+    run.stage1_samples = found[0].samples_file
+
+
 def load_runs(paths: Sequence[str | Path],
               keep: Callable[[TaskRun], bool] | None = None) -> Loaded:
     """Every calidist task in the results files under ``paths``, with its logged documents;
@@ -354,6 +396,7 @@ def load_runs(paths: Sequence[str | Path],
             loaded.problems.append("no calidist task under " + ", ".join(map(str, paths))
                                    + " matches --tasks / --models")
     newest: dict[tuple[str, str], TaskRun] = {}
+    stage1: dict[Path, Loaded] = {}
     for run in sorted(runs, key=lambda r: r.stamp):
         key = (run.group, run.task)
         if key in newest:
@@ -369,6 +412,7 @@ def load_runs(paths: Sequence[str | Path],
             )
         else:
             _read_samples(run, loaded.problems)
+            add_stage1_prompts(run, loaded.problems, stage1)
     loaded.runs = sorted(newest.values(), key=lambda r: (r.model, r.group, r.task))
     if not results_files:
         loaded.problems.append("no lm-eval results files found under "
