@@ -221,6 +221,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="bootstrap resamples for intervals and paired tests (0: none)")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     report.add_argument("--no_figures", action="store_true", help="tables only (faster)")
+    report.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     report.add_argument("--tasks", metavar="PATTERN", help="only these tasks: comma-separated "
                         "shell patterns, e.g. 'calidist_ppdb*,calidist_mnli'")
     report.add_argument("--models", metavar="PATTERN", help="only these models (the name in the "

@@ -797,3 +797,44 @@ def test_runs_of_one_model_with_other_settings_are_separate_blocks(tmp_path: Pat
 def report_filtered(root: Path, out: Path, **patterns):
     result = write_report([root], out, n_resamples=RESAMPLES, figures=False, **patterns)
     return result, {p.name: p for p in result.files}
+
+
+# --------------------------------------------------------------------------- failing early
+def test_nothing_to_report_writes_nothing(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(tmp_path / "nonexistent"), "--out", str(out), "--no_figures"])
+    assert done.value.code == 1 and not out.exists()
+    assert "nothing written" in capsys.readouterr().err
+
+
+def test_missing_matplotlib_fails_before_reading(runs: Path, tmp_path: Path, monkeypatch,
+                                                  capsys) -> None:
+    import sys
+
+    import calidist_tasks.report as report_module
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises
+    monkeypatch.setattr(report_module, "load_runs", lambda *a, **k: pytest.fail("read first"))
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(runs), "--out", str(out)])
+    assert done.value.code == 1 and not out.exists()
+    assert "--no_figures" in capsys.readouterr().err
+
+
+def test_results_file_alone_brings_its_samples_and_progress_is_shown(runs: Path,
+                                                                      tmp_path: Path,
+                                                                      capsys) -> None:
+    results = runs / "org__model-a" / f"results_{STAMP_A}.json"
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(results), "--out", str(tmp_path / "a"), "--bootstrap", "5",
+              "--no_figures"])
+    assert done.value.code == 0
+    err = capsys.readouterr().err
+    assert "no samples file" not in err
+    assert "[calidist report] bootstrap 1/" in err and "[calidist report] refitting" in err
+    with pytest.raises(SystemExit):
+        main(["report", str(results), "--out", str(tmp_path / "b"), "--bootstrap", "5",
+              "--no_figures", "--quiet"])
+    assert "[calidist report]" not in capsys.readouterr().err

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -63,6 +64,7 @@ from calidist_tasks.report.plots import (
     figure_title,
     instability_figure,
     reliability_figure,
+    require_matplotlib,
     risk_coverage_figure,
     slug,
 )
@@ -80,6 +82,7 @@ from calidist_tasks.report.tables import (
 from calidist_tasks.report.transfer import parse_pair, transfer_table
 
 __all__ = ["Report", "run_command", "write_report", "write_report_from_results"]
+log = logging.getLogger(__name__)  # progress, to stderr in `calidist report` (--quiet: none)
 
 
 @dataclass
@@ -197,6 +200,8 @@ def write_report(
     ``tasks`` / ``models``: comma-separated shell patterns; only the runs whose task name and
     model name match are read (``identity.selected``)."""
     pairs = [parse_pair(t) for t in transfers]
+    if figures:
+        require_matplotlib()  # before minutes of reading and refitting
     keep = None if tasks is None and models is None else partial(selected, tasks=tasks,
                                                                   models=models)
     return _write(load_runs(paths, keep), out, pairs, n_resamples, seed, figures)
@@ -222,6 +227,8 @@ def write_report_from_results(
     ``results[i]``) instead of the temporary files.
     """
     pairs = [parse_pair(t) for t in transfers]
+    if figures:
+        require_matplotlib()
     single = isinstance(results, Mapping) or not isinstance(results, Sequence)
     given = [results] if single else list(results)
     labels = ["results"] if single else [f"results[{i}]" for i in range(len(given))]
@@ -296,8 +303,12 @@ def _write(
     """The report of runs already read; ``display`` rewrites the problems and notes (file
     names)."""
     report = Report(Path(out))
-    report.out.mkdir(parents=True, exist_ok=True)
     report.problems, report.runs = loaded.problems, len(loaded.runs)
+    if not loaded.runs:  # nothing to report: no empty tables either
+        report.problems = [display(p) for p in report.problems] if display else report.problems
+        return report
+    report.out.mkdir(parents=True, exist_ok=True)
+    log.info("read %d tasks in %d blocks", len(loaded.runs), len({r.group for r in loaded.runs}))
     names = group_names(loaded.runs)
     cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
     board = leaderboard(cells, names)
@@ -307,6 +318,7 @@ def _write(
     moved = transfer_table(pairs, loaded.runs, names, report.problems) if pairs else None
     costs = cost_table(loaded.runs, names)
     if figures:
+        log.info("drawing the figures")
         report.figures = _figures(cells, loaded.runs, names, report.out / "figures")
 
     tables = {"leaderboard.csv": board.csv("best"), "leaderboard.md": board.markdown() + "\n",
@@ -373,13 +385,34 @@ def _write(
 def run_command(args: argparse.Namespace) -> int:
     """``calidist report``: write the report, list what was left out; exit status 0, or 1 when
     no run could be read at all (2 for a malformed --transfer)."""
+    show_progress(not args.quiet)
     try:
         report = write_report(args.run_dirs, args.out, args.transfer, args.bootstrap, args.seed,
                               figures=not args.no_figures, tasks=args.tasks, models=args.models)
     except ValueError as error:  # a malformed --transfer, before anything is read
         print(f"calidist report: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {report.out / 'report.md'} ({len(report.files)} files)")
+    except ImportError as error:  # no matplotlib, before anything is read
+        print(f"calidist report: {error}", file=sys.stderr)
+        return 1
     for problem in report.problems:
         print(f"left out: {problem}", file=sys.stderr)
-    return 0 if report.runs else 1
+    if not report.runs:
+        print("calidist report: no calidist task could be read; nothing written",
+              file=sys.stderr)
+        return 1
+    print(f"wrote {report.out / 'report.md'} ({len(report.files)} files)")
+    return 0
+
+
+def show_progress(shown: bool = True) -> None:
+    """Progress of the report's long steps (reading, refits, bootstrap, figures) on the current
+    stderr, or none."""
+    logger = logging.getLogger(__name__)
+    logger.handlers = [h for h in logger.handlers if not getattr(h, "calidist_progress", False)]
+    logger.setLevel(logging.INFO if shown else logging.WARNING)
+    if shown:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[calidist report] %(message)s"))
+        handler.calidist_progress = True
+        logger.addHandler(handler)

@@ -148,7 +148,10 @@ def _find(paths: Sequence[str | Path], problems: list[str]) -> tuple[list[Path],
         if not path.exists():
             problems.append(f"{path}: no such file or folder")
             continue
-        for file in [path] if path.is_file() else sorted(path.rglob("*.json*")):
+        # a results file given alone brings its samples files (same folder, same date)
+        match = RESULTS_NAME.match(path.name) if path.is_file() else None
+        beside = sorted(path.parent.glob(f"samples_*_{match['stamp']}.jsonl*")) if match else []
+        for file in ([path, *beside] if path.is_file() else sorted(path.rglob("*.json*"))):
             if path.is_dir() and STAGE1_FOLDER in file.relative_to(path).parts[:-1]:
                 continue  # a two-stage run's stage 1: its stage 2 holds the whole records
             if SAMPLES_NAME.match(file.name):

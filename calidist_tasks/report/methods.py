@@ -13,6 +13,7 @@ paper's grid search alone): never with ``refine`` unless the run asked for it.
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -49,6 +50,7 @@ from calidist_tasks.records import (
 from calidist_tasks.report.loading import TASK_PREFIX, TaskRun
 from calidist_tasks.settings import RunSettings
 
+log = logging.getLogger(__name__)  # progress of the refits (stderr in `calidist report`)
 TOLERANCE = 1e-6  # rebuilt vs saved score; both come from the same float64 records
 
 
@@ -283,6 +285,7 @@ def task_cells(run: TaskRun, problems: list[str], notes: list[str]) -> list[Cell
     """The leaderboard cells one task fills, rebuilt from its records where possible."""
     benchmark, variant = split_task(run.task)
     methods = [m for m in METHODS if variant in m.variants]
+    log.info("refitting the methods of %s", run.name)
     if not variant and "_" in benchmark:
         problems.append(f"{run.name}: no leaderboard row for this task's variant (known: "
                         f"{', '.join(VARIANTS)}); add a line to METHODS in "

@@ -47,13 +47,20 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_.") or "x"
 
 
-def _pyplot():
+def require_matplotlib() -> None:
+    """Raise ImportError, saying what to do, when matplotlib is missing: called before any work."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401
     except ImportError:
         raise ImportError("calidist report draws its figures with matplotlib, which is not "
-                          "installed: pip install 'calidist[report]' (or pip install matplotlib)"
+                          "installed: pip install 'calidist[report]' (or pip install matplotlib),"
+                          " or write the tables only with --no_figures (figures=False)"
                           ) from None
+
+
+def _pyplot():
+    require_matplotlib()
+    import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -48,6 +49,7 @@ TITLES = {"mscinli": "MSciNLI", "mnli": "MNLI", "ppdb": "PPDB", "yahoo": "Yahoo"
           "contractnli": "ContractNLI"}
 FROM_RESULTS = "†"  # a cell with results-file numbers only (no logged documents behind it)
 SIGNIFICANT = 0.05
+log = logging.getLogger(__name__)  # progress of the bootstrap (stderr in `calidist report`)
 
 
 @dataclass
@@ -279,7 +281,9 @@ def intervals(cells: list[Cell], names: dict[str, str], n_resamples: int, seed: 
                                    order[c.method.label]))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibrationWarning)
-        for cell in ranked:
+        for number, cell in enumerate(ranked, start=1):
+            log.info("bootstrap %d/%d: %s, %s", number, len(ranked), cell.run.name,
+                     cell.method.label)
             shown, tests = [], []
             label = cell.method.label + (f" {UNREADABLE}" if cell.unreadable else "")
             same = cell.paired and identical(cell.confidence, cell.vanilla[0])
