@@ -838,3 +838,20 @@ def test_results_file_alone_brings_its_samples_and_progress_is_shown(runs: Path,
         main(["report", str(results), "--out", str(tmp_path / "b"), "--bootstrap", "5",
               "--no_figures", "--quiet"])
     assert "[calidist report]" not in capsys.readouterr().err
+
+
+def test_a_method_setting_splits_only_the_tasks_it_changes(tmp_path: Path) -> None:
+    """Two assertion runs with m = 1 and m = 2 are two blocks; the original task, which m does
+    not change, is the Vanilla row of both."""
+    root = tmp_path / "runs"
+    for folder, stamp, m in (("one", STAMP_A, 1), ("two", STAMP_B, 2)):
+        results = write_run(root / folder, "org/model-a", ["toy"], stamp)
+        data = json.loads(results.read_text(encoding="utf-8"))
+        data["configs"]["calidist_toy_assertion"]["metadata"]["m"] = m
+        results.write_text(json.dumps(data), encoding="utf-8")
+    result, files = report(root, tmp_path / "out")
+    board = read_csv(files["leaderboard.csv"])
+    for block in ("model-a [m=1]", "model-a [m=2]"):
+        methods = [r["method"] for r in board if r["model"] == block]
+        assert methods[0] == "Vanilla" and methods[-1] == "CaliDist (As.)", (block, methods)
+    assert {r["model"] for r in board} == {"model-a [m=1]", "model-a [m=2]"}

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from fnmatch import fnmatchcase
 from typing import Any
 
 from calidist_tasks.report.loading import MODEL_KEYS, TaskRun, short_names
+from calidist_tasks.report.methods import split_task
 from calidist_tasks.report.tables import Table
 
 # model_args that change how fast, not what, a model answers
@@ -25,10 +27,18 @@ RUNTIME_ARGS = {"device", "device_map", "batch_size", "max_batch_size", "paralle
                 "tokenized_requests", "tokenizer_backend", "use_fast_tokenizer", "max_gen_toks",
                 "gpu_memory_utilization", "data_parallel_size", "tensor_parallel_size",
                 "prefix_cache", "verify_cache"}
-# calidist settings (``RunSettings``) that change the documents or the numbers; the others
-# (stage, original_run, save_calibrator, allow_transfer) only say how a run was carried out
-SETTINGS = ("calib_size", "eval_size", "m", "seed", "split_seed", "data_files", "data_dir",
-            "calibrator", "lambda_scale", "delta_mode", "fit", "verbalized_prompt", "sampling")
+# calidist settings (``RunSettings``) that change the documents or the numbers, and the task
+# variants they matter to (None: every task); the others (stage, original_run, save_calibrator,
+# allow_transfer) only say how a run was carried out
+HINTED = ("assertion", "probe", "corruption", "assertion_verbalized", "probe_verbalized",
+          "corruption_verbalized")
+SETTINGS: dict[str, tuple[str, ...] | None] = {
+    "calib_size": None, "eval_size": None, "split_seed": None, "data_files": None,
+    "data_dir": None, "m": HINTED, "seed": (*HINTED, "spuq", "consistency"),
+    "calibrator": HINTED, "lambda_scale": HINTED, "delta_mode": HINTED, "fit": HINTED,
+    "verbalized_prompt": ("verbalized", "assertion_verbalized", "probe_verbalized",
+                          "corruption_verbalized"),
+    "sampling": ("consistency",)}
 # lm-eval's results-file keys of the prompt format (chat template by its hash)
 PROMPT_KEYS = (("chat_template_sha", "chat template"), ("system_instruction_sha",
                "system instruction"), ("fewshot_as_multiturn", "few-shot as multi-turn"))
@@ -43,7 +53,8 @@ def _model_args(data: Mapping[str, Any]) -> dict[str, Any]:
 
 def run_identity(data: Mapping[str, Any], task: str) -> dict[str, Any]:
     """The settings of ``task`` in one lm-eval results dict that decide what its numbers mean
-    (the model's name itself excluded): JSON-able values, keys in a fixed order."""
+    (the model's name itself excluded): JSON-able values, keys in a fixed order. calidist's
+    method settings count only for the tasks they change (``m`` for hinted tasks, ...)."""
     from calidist_tasks.settings import RunSettings
 
     args = _model_args(data)
@@ -56,14 +67,51 @@ def run_identity(data: Mapping[str, Any], task: str) -> dict[str, Any]:
         identity[key] = data.get(key) or None
     identity["limit"] = (data.get("config") or {}).get("limit")
     metadata = config.get("metadata") or {}
+    variant = split_task(task)[1]
+    kept = [key for key, variants in SETTINGS.items() if variants is None or variant in variants]
     try:  # the values the run used: an omitted key is its default
         settings = RunSettings.from_metadata(metadata)
-        values = {key: getattr(settings, key) for key in SETTINGS}
+        values = {key: getattr(settings, key) for key in kept}
     except (TypeError, ValueError):  # metadata of another calidist version: as written
-        values = {key: metadata.get(key) for key in SETTINGS}
+        values = {key: metadata.get(key) for key in kept}
     identity.update({key: value if value is None or isinstance(value, (int, float, str))
                      else json.dumps(value, sort_keys=True) for key, value in values.items()})
     return identity
+
+
+def _common(identity: Mapping[str, Any]) -> str:
+    """The part of an identity that every task of a block shares (no method setting)."""
+    return json.dumps({k: v for k, v in identity.items() if SETTINGS.get(k, None) is None},
+                      sort_keys=True)
+
+
+def assign_groups(runs: Iterable[TaskRun]) -> list[TaskRun]:
+    """The runs with their block's identity: runs of a model with the same common settings
+    form one block, unless a method setting differs between them (two ``m``, two ``fit``): then
+    one block per combination, and a task the setting does not change (the original task for
+    ``m``) joins each of them (as a copy). Within a block every run has the block's identity,
+    the union of its runs' settings, so ``TaskRun.group`` names the block."""
+    buckets: dict[tuple[str, str], list[TaskRun]] = {}
+    for run in runs:
+        buckets.setdefault((run.model, _common(run.identity)), []).append(run)
+    placed = []
+    for members in buckets.values():
+        seen: dict[str, set[str]] = {}
+        for run in members:
+            for key, value in run.identity.items():
+                if SETTINGS.get(key, None) is not None:
+                    seen.setdefault(key, set()).add(json.dumps(value))
+        split = sorted(key for key, values in seen.items() if len(values) > 1)
+        combos = {tuple(json.dumps(run.identity.get(k)) if k in run.identity else None
+                        for k in split) for run in members
+                  if any(k in run.identity for k in split)} or {()}
+        for combo in sorted(combos, key=str):
+            block = [run for run in members  # a setting the run lacks does not matter to it
+                     if all(k not in run.identity or json.dumps(run.identity[k]) == value
+                            for k, value in zip(split, combo, strict=True))]
+            identity = {k: v for run in block for k, v in run.identity.items()}
+            placed += [replace(run, identity=identity) for run in block]
+    return placed
 
 
 def setting_text(key: str, value: Any) -> str:

@@ -162,7 +162,7 @@ def _find(paths: Sequence[str | Path], problems: list[str]) -> tuple[list[Path],
 
 
 def _read_results(path: Path, problems: list[str]) -> list[TaskRun]:
-    from calidist_tasks.report.identity import run_identity  # it reads loading's names
+    from calidist_tasks.report.identity import run_identity  # it imports this module
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -388,6 +388,8 @@ def load_runs(paths: Sequence[str | Path],
               keep: Callable[[TaskRun], bool] | None = None) -> Loaded:
     """Every calidist task in the results files under ``paths``, with its logged documents;
     ``keep`` chooses runs before their samples are read (``calidist report --tasks``)."""
+    from calidist_tasks.report.identity import assign_groups  # it imports this module
+
     loaded = Loaded()
     results_files, samples_files = _find(paths, loaded.problems)
     runs = [run for path in results_files for run in _read_results(path, loaded.problems)]
@@ -398,6 +400,7 @@ def load_runs(paths: Sequence[str | Path],
         if results_files and not runs:
             loaded.problems.append("no calidist task under " + ", ".join(map(str, paths))
                                    + " matches --tasks / --models")
+    runs = assign_groups(runs)
     newest: dict[tuple[str, str], TaskRun] = {}
     stage1: dict[Path, Loaded] = {}
     for run in sorted(runs, key=lambda r: r.stamp):
