@@ -39,10 +39,9 @@ from benchmarks.commands import (
 )
 from calidist_tasks.records import STAGE1_FOLDER
 from calidist_tasks.report.cost import prompt_groups, token_counter
-from calidist_tasks.report.loading import TaskRun, load_runs, read_jsonl
+from calidist_tasks.report.loading import TaskRun, load_runs
 from calidist_tasks.report.methods import split_task
-
-FORMAT = "calidist-benchmark-records/1"
+from calidist_tasks.report.stored import FORMAT, read_header, read_stored
 
 
 @dataclass
@@ -83,16 +82,6 @@ class Stored:
 
 def path_for(results: Path, model: str, task: str) -> Path:
     return Path(results) / model / f"{task}.jsonl.gz"
-
-
-def read_header(path: Path) -> dict[str, Any] | None:
-    """The header of a records file, or None when there is no usable one."""
-    try:
-        with gzip.open(path, "rt", encoding="utf-8", newline="\n") as file:
-            header = json.loads(file.readline())
-    except (OSError, EOFError, ValueError):
-        return None
-    return header if isinstance(header, dict) and header.get("format") == FORMAT else None
 
 
 def matches(results: Path, model: str, task: str, metadata: Mapping[str, Any]) -> bool:
@@ -245,21 +234,10 @@ def load(results: Path, problems: list[str]) -> list[Stored]:
     stored = []
     for path in sorted(Path(results).glob("*/*.jsonl.gz")):
         try:
-            lines = read_jsonl(path)
+            header, run, costs = read_stored(path)
         except (OSError, EOFError, ValueError) as error:
             problems.append(f"{path}: unreadable ({error}); left out")
             continue
-        header = lines[0] if lines else {}
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            problems.append(f"{path}: no {FORMAT} header; left out")
-            continue
-        docs = lines[1:]
-        lm = header["lm_eval"]
-        run = TaskRun(header["task"], header["model"], str(header.get("finished")), path,
-                      dict(lm["metrics"]), dict(lm["config"]), len(docs),
-                      lm.get("filter", "none"), path,
-                      records=[d["record"] for d in docs],
-                      sources=[d.get("source") for d in docs])
-        costs = [{"prompts": d["prompts"], "generated": d.get("generated", 0)} for d in docs]
+        run.identity = {}  # the analysis keys its rows by the short model name (Cell.model)
         stored.append(Stored(header["model"], header["task"], header, run, costs, path))
     return stored

@@ -778,10 +778,12 @@ def test_runs_of_one_model_with_other_settings_are_separate_blocks(tmp_path: Pat
     assert not any("superseded" in p for p in result.problems)
     board = read_csv(files["leaderboard.csv"])
     blocks = {r["model"] for r in board}
-    assert blocks == {"model-a [0-shot, no limit]", "model-a [1-shot, limit 12]", "model-b"}
+    assert blocks == {"model-a [toy: 0-shot, no limit]", "model-a [toy: 1-shot, limit 12]",
+                      "model-b"}
     for block in blocks:  # every block marks its own best ECE: nothing compared across blocks
         assert any("toy_ece" in r["best"].split(";") for r in board if r["model"] == block)
-    assert escape("model-a [1-shot, limit 12]") in files["report.md"].read_text(encoding="utf-8")
+    assert escape("model-a [toy: 1-shot, limit 12]") in files["report.md"].read_text(
+        encoding="utf-8")
     # the paired tests stay in their block: one CaliDist row per block, paired with its own run
     tests = [r for r in read_csv(files["intervals.csv"]) if r["method"] == "CaliDist (As.)"
              and r["score"] == "ece"]
@@ -789,8 +791,8 @@ def test_runs_of_one_model_with_other_settings_are_separate_blocks(tmp_path: Pat
     only, files = report_filtered(root, tmp_path / "only", tasks="calidist_toy_assertion",
                                   models="org/model-a")
     board = read_csv(files["leaderboard.csv"])
-    assert {r["model"] for r in board} == {"model-a [0-shot, no limit]",
-                                           "model-a [1-shot, limit 12]"}
+    assert {r["model"] for r in board} == {"model-a [toy: 0-shot, no limit]",
+                                           "model-a [toy: 1-shot, limit 12]"}
     assert {r["method"] for r in board} == {"Vanilla", "CaliDist (As.)"}
 
 
@@ -851,7 +853,34 @@ def test_a_method_setting_splits_only_the_tasks_it_changes(tmp_path: Path) -> No
         results.write_text(json.dumps(data), encoding="utf-8")
     result, files = report(root, tmp_path / "out")
     board = read_csv(files["leaderboard.csv"])
-    for block in ("model-a [m=1]", "model-a [m=2]"):
+    for block in ("model-a [toy: m=1]", "model-a [toy: m=2]"):
         methods = [r["method"] for r in board if r["model"] == block]
         assert methods[0] == "Vanilla" and methods[-1] == "CaliDist (As.)", (block, methods)
-    assert {r["model"] for r in board} == {"model-a [m=1]", "model-a [m=2]"}
+    assert {r["model"] for r in board} == {"model-a [toy: m=1]", "model-a [toy: m=2]"}
+
+
+# --------------------------------------------------------------------------- benchmark records
+def test_committed_benchmark_records_are_reportable(tmp_path: Path) -> None:
+    """`calidist report benchmarks/results` on a slice (SmolLM2 PPDB, original and assertion):
+    the leaderboard reproduces the numbers the runs' own results files held."""
+    from calidist_tasks.report.stored import read_stored
+
+    results = Path(__file__).parents[1] / "benchmarks" / "results" / "smollm2"
+    slice_dir = tmp_path / "results" / "smollm2"
+    slice_dir.mkdir(parents=True)
+    for task in ("calidist_ppdb", "calidist_ppdb_assertion"):
+        shutil.copy(results / f"{task}.jsonl.gz", slice_dir)
+    result, files = report_filtered(tmp_path / "results", tmp_path / "out")
+    assert result.problems == []
+    board = read_csv(files["leaderboard.csv"])
+    assert {r["model"] for r in board} == {"smollm2"}  # one block: same sizes, same data
+    for task, method, suffix in (("calidist_ppdb", "Vanilla", "_vanilla"),
+                                 ("calidist_ppdb", "Platt", "_platt"),
+                                 ("calidist_ppdb_assertion", "CaliDist (As.)", "")):
+        saved = read_stored(slice_dir / f"{task}.jsonl.gz")[1].metrics
+        assert float(row(board, method=method)["ppdb_ece"]) == pytest.approx(
+            100 * saved[f"ece{suffix}"], abs=1e-4)
+    cost = row(read_csv(files["cost.csv"]), task="calidist_ppdb_assertion")
+    # the original prompt and m = 2 hints for the other label, 2 letters each
+    assert (float(cost["requests_per_doc"]), float(cost["distinct_prompts_per_doc"])) == (10, 5)
+    assert cost["token_count"] == "model tokenizer"

@@ -34,7 +34,9 @@ HINTED = ("assertion", "probe", "corruption", "assertion_verbalized", "probe_ver
           "corruption_verbalized")
 SETTINGS: dict[str, tuple[str, ...] | None] = {
     "calib_size": None, "eval_size": None, "split_seed": None, "data_files": None,
-    "data_dir": None, "m": HINTED, "seed": (*HINTED, "spuq", "consistency"),
+    "data_dir": None,
+    "m": ("assertion", "assertion_verbalized"),  # probe and corruption have a fixed number
+    "seed": (*HINTED, "spuq", "consistency"),
     "calibrator": HINTED, "lambda_scale": HINTED, "delta_mode": HINTED, "fit": HINTED,
     "verbalized_prompt": ("verbalized", "assertion_verbalized", "probe_verbalized",
                           "corruption_verbalized"),
@@ -79,38 +81,42 @@ def run_identity(data: Mapping[str, Any], task: str) -> dict[str, Any]:
     return identity
 
 
-def _common(identity: Mapping[str, Any]) -> str:
-    """The part of an identity that every task of a block shares (no method setting)."""
-    return json.dumps({k: v for k, v in identity.items() if SETTINGS.get(k, None) is None},
-                      sort_keys=True)
+def _scoped(run: TaskRun) -> dict[str, Any]:
+    """The run's identity with each key scoped to its benchmark (``ppdb:m``): settings are
+    compared only between runs of the same benchmark, the unit a leaderboard column compares
+    (PPDB and AQuA may use other sizes in one block)."""
+    benchmark = split_task(run.task)[0]
+    return {f"{benchmark}:{key}": value for key, value in run.identity.items()}
 
 
 def assign_groups(runs: Iterable[TaskRun]) -> list[TaskRun]:
-    """The runs with their block's identity: runs of a model with the same common settings
-    form one block, unless a method setting differs between them (two ``m``, two ``fit``): then
-    one block per combination, and a task the setting does not change (the original task for
-    ``m``) joins each of them (as a copy). Within a block every run has the block's identity,
-    the union of its runs' settings, so ``TaskRun.group`` names the block."""
-    buckets: dict[tuple[str, str], list[TaskRun]] = {}
+    """The runs with their block's identity (``TaskRun.group`` names the block).
+
+    The runs of a model form one block unless a setting differs between runs of the same
+    benchmark (two ``m``, a 0-shot and a 1-shot run, two ``--limit``): then one block per
+    combination of the differing settings, and a task the setting does not change (the
+    original task for ``m``) joins each of them (as a copy). A block's identity is the union of
+    its runs' settings, scoped per benchmark (``_scoped``)."""
+    by_model: dict[str, list[TaskRun]] = {}
     for run in runs:
-        buckets.setdefault((run.model, _common(run.identity)), []).append(run)
+        by_model.setdefault(run.model, []).append(run)
     placed = []
-    for members in buckets.values():
+    for members in by_model.values():
+        scoped = [_scoped(run) for run in members]
         seen: dict[str, set[str]] = {}
-        for run in members:
-            for key, value in run.identity.items():
-                if SETTINGS.get(key, None) is not None:
-                    seen.setdefault(key, set()).add(json.dumps(value))
+        for identity in scoped:
+            for key, value in identity.items():
+                seen.setdefault(key, set()).add(json.dumps(value))
         split = sorted(key for key, values in seen.items() if len(values) > 1)
-        combos = {tuple(json.dumps(run.identity.get(k)) if k in run.identity else None
-                        for k in split) for run in members
-                  if any(k in run.identity for k in split)} or {()}
+        combos = {tuple(json.dumps(identity[k]) if k in identity else None for k in split)
+                  for identity in scoped if any(k in identity for k in split)} or {()}
         for combo in sorted(combos, key=str):
-            block = [run for run in members  # a setting the run lacks does not matter to it
-                     if all(k not in run.identity or json.dumps(run.identity[k]) == value
+            block = [(run, identity) for run, identity in zip(members, scoped, strict=True)
+                     # a setting the run lacks does not matter to it
+                     if all(k not in identity or json.dumps(identity[k]) == value
                             for k, value in zip(split, combo, strict=True))]
-            identity = {k: v for run in block for k, v in run.identity.items()}
-            placed += [replace(run, identity=identity) for run in block]
+            union = {k: v for _, identity in block for k, v in identity.items()}
+            placed += [replace(run, identity=union) for run, _ in block]
     return placed
 
 
@@ -126,6 +132,20 @@ def setting_text(key: str, value: Any) -> str:
     return f"{key.removeprefix('model_args.')}={value}"
 
 
+def settings_text(identity: Mapping[str, Any], keys: Iterable[str] | None = None) -> str:
+    """Scoped settings (``_scoped``) per benchmark: ``ppdb: 1-shot, m=2; aqua: 0-shot``;
+    ``keys`` chooses which (default: every setting that is set)."""
+    chosen = [k for k in identity if identity[k] not in (None, False)
+              or k.endswith((":num_fewshot", ":limit"))] if keys is None else list(keys)
+    per_benchmark: dict[str, list[str]] = {}
+    for scoped in chosen:
+        benchmark, key = scoped.split(":", 1)
+        per_benchmark.setdefault(benchmark, []).append(key)
+    return "; ".join(f"{benchmark}: " + ", ".join(setting_text(k, identity.get(f"{benchmark}:{k}"))
+                                                  for k in _ordered(found))
+                     for benchmark, found in per_benchmark.items())
+
+
 def group_names(runs: Iterable[TaskRun]) -> dict[str, str]:
     """Display name per run group (``TaskRun.group``): the model's short name, followed in
     brackets by the settings that tell the group apart from the same model's other groups."""
@@ -137,10 +157,11 @@ def group_names(runs: Iterable[TaskRun]) -> dict[str, str]:
     names = {}
     for model, groups in identities.items():
         keys = {k for identity in groups.values() for k in identity}
-        differing = [k for k in _ordered(keys)
-                     if len({json.dumps(i.get(k)) for i in groups.values()}) > 1]
+        # a key some blocks lack (a task they do not have) does not tell them apart
+        differing = [k for k in keys
+                     if len({json.dumps(i[k]) for i in groups.values() if k in i}) > 1]
         for group, identity in groups.items():
-            label = ", ".join(setting_text(k, identity.get(k)) for k in differing)
+            label = settings_text(identity, [k for k in differing if k in identity])
             names[group] = f"{models[model]} [{label}]" if label else models[model]
     return names
 
@@ -160,11 +181,7 @@ def identity_table(runs: Iterable[TaskRun], names: Mapping[str, str]) -> Table:
         by_group.setdefault(run.group, []).append(run)
     for group in sorted(by_group, key=lambda g: names[g]):
         mine = by_group[group]
-        identity = mine[0].identity
-        table.rows.append([names[group], mine[0].model,
-                           ", ".join(setting_text(k, identity[k]) for k in _ordered(identity)
-                                     if identity[k] not in (None, False)
-                                     or k in ("num_fewshot", "limit")),
+        table.rows.append([names[group], mine[0].model, settings_text(mine[0].identity),
                            ", ".join(r.task for r in mine)])
     return table
 

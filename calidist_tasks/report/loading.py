@@ -59,6 +59,10 @@ class TaskRun:
     # a two-stage run (``calidist eval --two-stage``): the stage-1 samples whose original
     # prompts were prepended to ``prompts``, so that the cost counts both stages
     stage1_samples: Path | None = None
+    # committed benchmark records (``report.stored``): per document, (tokens, times sent) per
+    # prompt instead of the prompts' texts, and how the tokens were counted
+    prompt_tokens: list[list[tuple[float, int]]] | None = None
+    token_count: str | None = None
 
     @property
     def name(self) -> str:
@@ -141,8 +145,12 @@ def samples_file_of(path: str | Path, task: str, key: str, how: str) -> Path:
     raise FileNotFoundError(f"{task}: {key} {given} does not exist")
 
 
-def _find(paths: Sequence[str | Path], problems: list[str]) -> tuple[list[Path], list[Path]]:
-    results, samples = set(), set()
+def _find(paths: Sequence[str | Path], problems: list[str]
+          ) -> tuple[list[Path], list[Path], list[Path]]:
+    """Results files, samples files and committed benchmark records (``report.stored``)."""
+    from calidist_tasks.report.stored import read_header  # it imports this module
+
+    results, samples, stored = set(), set(), set()
     for given in paths:
         path = Path(given)
         if not path.exists():
@@ -158,7 +166,19 @@ def _find(paths: Sequence[str | Path], problems: list[str]) -> tuple[list[Path],
                 samples.add(file.resolve())
             elif RESULTS_NAME.match(file.name):
                 results.add(file.resolve())
-    return sorted(results), sorted(samples)
+            elif file.name.endswith(".jsonl.gz") and read_header(file) is not None:
+                stored.add(file.resolve())
+    return sorted(results), sorted(samples), sorted(stored)
+
+
+def _read_stored(path: Path, problems: list[str]) -> list[TaskRun]:
+    from calidist_tasks.report.stored import read_stored  # it imports this module
+
+    try:
+        return [read_stored(path)[1]]
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as error:
+        problems.append(f"{path}: unreadable benchmark records ({error}); left out")
+        return []
 
 
 def _read_results(path: Path, problems: list[str]) -> list[TaskRun]:
@@ -391,13 +411,14 @@ def load_runs(paths: Sequence[str | Path],
     from calidist_tasks.report.identity import assign_groups  # it imports this module
 
     loaded = Loaded()
-    results_files, samples_files = _find(paths, loaded.problems)
+    results_files, samples_files, stored = _find(paths, loaded.problems)
     runs = [run for path in results_files for run in _read_results(path, loaded.problems)]
+    runs += [run for path in stored for run in _read_stored(path, loaded.problems)]
     for sample_file in samples_files:
         _attach(sample_file, runs, loaded.problems)
     if keep is not None:
         runs = [run for run in runs if keep(run)]
-        if results_files and not runs:
+        if (results_files or stored) and not runs:
             loaded.problems.append("no calidist task under " + ", ".join(map(str, paths))
                                    + " matches --tasks / --models")
     runs = assign_groups(runs)
@@ -411,6 +432,8 @@ def load_runs(paths: Sequence[str | Path],
                                    f"run in {run.results_file}; the older one is left out")
         newest[key] = run
     for run in newest.values():
+        if run.prompt_tokens is not None:  # committed records: read whole already
+            continue
         if run.samples_file is None:
             loaded.problems.append(
                 f"{run.results_file}: {run.name} has no samples file (run without "
@@ -420,7 +443,7 @@ def load_runs(paths: Sequence[str | Path],
             _read_samples(run, loaded.problems)
             add_stage1_prompts(run, loaded.problems, stage1)
     loaded.runs = sorted(newest.values(), key=lambda r: (r.model, r.group, r.task))
-    if not results_files:
+    if not results_files and not stored:
         loaded.problems.append("no lm-eval results files found under "
                                + ", ".join(str(p) for p in paths))
     return loaded
