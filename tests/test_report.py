@@ -39,10 +39,11 @@ from calidist_tasks.report.loading import (
     RESULTS_NAME,
     SAMPLES_NAME,
     TaskRun,
+    load_runs,
     model_name,
     short_names,
 )
-from calidist_tasks.report.methods import METHODS, Cell, split_task
+from calidist_tasks.report.methods import METHODS, Cell, leaderboard_cells, split_task
 from calidist_tasks.report.tables import (
     ALWAYS_ZERO,
     IDENTICAL,
@@ -310,6 +311,12 @@ def test_unreadable_task_in_a_report(tmp_path: Path) -> None:
     assert board["Verbalized + Platt † ⚠"]["toy_ece"] == ""  # NaN in the results file: "–"
     assert "| **0.00** |" not in files["leaderboard.md"].read_text()
     assert any(r["method"] == "Verbalized ⚠" for r in read_csv(files["intervals.csv"]))
+    # and the panel of its reliability diagram says so in its title too
+    from calidist_tasks.report import task_series
+
+    cells = leaderboard_cells(load_runs([tmp_path / "runs"]).runs, [], [])
+    labels = [label for _, series in task_series(cells) for label, _, _ in series]
+    assert "Verbalized ⚠" in labels
 
 
 def test_verbalized_recalibrations_are_rebuilt(tmp_path: Path) -> None:
@@ -884,3 +891,44 @@ def test_committed_benchmark_records_are_reportable(tmp_path: Path) -> None:
     # the original prompt and m = 2 hints for the other label, 2 letters each
     assert (float(cost["requests_per_doc"]), float(cost["distinct_prompts_per_doc"])) == (10, 5)
     assert cost["token_count"] == "model tokenizer"
+
+
+
+# --------------------------------------------------------------------------- paper-ready exports
+def test_latex_leaderboard_model_summary_and_model_figure(full) -> None:
+    result, files, out = full
+    tex = files["leaderboard.tex"].read_text(encoding="utf-8")
+    assert tex.count(r"\toprule") == 1 and r"\bottomrule" in tex and r"\textbf{" in tex
+    # the legend: scale, documents, what bold means, where the intervals are
+    assert r"$\times$100" in tex and "n = 6" in tex and "Bold" in tex and "intervals.csv" in tex
+    assert r"model-a & Vanilla" in tex and r"\midrule" in tex.split(r"model-b")[0]
+    board = read_csv(files["leaderboard.csv"])
+    summary = read_csv(files["models.csv"])
+    assert [r["model"] for r in summary] == ["model-a", "model-b"]
+    for line in summary:  # the mean of the block's vanilla ECE over its benchmarks
+        vanilla = row(board, model=line["model"], method="Vanilla")
+        eces = [float(vanilla[f"{b}_ece"]) for b in ("toy", "pair") if vanilla[f"{b}_ece"]]
+        assert float(line["ece_vanilla"]) == pytest.approx(np.mean(eces), abs=1e-3)
+    # toy is the only benchmark both have: ranks 1 and 2 there
+    assert sorted(float(r["mean_rank"]) for r in summary if r["benchmarks"] == "1") in (
+        [1.0], [2.0])
+    models = [f for f in json.loads(files["figures.json"].read_text())
+              if f["kind"] == "models"]
+    assert [f["task"] for f in models] == ["toy"]
+    assert set(models[0]["values"]["ece"]["Vanilla"]) == {"model-a", "model-b"}
+    assert (out / models[0]["file"]).stat().st_size > 0
+
+
+def test_p_values_below_the_resolution_and_reliability_axis() -> None:
+    from calidist_tasks.report.plots import confidence_floor, reliability_data
+    from calidist_tasks.report.tables import p_text
+
+    assert p_text(0.0, 1000) == "p < 0.001" and p_text(0.0, 200) == "p < 0.005"
+    assert p_text(0.0123, 1000) == "p=0.012"
+    conf, correct = np.array([0.55, 0.7, 0.9, 0.95]), np.array([1, 0, 1, 1])
+    assert confidence_floor([("a", conf, correct), ("b", conf + 0.1, correct)]) == 0.5
+    data = reliability_data(conf, correct, 0.5)
+    smooth = data["smooth"]
+    assert smooth["t"][0] == 0.5 and smooth["t"][-1] == 1.0
+    shown = [a for a in smooth["accuracy"] if a is not None]
+    assert shown and all(0 <= a <= 1 for a in shown)

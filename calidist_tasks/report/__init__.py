@@ -43,6 +43,7 @@ from calidist_tasks.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.records import EVALUATION
 from calidist_tasks.report.cost import cost_table
 from calidist_tasks.report.identity import group_names, identity_table, selected
+from calidist_tasks.report.latex import latex_table
 from calidist_tasks.report.loading import (
     RESULTS_NAME,
     SAMPLES_NAME,
@@ -63,6 +64,7 @@ from calidist_tasks.report.plots import (
     Series,
     figure_title,
     instability_figure,
+    models_figure,
     reliability_figure,
     require_matplotlib,
     risk_coverage_figure,
@@ -72,11 +74,13 @@ from calidist_tasks.report.tables import (
     ALWAYS_ZERO,
     FROM_RESULTS,
     IDENTICAL,
+    TITLES,
     UNREADABLE,
     Table,
     escape,
     intervals,
     leaderboard,
+    model_summary,
     more_scores,
 )
 from calidist_tasks.report.transfer import parse_pair, transfer_table
@@ -107,7 +111,8 @@ def task_series(cells: list[Cell]) -> list[tuple[Cell, list[Series]]]:
             by_run.setdefault(id(cell.run), []).append(cell)
     found = []
     for mine in by_run.values():
-        series = [(c.method.label, c.confidence, c.correct) for c in mine]
+        series = [(c.method.label + (f" {UNREADABLE}" if c.unreadable else ""), c.confidence,
+                   c.correct) for c in mine]
         vanilla = next((c.vanilla for c in mine if c.vanilla is not None), None)
         if vanilla is not None and all(c.method.label not in VANILLA_LABELS for c in mine):
             variant = split_task(mine[0].run.task)[1]
@@ -154,6 +159,51 @@ def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
         data = instability_figure(base, title, column(evaluation, "mu"),
                                   column(evaluation, "correct"))
         drawn.append(entry("instability", base, model, run.task, title, data))
+    return drawn
+
+
+def leaderboard_legend(cells: list[Cell], n_resamples: int) -> str:
+    """The caption of the LaTeX leaderboard: scale, documents, marks and intervals."""
+    sizes = {}
+    for cell in cells:
+        if cell.n is not None:
+            sizes.setdefault(TITLES.get(cell.benchmark, cell.benchmark), set()).add(cell.n)
+    documents = "; ".join(f"{b}: n = {', '.join(map(str, sorted(n)))}"
+                          for b, n in sizes.items())
+    return ("Calibration on the held-out evaluation documents, scores ×100 "
+            f"({documents or 'results-file numbers only'}). ECE (10 equal-width bins) and Brier: "
+            "lower is better; AUROC (confidence as a detector of correct answers): higher is "
+            "better. Bold: the best ECE, Brier and AUROC of each column within a model's block "
+            "(one model and run settings). "
+            + (f"95% bootstrap intervals ({n_resamples} resamples) and paired tests against "
+               "vanilla are in intervals.csv. " if n_resamples else "")
+            + f"{FROM_RESULTS}: results-file numbers only; {UNREADABLE}: most replies "
+            "unreadable, never marked best.")
+
+
+def _model_figures(long: Table, folder: Path, n_resamples: int) -> list[dict[str, Any]]:
+    """Per benchmark with two or more blocks: ECE, Brier and AUROC per method and block, with
+    their bootstrap intervals (from ``intervals``' long table)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    found: dict[str, dict[str, dict[str, dict[str, tuple]]]] = {}
+    at = {key: long.columns.index(key) for key in ("model", "benchmark", "method", "score",
+                                                   "value", "ci_low", "ci_high")}
+    for row in long.rows:
+        scores = found.setdefault(row[at["benchmark"]], {})
+        scores.setdefault(row[at["score"]], {}).setdefault(row[at["method"]], {})[
+            row[at["model"]]] = (row[at["value"]], row[at["ci_low"]], row[at["ci_high"]])
+    drawn = []
+    for benchmark, scores in found.items():
+        blocks = {b for methods in scores.values() for per in methods.values() for b in per}
+        if len(blocks) < 2:
+            continue
+        base = folder / f"models_{slug(benchmark)}"
+        title = (f"{TITLES.get(benchmark, benchmark)}: models compared · 95% bootstrap "
+                 f"intervals ({n_resamples} resamples)")
+        data = models_figure(base, title, scores)
+        files = [str(base.with_name(base.name + s).relative_to(folder.parent)) for s in FORMATS]
+        drawn.append({"file": files[0], "vector": files[1], "kind": "models", "model": "",
+                      "task": benchmark, "title": title, **data})
     return drawn
 
 
@@ -321,8 +371,13 @@ def _write(
         log.info("drawing the figures")
         report.figures = _figures(cells, loaded.runs, names, report.out / "figures")
 
+    summary = model_summary(cells, names)
+    if figures and long is not None and len(names) > 1:
+        report.figures += _model_figures(long, report.out / "figures", n_resamples)
     tables = {"leaderboard.csv": board.csv("best"), "leaderboard.md": board.markdown() + "\n",
-              "scores.csv": extra.csv(), "cost.csv": costs.csv()}
+              "leaderboard.tex": latex_table(board, leaderboard_legend(cells, n_resamples),
+                                             "tab:calidist-leaderboard"),
+              "models.csv": summary.csv(), "scores.csv": extra.csv(), "cost.csv": costs.csv()}
     if long is not None:
         tables["intervals.csv"] = long.csv()
     if moved is not None:
@@ -343,6 +398,10 @@ def _write(
          "NaN for them), and are never marked best. Average = mean over the benchmarks, for "
          f"rows with every benchmark. {FROM_RESULTS} = numbers from the results file only (no "
          "usable logged samples: no intervals or diagrams).", board),
+        ("Per model", "One row per block over the benchmarks it has (HELM style): mean "
+         "accuracy, mean ECE of its vanilla confidence and of its best method per benchmark "
+         "(which one, how often), and the mean rank of that best ECE among the blocks that "
+         "have the benchmark (1 = best); x100.", summary),
         ("More scores: one-bin ECE, MCE, smooth ECE, selective prediction",
          "x100 on the evaluation documents (definitions: the README's Metrics table). ECE 1 bin "
          "= \\|mean confidence − accuracy\\| (HELM); MCE = largest bin gap of the 10 "

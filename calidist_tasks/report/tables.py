@@ -30,7 +30,7 @@ from calidist_metrics import (
     paired_bootstrap_test,
 )
 from calidist_tasks.aggregation import SCORES
-from calidist_tasks.report.methods import METHODS, Cell
+from calidist_tasks.report.methods import METHODS, VANILLA_LABELS, Cell
 
 # (score, title, higher is better)
 LEADERBOARD_SCORES = (("ece", "ECE", False), ("brier", "Brier", False), ("auroc", "AUROC", True))
@@ -250,6 +250,14 @@ def significant(test: dict[str, float]) -> bool:
     return test["p_value"] < SIGNIFICANT and round(100 * test["difference"], 2) != 0
 
 
+def p_text(p_value: float, n_resamples: int) -> str:
+    """``p=0.012``, or ``p < 0.001`` for B = 1000 resamples when none crossed 0: a bootstrap
+    p-value below 1/B is not resolved, and "p=0.000" would claim it is."""
+    if p_value < 1.0 / n_resamples:
+        return f"p < {1.0 / n_resamples:.2g}"
+    return f"p={p_value:.3f}"
+
+
 def identical(confidence_a: np.ndarray, confidence_b: np.ndarray) -> bool:
     """Whether two confidences of the same documents are equal to numerical precision."""
     return bool(np.allclose(confidence_a, confidence_b, rtol=1e-9, atol=1e-12))
@@ -312,7 +320,7 @@ def intervals(cells: list[Cell], names: dict[str, str], n_resamples: int, seed: 
                     long.rows.append([*row, *diff, None, ALWAYS_ZERO])
                     continue
                 tests.append(f"{diff[0]:+.2f} ({diff[1]:+.2f} to {diff[2]:+.2f}), "
-                             f"p={test['p_value']:.3f}")
+                             f"{p_text(test['p_value'], n_resamples)}")
                 if significant(test):
                     wide.marks.add((len(wide.rows), 4 + len(scores) + len(tests) - 1))
                 long.rows.append([*row, *diff, test["p_value"], ""])
@@ -360,3 +368,47 @@ def more_scores(cells: list[Cell], names: dict[str, str]) -> Table:
                            None if cell.n is None else str(cell.n), _value(cell, "acc"),
                            *values])
     return table
+
+
+def model_summary(cells: list[Cell], names: dict[str, str]) -> Table:
+    """One row per block (model and run settings), HELM style: over the benchmarks it has, the
+    mean accuracy, the mean ECE of its vanilla confidence and of its best method per benchmark
+    (which method, how often), and the mean rank of that best ECE among the blocks that have
+    the benchmark (1 = best). Mostly unreadable methods (⚠) are never a block's best."""
+    table = Table(["model", "benchmarks", "Acc", "Vanilla ECE↓", "best ECE↓", "best method",
+                   "mean rank↓"],
+                  keys=["model", "benchmarks", "acc", "ece_vanilla", "ece_best", "best_method",
+                        "mean_rank"])
+    best: dict[tuple[str, str], Cell] = {}
+    vanilla: dict[tuple[str, str], Cell] = {}
+    for cell in cells:
+        ece = _value(cell, "ece")
+        if ece is None or cell.unreadable:
+            continue
+        key = (cell.model, cell.benchmark)
+        if key not in best or ece < _value(best[key], "ece"):
+            best[key] = cell
+        if cell.method.label in VANILLA_LABELS and key not in vanilla:
+            vanilla[key] = cell
+    ranks: dict[tuple[str, str], int] = {}
+    for benchmark in {b for _, b in best}:
+        ranked = sorted((k for k in best if k[1] == benchmark),
+                        key=lambda k: _value(best[k], "ece"))
+        ranks.update({key: position for position, key in enumerate(ranked, start=1)})
+    for model in sorted({m for m, _ in best}, key=lambda m: names[m]):
+        mine = [k for k in best if k[0] == model]
+        labels = [best[k].method.label for k in mine]
+        common = max(set(labels), key=labels.count)
+        table.rows.append([
+            names[model], str(len(mine)),
+            _mean([_value(best[k], "acc") for k in mine]),
+            _mean([_value(vanilla.get(k), "ece") for k in mine]),
+            _mean([_value(best[k], "ece") for k in mine]),
+            f"{common} ({labels.count(common)}/{len(mine)})",
+            float(np.mean([ranks[k] for k in mine]))])
+    return table
+
+
+def _mean(values: list[float | None]) -> float | None:
+    """The mean, or None when a value is missing (averages compare like with like)."""
+    return None if not values or None in values else float(np.mean(values))
