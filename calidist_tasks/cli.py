@@ -10,9 +10,10 @@ import shutil
 import sys
 import tempfile
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 from calidist_tasks import task_folder
 from calidist_tasks.yaml_configs import task_configs
@@ -35,11 +36,16 @@ What these numbers mean (all x100; lower ECE and Brier are better, higher AUROC 
 """
 
 
-def lm_eval_main(argv: Sequence[str]) -> None:
+def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | None:
     """Run lm-eval's own CLI in this process with ``argv`` (without the program name), every
     reply of an OpenAI-format API backend checked as it arrives: one lm-eval cannot parse stops
     the run with ``calidist: <backend> (endpoint <url>) sent a reply ...: <what was wrong>``
-    (exit status 1; ``calidist_tasks.api_replies``) instead of a traceback from lm-eval."""
+    (exit status 1; ``calidist_tasks.api_replies``) instead of a traceback from lm-eval.
+
+    Returns what lm-eval's ``simple_evaluate`` returned (None on other ranks or when nothing
+    ran); ``table=False`` leaves out lm-eval's results table (stage 1 of a two-stage run)."""
+    import lm_eval
+    import lm_eval.utils
     from lm_eval.__main__ import cli_evaluate
 
     import calidist_tasks.prefix_cache  # noqa: F401  registers --model hf-prefix-cache
@@ -49,8 +55,17 @@ def lm_eval_main(argv: Sequence[str]) -> None:
         discard_unfinished_requests,
     )
 
-    saved, stopped = sys.argv, None
+    saved, stopped, returned = sys.argv, None, []
+    evaluate, make_table = lm_eval.simple_evaluate, lm_eval.utils.make_table
+
+    def kept(*args: Any, **kwargs: Any) -> Any:  # lm-eval's CLI imports it from lm_eval
+        returned.append(evaluate(*args, **kwargs))
+        return returned[-1]
+
     sys.argv = ["lm_eval", *argv]
+    lm_eval.simple_evaluate = kept
+    if not table:
+        lm_eval.utils.make_table = lambda *args, **kwargs: "(stage 1: its table is stage 2's)"
     try:
         with checked_replies():
             cli_evaluate()
@@ -58,9 +73,23 @@ def lm_eval_main(argv: Sequence[str]) -> None:
         stopped = f"calidist: {error}"
     finally:
         sys.argv = saved
+        lm_eval.simple_evaluate, lm_eval.utils.make_table = evaluate, make_table
     if stopped:  # out of the except block, so that the failed run can be collected
         discard_unfinished_requests()
         raise SystemExit(stopped)
+    return returned[-1] if returned else None
+
+
+def print_summary(results: Mapping[str, Any] | None) -> None:
+    """calidist's compact table after lm-eval's: vanilla beside the calibrated confidences
+    (x100) per task; the results file keeps every metric."""
+    from calidist_tasks.summary import calibration_table
+
+    if not results or not any(t.startswith("calidist_") for t in results.get("results", {})):
+        return
+    print("\ncalidist: calibration on the held-out evaluation documents (x100; every metric "
+          "is in the results file):\n")
+    print(calibration_table(results), flush=True)
 
 
 HELP_FLAGS = ("-h", "--help")
@@ -235,9 +264,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if len(rest) < len(argv) - 1 and not any(a in HELP_FLAGS for a in rest):
             from calidist_tasks.two_stage import run_two_stage
 
-            run_two_stage(with_include_path(rest), lm_eval_main)
+            print_summary(run_two_stage(with_include_path(rest), lm_eval_main))
             return
-        lm_eval_main(with_include_path(rest))
+        print_summary(lm_eval_main(with_include_path(rest)))
         return
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "demo":

@@ -223,6 +223,11 @@ class CaliDistTask(ConfigurableTask):
             doc = {**doc, FEWSHOT: self.exemplar_block(doc, num_fewshot)}
         return super().fewshot_context(doc, num_fewshot=0, **kwargs)
 
+    def fewshot_docs(self) -> list[dict[str, Any]]:
+        """None for lm-eval's sampler: our exemplars come from the calibration documents
+        (``exemplar_block``), so its "fewshot_split is None" warning would be noise."""
+        return []
+
     def exemplar_block(self, doc: dict[str, Any], per_label: int) -> str:
         """The few-shot block in front of ``doc``'s prompt: its exemplars mislead when ``doc`` is
         a hinted copy (``fewshot.exemplar_block``)."""

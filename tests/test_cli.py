@@ -233,3 +233,29 @@ def test_two_stage_plans_stage1_with_the_hinted_tasks_and_stage2_with_all(tmp_pa
         plan_two_stage([*argv, "--metadata", '{"stage": "all"}'])
     # only tasks without hints: one stage
     assert plan_two_stage(["--tasks", "calidist_ppdb", "-o", str(out)]).stage1 is None
+
+
+def test_eval_prints_calidist_summary_and_two_stage_one_table(capsys, monkeypatch):
+    """After lm-eval's table, calidist eval prints vanilla beside calibrated (x100); a two-stage
+    run asks lm-eval for stage 2's table only and returns stage 2's results."""
+    from calidist_tasks import cli, two_stage
+
+    results = {"results": {"calidist_ppdb_assertion": {
+        "acc,none": 0.5, "ece_vanilla,none": 0.3, "ece,none": 0.1, "brier,none": 0.2,
+        "brier_vanilla,none": 0.25, "auroc,none": 0.6, "auroc_vanilla,none": 0.6}}}
+    cli.print_summary(results)
+    out = capsys.readouterr().out
+    assert "| calidist_ppdb_assertion | vanilla |  50.00 |  30.00 |" in out
+    assert "| calidist_ppdb_assertion | CaliDist (calibrated) |  50.00 |  10.00 |" in out
+    cli.print_summary({"results": {"arc_easy": {"acc,none": 0.5}}})  # not ours: nothing
+    assert capsys.readouterr().out == ""
+    calls = []
+
+    def run(argv, table=True):
+        calls.append(table)
+        return results if table else None
+
+    monkeypatch.setattr(two_stage, "count_lines", lambda tasks: [])
+    returned = two_stage.run_two_stage(
+        ["--model", "hf", "--tasks", "calidist_ppdb_assertion", "--output_path", "out"], run)
+    assert calls == [False, True] and returned is results
