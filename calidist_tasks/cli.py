@@ -106,6 +106,24 @@ EPILOG = ("`calidist eval --help` lists calidist's own options (the --metadata k
           "(docs/python_api.md).")
 
 
+def version_text() -> str:
+    """``calidist --version``: ours and the lm-eval it runs on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from calidist_tasks import __version__
+
+    try:
+        harness = version("lm_eval")
+    except PackageNotFoundError:
+        harness = "not installed"
+    return f"calidist {__version__} (lm-eval {harness})"
+
+
+# task options that are not RunSettings (read by the open-ended GSM8K tasks themselves)
+TASK_OPTIONS = {"original_samples": "open-ended GSM8K stages 2 and 3: the samples of the stage "
+                "before (its samples file or output folder; docs/gsm8k.md)"}
+
+
 def metadata_help(width: int = 100) -> str:
     """calidist's --metadata keys with default, allowed values and description, generated from
     the fields of ``RunSettings`` (their ``metadata``), internal fields left out."""
@@ -125,6 +143,9 @@ def metadata_help(width: int = 100) -> str:
             text += f"; one of: {', '.join(info['choices'])}"
         lines += textwrap.wrap(f"{text})", width, initial_indent=f"  {option.name:<19}",
                                subsequent_indent=" " * 21, break_on_hyphens=False)
+    for name, text in TASK_OPTIONS.items():
+        lines += textwrap.wrap(f"{text} (no default)", width, initial_indent=f"  {name:<19}",
+                               subsequent_indent=" " * 21, break_on_hyphens=False)
     note = ("lm-eval merges --model_args into the metadata too, so other keys are allowed; a key "
             "that looks like a misspelling of one of these is refused.")
     lines += ["", *textwrap.wrap(note, width), ""]
@@ -138,10 +159,29 @@ def with_include_path(argv: Sequence[str]) -> list[str]:
     return [*argv, "--include_path", task_folder()]
 
 
-def list_tasks() -> list[tuple[str, str]]:
-    """(name, kind) for every task and group in our YAML folder."""
-    return [(name, "group" if "group" in config else "task")
-            for name, config in task_configs().items()]
+def list_tasks(pattern: str | None = None) -> list[tuple[str, str, str, str]]:
+    """(name, kind, output type, what it reports) for every task and group in our YAML folder
+    whose name matches ``pattern`` (comma-separated shell patterns); "what it reports" = the
+    leaderboard rows of ``calidist report`` it fills, or a group's tasks."""
+    from fnmatch import fnmatchcase
+
+    from calidist_tasks.report.methods import METHODS, split_task
+
+    found = []
+    for name, config in task_configs().items():
+        if pattern and not any(fnmatchcase(name, p.strip()) for p in pattern.split(",")):
+            continue
+        if "group" in config:
+            tasks = [t if isinstance(t, str) else str(t.get("task", t))
+                     for t in config.get("task") or []]
+            found.append((name, "group", "-", ", ".join(tasks)))
+            continue
+        benchmark, variant = split_task(name)
+        rows = "" if not variant and "_" in benchmark else ", ".join(  # a GSM8K stage
+            m.label for m in METHODS if variant in m.variants)
+        found.append((name, "task", str(config.get("output_type", "-")),
+                      rows or "the stage's generations (read by the next stage)"))
+    return found
 
 
 def lm_eval_task_dir() -> Path:
@@ -215,15 +255,21 @@ def demo(args: argparse.Namespace, extra: Sequence[str]) -> None:
     ]))
     print("\nCalibration on the held-out evaluation documents (x100):\n")
     print(calibration_table(latest_results(out)))
-    print(DEMO_TEXT)
+    print(DEMO_TEXT if args.model is None else DEMO_TEXT.replace(
+        "SmolLM2-135M is at or below chance", f"{Path(model).name} may be at or below chance"))
     print(f"lm-eval output (results and per-document samples): {out}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="calidist", description=__doc__, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("path", help="print the folder to pass to lm_eval --include_path")
-    sub.add_parser("tasks", help="list our tasks and groups")
+    tasks = sub.add_parser("tasks", help="list our tasks and groups: name, kind, output type, "
+                           "what it reports (same list: lm-eval ls tasks --include_path "
+                           "\"$(calidist path)\")")
+    tasks.add_argument("pattern", nargs="?", help="comma-separated shell patterns, e.g. "
+                       "'calidist_ppdb*'")
     sub.add_parser("eval", help="run lm_eval with our tasks (every lm_eval flag passes through; "
                    "--help lists the --metadata keys first)", add_help=False)
     sub.add_parser("link", help="make plain `lm_eval --tasks calidist_...` work (opt-in)")
@@ -274,8 +320,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "path":
         print(task_folder())
     elif args.command == "tasks":
-        for name, kind in list_tasks():
-            print(f"{name}\t{kind}")
+        for row in list_tasks(args.pattern):
+            print("\t".join(row))
     elif args.command == "link":
         print(f"linked: {link()}")
     elif args.command == "unlink":

@@ -259,3 +259,30 @@ def test_eval_prints_calidist_summary_and_two_stage_one_table(capsys, monkeypatc
     returned = two_stage.run_two_stage(
         ["--model", "hf", "--tasks", "calidist_ppdb_assertion", "--output_path", "out"], run)
     assert calls == [False, True] and returned is results
+
+
+def test_version_and_filtered_task_list(capsys):
+    from importlib.metadata import version
+
+    from calidist_tasks.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"calidist 0.1.0 (lm-eval {version('lm_eval')})"
+    main(["tasks", "calidist_ppdb_a*,calidist_gsm8k_assertion_chains"])
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    by_name = {r[0]: r[1:] for r in rows}
+    assert set(by_name) == {"calidist_ppdb_assertion", "calidist_ppdb_assertion_verbalized",
+                            "calidist_ppdb_all", "calidist_gsm8k_assertion_chains"}
+    assert by_name["calidist_ppdb_assertion"] == ["task", "multiple_choice",
+                                                  "Vanilla, CaliDist (As.)"]
+    assert by_name["calidist_ppdb_assertion_verbalized"][1] == "generate_until"
+    assert by_name["calidist_gsm8k_assertion_chains"][2].startswith("the stage's generations")
+    assert by_name["calidist_ppdb_all"][0] == "group"
+
+
+def test_eval_help_names_the_task_options():
+    from calidist_tasks.cli import metadata_help
+
+    assert "original_samples" in metadata_help()

@@ -11,6 +11,7 @@ import csv
 import gzip
 import json
 import math
+import os
 import shutil
 import warnings
 from pathlib import Path
@@ -932,3 +933,14 @@ def test_p_values_below_the_resolution_and_reliability_axis() -> None:
     assert smooth["t"][0] == 0.5 and smooth["t"][-1] == 1.0
     shown = [a for a in smooth["accuracy"] if a is not None]
     assert shown and all(0 <= a <= 1 for a in shown)
+
+
+def test_saved_results_go_into_the_models_folder_not_none(tmp_path: Path) -> None:
+    """The Python API's stage 1 (and write_report_from_results) save with lm-eval's tracker:
+    into a folder named after the model, as lm-eval's CLI does, never "None"."""
+    from calidist_tasks.report import save_like_lm_eval
+
+    data = json.loads(write_run(tmp_path / "runs", "org/model-a", ["toy"], STAMP_A).read_text())
+    written = save_like_lm_eval(data, tmp_path / "saved")
+    folders = {Path(path).parent.name for path in written if not path.endswith(os.sep)}
+    assert folders == {"org__model-a"}
