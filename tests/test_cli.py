@@ -35,7 +35,8 @@ def test_tasks_lists_every_task_and_group_lm_eval_indexes(capsys):
     from lm_eval.tasks import TaskManager
 
     cli.main(["tasks"])
-    listed = dict(line.split("\t") for line in capsys.readouterr().out.splitlines())
+    listed = {line.split("\t")[0]: line.split("\t")[1]
+              for line in capsys.readouterr().out.splitlines()}
     for benchmark in ("mnli", "ppdb"):
         for suffix in ("", "_assertion", "_probe", "_corruption"):
             assert listed[f"calidist_{benchmark}{suffix}"] == "task"
