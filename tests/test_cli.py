@@ -91,9 +91,13 @@ def test_eval_help_lists_every_metadata_key_before_lm_evals_options(flag, capsys
     assert ours.startswith("calidist options (pass as --metadata '{\"key\": value}'):\n")
     entries = help_entries(ours.split("\n\n")[0])
     keys = [f.name for f in dataclasses.fields(RunSettings) if f.name not in ("model", "api")]
-    assert list(entries) == keys  # every key, in declaration order, and nothing else
+    # every key, in declaration order, then the task options, and nothing else
+    assert list(entries) == keys + list(cli.TASK_OPTIONS)
     fields = {f.name: f for f in dataclasses.fields(RunSettings)}
     for key, text in entries.items():
+        if key in cli.TASK_OPTIONS:
+            assert cli.TASK_OPTIONS[key][:40] in text
+            continue
         assert fields[key].metadata["help"] in text
         assert "(default: " in text
         if key not in CHOICES:
