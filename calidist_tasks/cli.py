@@ -45,6 +45,7 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
     Returns what lm-eval's ``simple_evaluate`` returned (None on other ranks or when nothing
     ran); ``table=False`` leaves out lm-eval's results table (stage 1 of a two-stage run)."""
     import lm_eval
+    import lm_eval.tasks
     import lm_eval.utils
     from lm_eval.__main__ import cli_evaluate
 
@@ -57,6 +58,7 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
 
     saved, stopped, returned = sys.argv, None, []
     evaluate, make_table = lm_eval.simple_evaluate, lm_eval.utils.make_table
+    manager = lm_eval.tasks.TaskManager  # lm-eval's CLI imports it when it runs
 
     def kept(*args: Any, **kwargs: Any) -> Any:  # lm-eval's CLI imports it from lm_eval
         returned.append(evaluate(*args, **kwargs))
@@ -64,6 +66,7 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
 
     sys.argv = ["lm_eval", *argv]
     lm_eval.simple_evaluate = kept
+    lm_eval.tasks.TaskManager = with_our_tasks(manager)
     if not table:
         lm_eval.utils.make_table = lambda *args, **kwargs: "(stage 1: its table is stage 2's)"
     try:
@@ -74,6 +77,7 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
     finally:
         sys.argv = saved
         lm_eval.simple_evaluate, lm_eval.utils.make_table = evaluate, make_table
+        lm_eval.tasks.TaskManager = manager
     if stopped:  # out of the except block, so that the failed run can be collected
         discard_unfinished_requests()
         raise SystemExit(stopped)
@@ -153,10 +157,39 @@ def metadata_help(width: int = 100) -> str:
 
 
 def with_include_path(argv: Sequence[str]) -> list[str]:
+    """``argv`` with our task folder as lm-eval's --include_path, unless the user gave one (then
+    ``lm_eval_main`` adds ours beside it: ``include_paths``) or ``calidist link`` put our tasks
+    in lm-eval's own folder (registering them twice would warn once per task)."""
     argv = list(argv)
-    if any(a == "--include_path" or a.startswith("--include_path=") for a in argv):
+    if linked() or any(a == "--include_path" or a.startswith("--include_path=") for a in argv):
         return argv
     return [*argv, "--include_path", task_folder()]
+
+
+def linked() -> bool:
+    """Whether ``calidist link`` mirrored our tasks into lm-eval's task folder."""
+    spec = find_spec("lm_eval.tasks")
+    return bool(spec and spec.submodule_search_locations) and (
+        Path(spec.submodule_search_locations[0]) / LINK_NAME / MARKER).exists()
+
+
+def include_paths(given: Any) -> Any:
+    """A TaskManager's include_path with our task folder added after the user's (a user's
+    --include_path adds to ours instead of hiding them), unless already there or linked."""
+    paths = [] if given is None else list(given) if isinstance(given, (list, tuple)) else [given]
+    ours = Path(task_folder()).resolve()
+    if linked() or any(Path(p).resolve() == ours for p in paths):
+        return given
+    return [*paths, str(ours)]
+
+
+def with_our_tasks(manager: type) -> type:
+    """lm-eval's TaskManager class, its include_path extended by ``include_paths``."""
+    class WithOurTasks(manager):
+        def __init__(self, *args: Any, include_path: Any = None, **kwargs: Any) -> None:
+            super().__init__(*args, include_path=include_paths(include_path), **kwargs)
+
+    return WithOurTasks
 
 
 def list_tasks(pattern: str | None = None) -> list[tuple[str, str, str, str]]:

@@ -68,6 +68,37 @@ def test_eval_passes_every_flag_through_and_adds_the_include_path(lm_eval_argv):
         assert lm_eval_argv[-1] == ["lm_eval", "--tasks", "t", *given]
 
 
+def test_a_users_include_path_adds_to_ours(monkeypatch, tmp_path):
+    """`calidist eval --include_path MINE`: lm-eval's CLI builds its TaskManager with MINE; ours
+    is added beside it, so both the user's tasks and calidist's are found."""
+    import lm_eval.__main__
+    import lm_eval.tasks
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "my_task.yaml").write_text("task: my_task\ndataset_path: json\n"
+                                       "output_type: loglikelihood\ndoc_to_text: q\n"
+                                       "doc_to_target: a\n", encoding="utf-8")
+    found = []
+
+    def cli_evaluate() -> None:  # what lm-eval's CLI does with --include_path
+        manager = lm_eval.tasks.TaskManager(include_path=str(mine), include_defaults=False)
+        found.append(set(manager.all_tasks))
+
+    monkeypatch.setattr(lm_eval.__main__, "cli_evaluate", cli_evaluate)
+    cli.main(["eval", "--tasks", "my_task", "--include_path", str(mine)])
+    assert {"my_task", "calidist_ppdb_assertion"} <= found[0]
+    assert lm_eval.tasks.TaskManager.__name__ == "TaskManager"  # restored
+
+
+def test_after_link_eval_does_not_register_our_tasks_twice(monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "linked", lambda: True)
+    assert cli.with_include_path(["--tasks", "t"]) == ["--tasks", "t"]
+    assert cli.include_paths("/mine") == "/mine"
+    monkeypatch.setattr(cli, "linked", lambda: False)
+    assert cli.include_paths("/mine") == ["/mine", str(Path(task_folder()).resolve())]
+
+
 def help_entries(text: str) -> dict[str, str]:
     """{key: its help, continuation lines joined} from the metadata section of the help."""
     entries: dict[str, str] = {}
