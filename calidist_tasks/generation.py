@@ -121,7 +121,8 @@ class GenerationTask(CaliDistTask):
         Each request's document carries the options and hint it showed, for the parser
         (``verbalized.VerbalizedFilter``)."""
         kwargs = lm_eval_compat.instance_kwargs(kwargs)
-        metadata = kwargs.pop("metadata")
+        # lm-eval's evaluator passes (task, doc_id, repeats); its own task tests pass nothing
+        metadata = kwargs.pop("metadata", (self.config.task, None, self.config.repeats))
         choices = list(self.doc_to_choice(doc))
         plain = self._request_doc(doc, choices)
         base = dict(self.config.generation_kwargs or {})
