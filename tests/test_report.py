@@ -34,7 +34,7 @@ from calidist_tasks.aggregation import (
     summarize_generations,
 )
 from calidist_tasks.cli import main
-from calidist_tasks.records import VANILLA
+from calidist_tasks.records import RECORD_IN, VANILLA, is_record
 from calidist_tasks.report import write_report
 from calidist_tasks.report.loading import (
     RESULTS_NAME,
@@ -42,6 +42,7 @@ from calidist_tasks.report.loading import (
     TaskRun,
     load_runs,
     model_name,
+    read_jsonl,
     short_names,
 )
 from calidist_tasks.report.methods import METHODS, Cell, leaderboard_cells, split_task
@@ -578,7 +579,7 @@ def test_samples_reader_keeps_documents_with_unicode_line_separators(runs: Path,
                                                                      tmp_path: Path) -> None:
     """lm-eval writes samples with ensure_ascii=False: U+2028 / U+0085 / U+2029 stay raw inside
     JSON strings, and the reader must split lines at "\\n" only (str.splitlines() would not)."""
-    from calidist_tasks.report.loading import json_lines, load_runs, read_jsonl
+    from calidist_tasks.report.loading import json_lines
 
     path = runs / "org__model-a" / f"samples_calidist_toy_{STAMP_A}.jsonl"
     lines = [json.loads(line) for line in path.read_text().split("\n") if line]
@@ -752,6 +753,14 @@ def test_report_reads_real_lm_eval_output(tiny_model_dir: Path, ppdb_data_dir: P
     tracker.save_results_aggregated(results=results, samples=samples)
     for task in results["configs"]:
         tracker.save_results_samples(task_name=task, samples=samples[task])
+    # each samples line holds the record once (under acc), a small marker under every other
+    # metric, and lm-eval's aggregation of every metric still saw the records
+    for path in (tmp_path / "lm").rglob("samples_calidist_ppdb_assertion_*.jsonl"):
+        for line in read_jsonl(path):
+            values = [line[m] for m in line["metrics"]]
+            assert sum(map(is_record, values)) == 1 and is_record(line["acc"])
+            assert all(v == {RECORD_IN: "acc"} for v in values if not is_record(v))
+    assert not math.isnan(results["results"]["calidist_ppdb_assertion"]["ece_vanilla,none"])
     result, files = report(tmp_path / "lm", tmp_path / "out")
     assert result.problems == []
     board = read_csv(files["leaderboard.csv"])
