@@ -36,6 +36,7 @@ from calidist_tasks.aggregation import (
 from calidist_tasks.cli import main
 from calidist_tasks.records import RECORD_IN, VANILLA, is_record
 from calidist_tasks.report import write_report
+from calidist_tasks.report.latex import latex_escape
 from calidist_tasks.report.loading import (
     RESULTS_NAME,
     SAMPLES_NAME,
@@ -953,3 +954,38 @@ def test_saved_results_go_into_the_models_folder_not_none(tmp_path: Path) -> Non
     written = save_like_lm_eval(data, tmp_path / "saved")
     folders = {Path(path).parent.name for path in written if not path.endswith(os.sep)}
     assert folders == {"org__model-a"}
+
+
+# --------------------------------------------------------------------------- end to end
+@pytest.mark.filterwarnings("ignore::calidist_metrics.CalibrationWarning")
+def test_two_models_two_settings_grouped_and_exported(tiny_model_dir: Path, ppdb_data_dir: Path,
+                                                      tmp_path: Path) -> None:
+    """Fresh runs of two (tiny) models, each 0-shot and 1-shot: four blocks, each labelled
+    with its few-shot setting, best marked within each, exported as Markdown, CSV and LaTeX."""
+    from conftest import run_lm_eval
+
+    from calidist_tasks.report import write_report_from_results
+
+    models = []
+    for name in ("tiny-a", "tiny-b"):
+        shutil.copytree(tiny_model_dir, tmp_path / name)
+        models.append(tmp_path / name)
+    metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 6, "eval_size": 8}
+    results = [run_lm_eval(["calidist_ppdb", "calidist_ppdb_assertion"], model, metadata,
+                           num_fewshot=shots) for model in models for shots in (0, 1)]
+    result = write_report_from_results(results, tmp_path / "out", n_resamples=20,
+                                       figures=False)
+    files = {p.name: p for p in result.files}
+    assert {"leaderboard.md", "leaderboard.csv", "leaderboard.tex"} <= set(files)
+    board = read_csv(files["leaderboard.csv"])
+    blocks = [f"{m} [ppdb: {s}-shot]" for m in ("tiny-a", "tiny-b") for s in (0, 1)]
+    assert sorted({r["model"] for r in board}) == blocks
+    for block in blocks:
+        mine = [r for r in board if r["model"] == block]
+        assert mine[0]["method"] == "Vanilla" and mine[-1]["method"] == "CaliDist (As.)"
+        assert any("ppdb_ece" in r["best"].split(";") for r in mine)
+    tex = files["leaderboard.tex"].read_text(encoding="utf-8")
+    markdown = files["leaderboard.md"].read_text(encoding="utf-8")
+    for block in blocks:
+        assert latex_escape(block) in tex and escape(block) in markdown
+    assert not any("superseded" in p for p in result.problems)
