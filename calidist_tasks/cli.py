@@ -183,13 +183,12 @@ def include_paths(given: Any) -> Any:
     return [*paths, str(ours)]
 
 
-def with_our_tasks(manager: type) -> type:
-    """lm-eval's TaskManager class, its include_path extended by ``include_paths``."""
-    class WithOurTasks(manager):
-        def __init__(self, *args: Any, include_path: Any = None, **kwargs: Any) -> None:
-            super().__init__(*args, include_path=include_paths(include_path), **kwargs)
+def with_our_tasks(manager: Any) -> Any:
+    """What builds lm-eval's TaskManager, its include_path extended by ``include_paths``."""
+    def build(*args: Any, include_path: Any = None, **kwargs: Any) -> Any:
+        return manager(*args, include_path=include_paths(include_path), **kwargs)
 
-    return WithOurTasks
+    return build
 
 
 def list_tasks(pattern: str | None = None) -> list[tuple[str, str, str, str]]:
