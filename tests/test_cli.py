@@ -322,3 +322,22 @@ def test_eval_help_names_the_task_options():
     from calidist_tasks.cli import metadata_help
 
     assert "original_samples" in metadata_help()
+
+
+def test_readme_matches_the_task_configs():
+    """The README's tag claim names exactly GSM8K's later stages (tag calidist_stage2), and
+    its commands that run a PPDB task (no Hub copy) give data_dir."""
+    from calidist_tasks.yaml_configs import task_configs
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    tags = {name: config.get("tag") for name, config in task_configs().items()
+            if "group" not in config}
+    stage2 = sorted(name for name, tag in tags.items() if tag == "calidist_stage2")
+    assert stage2 and all(tag in ("calidist", "calidist_stage2") for tag in tags.values())
+    claim = readme[readme.index("Every task carries the tag `calidist`"):]
+    claim = claim[:claim.index("**Defaults")]
+    assert sorted(re.findall(r"`(calidist_gsm8k\w*)`", claim)) == stage2
+    commands = re.split(r"\n(?=\S)", readme.split("## Use with lm-eval")[1].split("```")[1])
+    for command in commands:
+        if re.search(r"--tasks \S*calidist_ppdb", command):
+            assert "data_dir" in command, command
