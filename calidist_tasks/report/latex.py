@@ -24,15 +24,10 @@ def latex_escape(text: str) -> str:
 def latex_table(table: Table, caption: str, label: str) -> str:
     """A ``table`` float with a booktabs ``tabular`` of ``table`` (numbers at its digits)."""
     def cell(i: int, j: int, value) -> str:
-        if value is None:
-            text = "--"
-        elif isinstance(value, float):
-            text = f"{value:.{table.digits}f}"
-        else:
-            text = latex_escape(str(value))
+        text = table.shown(value, latex_escape, "--")
         return rf"\textbf{{{text}}}" if (i, j) in table.marks else text
 
-    numeric = [any(isinstance(r[j], float) for r in table.rows) for j in range(len(table.columns))]
+    numeric = table.numeric()
     lines = [r"\begin{table*}[t]", r"\centering", r"\small",
              r"\begin{tabular}{" + "".join("r" if n else "l" for n in numeric) + "}",
              r"\toprule",

@@ -65,18 +65,24 @@ class Table:
     digits: int = 2
     keys: list[str] | None = None
 
+    def shown(self, value, escape_text: Callable[[str], str], missing: str = "–") -> str:
+        """One cell as printed: a number at ``digits``, text escaped, ``missing`` for None."""
+        if value is None:
+            return missing
+        if isinstance(value, float):
+            return f"{value:.{self.digits}f}"
+        return escape_text(str(value))
+
+    def numeric(self) -> list[bool]:
+        """Per column: whether it holds numbers (right-aligned)."""
+        return [any(isinstance(r[j], float) for r in self.rows) for j in range(len(self.columns))]
+
     def markdown(self) -> str:
         def text(i: int, j: int, value) -> str:
-            if value is None:
-                shown = "–"
-            elif isinstance(value, float):
-                shown = f"{value:.{self.digits}f}"
-            else:
-                shown = escape(str(value))
+            shown = self.shown(value, escape)
             return f"**{shown}**" if (i, j) in self.marks else shown
 
-        numeric = [any(isinstance(r[j], float) for r in self.rows)
-                   for j in range(len(self.columns))]
+        numeric = self.numeric()
         lines = ["| " + " | ".join(escape(c) for c in self.columns) + " |",
                  "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
         lines += ["| " + " | ".join(text(i, j, v) for j, v in enumerate(row)) + " |"
