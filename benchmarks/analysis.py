@@ -15,6 +15,7 @@ tasks with their m-subsets, and the default-run estimates.
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -167,6 +168,8 @@ class Analysis:
         for cell in sorted(cells, key=lambda c: (c.model, c.benchmark, order[c.method.label])):
             self.methods.setdefault((cell.model, cell.benchmark), []).append(self._scored(cell))
         for (model, benchmark), rows in self.methods.items():
+            print(f"[bench] analysis: paired tests of {model} / {benchmark}", file=sys.stderr,
+                  flush=True)
             by_label = {row.label: row for row in rows}
             for row in rows:
                 tests = {}
@@ -179,6 +182,8 @@ class Analysis:
                 self.paired[(model, benchmark, row.label)] = tests
 
     def _scored(self, cell: Cell) -> Scored:
+        print(f"[bench] analysis: intervals of {cell.run.name}, {cell.method.label}",
+              file=sys.stderr, flush=True)
         row = Scored(cell.method.label, cell.run.task, cell.confidence, cell.correct,
                      values=dict(cell.values))
         if cell.confidence is not None:

@@ -41,9 +41,7 @@ from calidist_tasks.methods import task_variant
 from calidist_tasks.records import STAGE1_FOLDER
 from calidist_tasks.report.cost import prompt_groups, token_counter
 from calidist_tasks.report.loading import TaskRun, load_runs
-from calidist_tasks.run_files import read_jsonl
-
-FORMAT = "calidist-benchmark-records/1"
+from calidist_tasks.report.stored import FORMAT, read_header, read_stored
 
 
 @dataclass
@@ -85,16 +83,6 @@ class Stored:
 
 def path_for(results: Path, model: str, task: str) -> Path:
     return Path(results) / model / f"{task}.jsonl.gz"
-
-
-def read_header(path: Path) -> dict[str, Any] | None:
-    """The header of a records file, or None when there is no usable one."""
-    try:
-        with gzip.open(path, "rt", encoding="utf-8", newline="\n") as file:
-            header = json.loads(file.readline())
-    except (OSError, EOFError, ValueError):
-        return None
-    return header if isinstance(header, dict) and header.get("format") == FORMAT else None
 
 
 def matches(results: Path, model: str, task: str, metadata: Mapping[str, Any]) -> bool:
@@ -154,10 +142,10 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
                         + "; ".join(loaded.problems or ["no results file"]) + ")")
         return None
     run = found[0]
-    original_prompts = _stage1_prompts(folder, task)
-    if original_prompts is not None:  # a two-stage run: the original prompt was sent in stage 1
-        run.prompts = [original_prompts.get(record["index"], []) + prompts
-                       for record, prompts in zip(run.records, run.prompts, strict=True)]
+    if (folder / STAGE1_FOLDER).is_dir() and run.stage1_samples is None:
+        problems.append(f"{folder}: no usable stage-1 samples of {task}, not exported ("
+                        + "; ".join(loaded.problems) + ")")
+        return None
     command = str(info["command"])
     model_dir = command_model_dir(command) or run.model
     models = {model: model_dir}
@@ -177,7 +165,7 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
         "finished": info.get("finished"),
         "exported_on": machine(),
         "tokens": how,
-        "two_stage": original_prompts is not None,
+        "two_stage": run.stage1_samples is not None,  # its prompts include stage 1's
         "lm_eval": {
             "metrics": run.metrics, "filter": run.filter_name, "documents": len(run.records),
             "config": json.loads(portable(json.dumps(kept_config), models)),
@@ -204,19 +192,6 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
     path = path_for(results, model, task)
     _write(path, lines)
     return path
-
-
-def _stage1_prompts(folder: Path, task: str) -> dict[int, list] | None:
-    """Document index -> its original prompt's requests in stage 1 of a two-stage run
-    (``calidist eval --two-stage`` keeps stage 1 in ``<output>/stage1``); None for a
-    single-stage run."""
-    if not (folder / STAGE1_FOLDER).is_dir():
-        return None
-    found = [r for r in load_runs([folder / STAGE1_FOLDER]).runs if r.task == task]
-    if not found or found[0].records is None or found[0].prompts is None:
-        raise ValueError(f"{folder / STAGE1_FOLDER}: no usable stage-1 samples of {task}")
-    return {record["index"]: prompts
-            for record, prompts in zip(found[0].records, found[0].prompts, strict=True)}
 
 
 def _number(value: float) -> float | int:
@@ -260,21 +235,10 @@ def load(results: Path, problems: list[str]) -> list[Stored]:
     stored = []
     for path in sorted(Path(results).glob("*/*.jsonl.gz")):
         try:
-            lines = read_jsonl(path)
+            header, run, costs = read_stored(path)
         except (OSError, EOFError, ValueError) as error:
             problems.append(f"{path}: unreadable ({error}); left out")
             continue
-        header = lines[0] if lines else {}
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            problems.append(f"{path}: no {FORMAT} header; left out")
-            continue
-        docs = lines[1:]
-        lm = header["lm_eval"]
-        run = TaskRun(header["task"], header["model"], str(header.get("finished")), path,
-                      dict(lm["metrics"]), dict(lm["config"]), len(docs),
-                      lm.get("filter", "none"), path,
-                      records=[d["record"] for d in docs],
-                      sources=[d.get("source") for d in docs])
-        costs = [{"prompts": d["prompts"], "generated": d.get("generated", 0)} for d in docs]
+        run.identity = {}  # the analysis keys its rows by the short model name (Cell.model)
         stored.append(Stored(header["model"], header["task"], header, run, costs, path))
     return stored

@@ -93,7 +93,7 @@ def warning_lines(task: str, messages: Sequence[str]) -> list[str]:
     line breaks are folded."""
     grouped: dict[str, list[str]] = {}
     for message in messages:
-        text = " ".join(str(message).split())
+        text = short_warning(" ".join(str(message).split()))
         match = _OWNER.match(text)
         owner, rest = (match[1], match[2]) if match else ("", text)
         owners = grouped.setdefault(rest, [])
@@ -101,6 +101,20 @@ def warning_lines(task: str, messages: Sequence[str]) -> list[str]:
             owners.append(owner)
     return [f"{task}: {', '.join(owners) + ': ' if owners else ''}{rest}"
             for rest, owners in grouped.items()]
+
+
+GRID_EDGE = "the fit landed on a grid edge"
+GRID_EDGE_DOCS = "docs/method.md, \"A known weakness of min-max λ\""
+
+
+def short_warning(text: str) -> str:
+    """The one line a task logs for a calibration warning: a grid-edge fit (common on small
+    runs, and not an error) keeps where it landed and names the docs instead of the paragraph
+    ``CaliDistCalibrator`` warns with (library users and ``calidist report`` keep that)."""
+    if GRID_EDGE not in text:
+        return text
+    head, _, _ = text.partition("): ")
+    return f"{head}); see {GRID_EDGE_DOCS}"
 
 
 def summarize_calidist(

@@ -10,9 +10,10 @@ import shutil
 import sys
 import tempfile
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 from calidist_tasks import task_folder
 from calidist_tasks.yaml_configs import task_configs
@@ -35,14 +36,20 @@ What these numbers mean (all x100; lower ECE and Brier are better, higher AUROC 
 """
 
 
-def lm_eval_main(argv: Sequence[str]) -> None:
+def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | None:
     """Run lm-eval's own CLI in this process with ``argv`` (without the program name), every
     reply of an OpenAI-format API backend checked as it arrives: one lm-eval cannot parse stops
     the run with ``calidist: <backend> (endpoint <url>) sent a reply ...: <what was wrong>``
     (exit status 1; ``calidist_tasks.api_replies``) instead of a traceback from lm-eval. The
     ``--output_path`` is checked before any model time; a failed aggregation stops the run
     after every other task's results are written, and results lm-eval cannot write are saved
-    elsewhere and stop it too (``calidist_tasks.recovery``), never exit status 0."""
+    elsewhere and stop it too (``calidist_tasks.recovery``), never exit status 0.
+
+    Returns what lm-eval's ``simple_evaluate`` returned (None on other ranks or when nothing
+    ran); ``table=False`` leaves out lm-eval's results table (stage 1 of a two-stage run)."""
+    import lm_eval
+    import lm_eval.tasks
+    import lm_eval.utils
     from lm_eval.__main__ import cli_evaluate
 
     import calidist_tasks.prefix_cache  # noqa: F401  registers --model hf-prefix-cache
@@ -59,8 +66,19 @@ def lm_eval_main(argv: Sequence[str]) -> None:
             recovery.check_writable(output, "--output_path")
         except OSError as error:
             raise SystemExit(f"calidist: {error}") from None
-    saved, stopped = sys.argv, None
+    saved, stopped, returned = sys.argv, None, []
+    evaluate, make_table = lm_eval.simple_evaluate, lm_eval.utils.make_table
+    manager = lm_eval.tasks.TaskManager  # lm-eval's CLI imports it when it runs
+
+    def kept(*args: Any, **kwargs: Any) -> Any:  # lm-eval's CLI imports it from lm_eval
+        returned.append(evaluate(*args, **kwargs))
+        return returned[-1]
+
     sys.argv = ["lm_eval", *argv]
+    lm_eval.simple_evaluate = kept
+    lm_eval.tasks.TaskManager = with_our_tasks(manager)
+    if not table:
+        lm_eval.utils.make_table = lambda *args, **kwargs: "(stage 1: its table is stage 2's)"
     try:
         with checked_replies(), recovery.results_saved(), \
                 recovery.aggregation_errors_deferred() as failed:
@@ -70,9 +88,24 @@ def lm_eval_main(argv: Sequence[str]) -> None:
         stopped = f"calidist: {error}"
     finally:
         sys.argv = saved
+        lm_eval.simple_evaluate, lm_eval.utils.make_table = evaluate, make_table
+        lm_eval.tasks.TaskManager = manager
     if stopped:  # out of the except block, so that the failed run can be collected
         discard_unfinished_requests()
         raise SystemExit(stopped)
+    return returned[-1] if returned else None
+
+
+def print_summary(results: Mapping[str, Any] | None) -> None:
+    """calidist's compact table after lm-eval's: vanilla beside the calibrated confidences
+    (x100) per task; the results file keeps every metric."""
+    from calidist_tasks.summary import calibration_table
+
+    if not results or not any(t.startswith("calidist_") for t in results.get("results", {})):
+        return
+    print("\ncalidist: calibration on the held-out evaluation documents (x100; every metric "
+          "is in the results file):\n")
+    print(calibration_table(results), flush=True)
 
 
 HELP_FLAGS = ("-h", "--help")
@@ -87,6 +120,24 @@ METADATA_HELP_TITLE = "calidist options (pass as --metadata '{\"key\": value}')"
 EPILOG = ("`calidist eval --help` lists calidist's own options (the --metadata keys: defaults and "
           "allowed values), then lm_eval's. From Python: calidist_tasks.evaluate "
           "(docs/python_api.md).")
+
+
+def version_text() -> str:
+    """``calidist --version``: ours and the lm-eval it runs on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from calidist_tasks import __version__
+
+    try:
+        harness = version("lm_eval")
+    except PackageNotFoundError:
+        harness = "not installed"
+    return f"calidist {__version__} (lm-eval {harness})"
+
+
+# task options that are not RunSettings (read by the open-ended GSM8K tasks themselves)
+TASK_OPTIONS = {"original_samples": "open-ended GSM8K stages 2 and 3: the samples of the stage "
+                "before (its samples file or output folder; docs/gsm8k.md)"}
 
 
 def metadata_help(width: int = 100) -> str:
@@ -108,6 +159,9 @@ def metadata_help(width: int = 100) -> str:
             text += f"; one of: {', '.join(info['choices'])}"
         lines += textwrap.wrap(f"{text})", width, initial_indent=f"  {option.name:<19}",
                                subsequent_indent=" " * 21, break_on_hyphens=False)
+    for name, text in TASK_OPTIONS.items():
+        lines += textwrap.wrap(f"{text} (no default)", width, initial_indent=f"  {name:<19}",
+                               subsequent_indent=" " * 21, break_on_hyphens=False)
     note = ("lm-eval merges --model_args into the metadata too, so other keys are allowed; a key "
             "that looks like a misspelling of one of these is refused.")
     lines += ["", *textwrap.wrap(note, width), ""]
@@ -115,16 +169,62 @@ def metadata_help(width: int = 100) -> str:
 
 
 def with_include_path(argv: Sequence[str]) -> list[str]:
+    """``argv`` with our task folder as lm-eval's --include_path, unless the user gave one (then
+    ``lm_eval_main`` adds ours beside it: ``include_paths``) or ``calidist link`` put our tasks
+    in lm-eval's own folder (registering them twice would warn once per task)."""
     argv = list(argv)
-    if any(a == "--include_path" or a.startswith("--include_path=") for a in argv):
+    if linked() or any(a == "--include_path" or a.startswith("--include_path=") for a in argv):
         return argv
     return [*argv, "--include_path", task_folder()]
 
 
-def list_tasks() -> list[tuple[str, str]]:
-    """(name, kind) for every task and group in our YAML folder."""
-    return [(name, "group" if "group" in config else "task")
-            for name, config in task_configs().items()]
+def linked() -> bool:
+    """Whether ``calidist link`` mirrored our tasks into lm-eval's task folder."""
+    spec = find_spec("lm_eval.tasks")
+    return bool(spec and spec.submodule_search_locations) and (
+        Path(spec.submodule_search_locations[0]) / LINK_NAME / MARKER).exists()
+
+
+def include_paths(given: Any) -> Any:
+    """A TaskManager's include_path with our task folder added after the user's (a user's
+    --include_path adds to ours instead of hiding them), unless already there or linked."""
+    paths = [] if given is None else list(given) if isinstance(given, (list, tuple)) else [given]
+    ours = Path(task_folder()).resolve()
+    if linked() or any(Path(p).resolve() == ours for p in paths):
+        return given
+    return [*paths, str(ours)]
+
+
+def with_our_tasks(manager: Any) -> Any:
+    """What builds lm-eval's TaskManager, its include_path extended by ``include_paths``."""
+    def build(*args: Any, include_path: Any = None, **kwargs: Any) -> Any:
+        return manager(*args, include_path=include_paths(include_path), **kwargs)
+
+    return build
+
+
+def list_tasks(pattern: str | None = None) -> list[tuple[str, str, str, str]]:
+    """(name, kind, output type, what it reports) for every task and group in our YAML folder
+    whose name matches ``pattern`` (comma-separated shell patterns); "what it reports" = the
+    leaderboard rows of ``calidist report`` it fills, or a group's tasks."""
+    from fnmatch import fnmatchcase
+
+    from calidist_tasks.methods import methods_of, task_variant
+
+    found = []
+    for name, config in task_configs().items():
+        if pattern and not any(fnmatchcase(name, p.strip()) for p in pattern.split(",")):
+            continue
+        if "group" in config:
+            tasks = [t if isinstance(t, str) else str(t.get("task", t))
+                     for t in config.get("task") or []]
+            found.append((name, "group", "-", ", ".join(tasks)))
+            continue
+        variant = task_variant(name, config)[1]
+        rows = ", ".join(m.label for m in methods_of(variant)) if variant else ""
+        found.append((name, "task", str(config.get("output_type", "-")),
+                      rows or "the stage's generations (read by the next stage)"))
+    return found
 
 
 def lm_eval_task_dir() -> Path:
@@ -198,15 +298,21 @@ def demo(args: argparse.Namespace, extra: Sequence[str]) -> None:
     ]))
     print("\nCalibration on the held-out evaluation documents (x100):\n")
     print(calibration_table(latest_results(out)))
-    print(DEMO_TEXT)
+    print(DEMO_TEXT if args.model is None else DEMO_TEXT.replace(
+        "SmolLM2-135M is at or below chance", f"{Path(model).name} may be at or below chance"))
     print(f"lm-eval output (results and per-document samples): {out}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="calidist", description=__doc__, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("path", help="print the folder to pass to lm_eval --include_path")
-    sub.add_parser("tasks", help="list our tasks and groups")
+    tasks = sub.add_parser("tasks", help="list our tasks and groups: name, kind, output type, "
+                           "what it reports (same list: lm-eval ls tasks --include_path "
+                           "\"$(calidist path)\")")
+    tasks.add_argument("pattern", nargs="?", help="comma-separated shell patterns, e.g. "
+                       "'calidist_ppdb*'")
     sub.add_parser("eval", help="run lm_eval with our tasks (every lm_eval flag passes through; "
                    "--help lists the --metadata keys first)", add_help=False)
     sub.add_parser("link", help="make plain `lm_eval --tasks calidist_...` work (opt-in)")
@@ -233,6 +339,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="bootstrap resamples for intervals and paired tests (0: none)")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     report.add_argument("--no_figures", action="store_true", help="tables only (faster)")
+    report.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    report.add_argument("--tasks", metavar="PATTERN", help="only these tasks: comma-separated "
+                        "shell patterns, e.g. 'calidist_ppdb*,calidist_mnli'")
+    report.add_argument("--models", metavar="PATTERN", help="only these models (the name in the "
+                        "results file): comma-separated shell patterns, e.g. '*SmolLM2*'")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["eval"]:
         if any(a in HELP_FLAGS for a in argv[1:]):
@@ -242,9 +353,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if len(rest) < len(argv) - 1 and not any(a in HELP_FLAGS for a in rest):
             from calidist_tasks.two_stage import run_two_stage
 
-            run_two_stage(with_include_path(rest), lm_eval_main)
+            print_summary(run_two_stage(with_include_path(rest), lm_eval_main))
             return
-        lm_eval_main(with_include_path(rest))
+        print_summary(lm_eval_main(with_include_path(rest)))
         return
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "demo":
@@ -252,8 +363,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "path":
         print(task_folder())
     elif args.command == "tasks":
-        for name, kind in list_tasks():
-            print(f"{name}\t{kind}")
+        for row in list_tasks(args.pattern):
+            print("\t".join(row))
     elif args.command == "link":
         print(f"linked: {link()}")
     elif args.command == "unlink":

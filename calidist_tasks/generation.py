@@ -81,13 +81,13 @@ class GenerationTask(CaliDistTask):
             names += logprob_metric_names(self.sends_hints())
         return names
 
-    def metric_results(self, record: dict[str, Any]) -> dict[str, Any]:
-        """The record under every reported metric; the log-prob ones only for a record that has
-        a log-prob reading (a chat API's replies; ``answer_logprobs``)."""
-        names = lm_eval_compat.task_metric_names(self)
+    def metrics_of(self, record: dict[str, Any]) -> list[str]:
+        """Every reported metric; the log-prob ones only for a record that has a log-prob
+        reading (a chat API's replies; ``answer_logprobs``)."""
+        names = super().metrics_of(record)
         if LOGPROB not in record and not is_failed(record):
             names = [name for name in names if not name.endswith(f"_{LOGPROB}")]
-        return dict.fromkeys(names, record)
+        return names
 
     def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
         return summarize_generations(items, self.settings, self.calibrator_context(),
@@ -139,7 +139,8 @@ class GenerationTask(CaliDistTask):
         Each request's document carries the options and hint it showed, for the parser
         (``verbalized.VerbalizedFilter``)."""
         kwargs = lm_eval_compat.instance_kwargs(kwargs)
-        metadata = kwargs.pop("metadata")
+        # lm-eval's evaluator passes (task, doc_id, repeats); its own task tests pass nothing
+        metadata = kwargs.pop("metadata", (self.config.task, None, self.config.repeats))
         choices = list(self.doc_to_choice(doc))
         plain = self._request_doc(doc, choices)
         base = dict(self.config.generation_kwargs or {})

@@ -243,12 +243,16 @@ def task_variant(task: str, config: Mapping[str, Any] | None = None
     """(benchmark, variant) of a task run, from the keys a calidist task logs in its config's
     metadata (``benchmark``, ``distractor``, ``confidence``), else from our YAML config of that
     task (runs made before the task logged them); variant None when no registered variant sends
-    that style and confidence (or the task is none of ours)."""
-    keys = {**_yaml_configs().get(task, {}), **((config or {}).get("metadata") or {})}
+    that style and confidence, for a stage that only generates what a later stage scores (a
+    letter-scoring confidence with generate_until requests), or when the task is none of ours."""
+    config = config or {}
+    keys = {**_yaml_configs().get(task, {}), **config, **(config.get("metadata") or {})}
     if not keys.get("distractor") and not keys.get("benchmark"):
         return task, None
     distractor = keys.get("distractor") or NONE
     confidence = keys.get("confidence") or LOGIT
+    if confidence == LOGIT and keys.get("output_type") == "generate_until":
+        return str(keys.get("benchmark") or task), None  # a generation stage (GSM8K's first two)
     variant = next((v for v in VARIANTS
                     if v.distractor == distractor and v.confidence == confidence), None)
     return str(keys.get("benchmark") or task), variant

@@ -89,9 +89,24 @@ def hints_of(record: Mapping[str, Any]) -> list[Hint]:
 
 
 def is_record(value: Any) -> bool:
-    """Whether a value of a samples-file line is a record (lm-eval logs it under every metric
-    name, beside the document, the arguments and the responses)."""
+    """Whether a value of a samples-file line is a record (lm-eval logs what
+    ``process_results`` returned under each metric name, beside the document, the arguments
+    and the responses: the record under one metric, ``record_marker`` under the others; files
+    written before the marker hold the record under every metric)."""
     return isinstance(value, dict) and "split" in value and "index" in value
+
+
+RECORD_IN = "calidist_record_in"  # a marker's key: the metric whose value is the record
+
+
+def record_marker(carrier: str) -> dict[str, str]:
+    """What ``process_results`` returns under every metric but ``carrier``: the record is
+    stored once per samples line, not once per metric (26-41 copies)."""
+    return {RECORD_IN: carrier}
+
+
+def is_marker(value: Any) -> bool:
+    return isinstance(value, dict) and RECORD_IN in value
 
 
 # reliability_score's 1 / epsilon: the lambda_raw of a fully stable document (mu = delta = 0),

@@ -134,10 +134,12 @@ def raise_deferred(errors: Sequence[AggregationError],
 def check_writable(path: str | os.PathLike, what: str) -> None:
     """Refuse (OSError naming ``what`` and ``path``), before any model time, a place lm-eval
     could not write a run's results to: a file in the way, a folder without write permission.
-    A path ending in ``.json`` names a file (lm-eval writes beside it)."""
+    A path ending in ``.json`` names a file (lm-eval writes beside it). Folders it had to
+    create for the check are removed again: a run that writes nothing leaves nothing."""
     folder = Path(path)
     if folder.suffix == ".json":
         folder = folder.parent
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
@@ -146,6 +148,10 @@ def check_writable(path: str | os.PathLike, what: str) -> None:
         reason = error.strerror or type(error).__name__
         raise OSError(f"{what} {path} cannot be written ({reason}: {error.filename or folder}); "
                       "nothing was run") from None
+    finally:
+        for created in missing:  # innermost first
+            if created.is_dir():
+                created.rmdir()
 
 
 def save_run(results: Mapping[str, Any], samples: Mapping[str, Sequence[Any]] | None = None

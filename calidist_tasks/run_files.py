@@ -90,11 +90,15 @@ def save_like_lm_eval(results: Mapping[str, Any], folder: str | os.PathLike,
     how to name it in problems}."""
     folder = Path(folder)
     from lm_eval.loggers import EvaluationTracker
+    from lm_eval.utils import sanitize_model_name
 
     data = dict(results)  # the tracker adds keys to the results and rewrites samples in place
     samples = {task: [_unsaved(doc) for doc in docs]
                for task, docs in (data.pop("samples", None) or {}).items()}
     tracker = EvaluationTracker(output_path=str(folder))
+    # simple_evaluate names the model folder only on its own tracker: name ours the same way
+    # (else lm-eval writes into a folder called "None")
+    tracker.general_config_tracker.model_name_sanitized = sanitize_model_name(model_name(data))
     tracker.save_results_aggregated(results=data, samples=samples or None)
     for task in data.get("configs") or {}:
         if task in samples:

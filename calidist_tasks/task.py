@@ -58,12 +58,15 @@ from calidist_tasks.prompts import (  # the fields a prompt reads; imported from
 from calidist_tasks.records import (
     EVALUATION,
     INDEX_FIELD,
+    RECORD_IN,
     SOURCE_FIELD,
     SPLIT_FIELD,
     Record,
     bookkeeping,
     failed_documents,
     failed_record,
+    is_marker,
+    record_marker,
 )
 from calidist_tasks.settings import RunSettings
 from calidist_tasks.styles import DistractorStyle, content_key, distractor_style
@@ -247,6 +250,11 @@ class CaliDistTask(ConfigurableTask):
             doc = {**doc, FEWSHOT: self.exemplar_block(doc, num_fewshot)}
         return super().fewshot_context(doc, num_fewshot=0, **kwargs)
 
+    def fewshot_docs(self) -> list[dict[str, Any]]:
+        """None for lm-eval's sampler: our exemplars come from the calibration documents
+        (``exemplar_block``), so its "fewshot_split is None" warning would be noise."""
+        return []
+
     def exemplar_block(self, doc: dict[str, Any], per_label: int) -> str:
         """The few-shot block in front of ``doc``'s prompt: its exemplars mislead when ``doc`` is
         a hinted copy (``fewshot.exemplar_block``)."""
@@ -382,8 +390,17 @@ class CaliDistTask(ConfigurableTask):
         return record
 
     def metric_results(self, record: dict[str, Any]) -> dict[str, Any]:
-        """What ``process_results`` returns: the document's record under every reported metric."""
-        return dict.fromkeys(lm_eval_compat.task_metric_names(self), record)
+        """What ``process_results`` returns: the document's record under ``acc`` (the first
+        metric lm-eval aggregates), a small marker naming it under every other metric, so that
+        a samples line holds the record once (``_aggregate`` resolves the markers)."""
+        names = self.metrics_of(record)
+        carrier = "acc" if "acc" in names else names[0]
+        marker = record_marker(carrier)
+        return {carrier: record, **{name: marker for name in names if name != carrier}}
+
+    def metrics_of(self, record: dict[str, Any]) -> list[str]:
+        """The metric names ``record`` is reported under: every metric the task reports."""
+        return lm_eval_compat.task_metric_names(self)
 
     def calibrator_context(self) -> dict[str, Any]:
         """What a saved fit records, so that it is refused by a task it does not fit."""
@@ -399,6 +416,13 @@ class CaliDistTask(ConfigurableTask):
         # identity check recognises them. Records equal but not identical (copies) are hashed
         # then, never on the first call: hashing 100k records cost more than fitting on them.
         last = self._summary
+        if items and is_marker(items[0]):  # the carrier's records were aggregated just before
+            if last is None or len(last[0]) != len(items):
+                raise RuntimeError(
+                    f"{self.config.task}: metric {name} holds markers of the records under "
+                    f"{items[0][RECORD_IN]!r}, which lm-eval did not aggregate first (it "
+                    "aggregates the metrics in the order process_results returns them)")
+            return last[1][name]
         if last is not None and len(last[0]) == len(items) and all(
                 a is b for a, b in zip(last[0], items, strict=True)):
             return last[1][name]

@@ -377,10 +377,11 @@ def count_lines(tasks: Sequence[str]) -> list[str]:
     return lines
 
 
-def run_two_stage(argv: Sequence[str], run: Any) -> None:
+def run_two_stage(argv: Sequence[str], run: Any) -> Any:
     """``calidist eval --two-stage``: stage 1 then stage 2 through ``run`` (lm-eval's CLI in this
-    process, ``cli.lm_eval_main``), the model loaded once. A failing stage 2 keeps stage 1's
-    folder and says how to resume."""
+    process, ``cli.lm_eval_main``), the model loaded once; stage 1 prints no results table (its
+    numbers are original-prompt baselines under the hinted task's name). A failing stage 2
+    keeps stage 1's folder and says how to resume. Returns what stage 2's ``run`` returned."""
     from calidist_tasks.lm_eval_compat import models_reused
     from calidist_tasks.recovery import check_writable
 
@@ -396,11 +397,11 @@ def run_two_stage(argv: Sequence[str], run: Any) -> None:
         if plan.stage1 is not None:
             print(f"calidist two-stage: stage 1 ({', '.join(plan.hinted)}): original prompts, "
                   f"samples in {plan.stage1_dir}", flush=True)
-            run(plan.stage1)
+            run(plan.stage1, table=False)
         else:
             print("calidist two-stage: no hinted task selected; one stage", flush=True)
         try:
-            run(plan.stage2)
+            results = run(plan.stage2)
         except (Exception, SystemExit) as error:  # noqa: BLE001 - reported, then re-raised
             if plan.stage1 is None or (isinstance(error, SystemExit) and not error.code):
                 raise
@@ -414,6 +415,7 @@ def run_two_stage(argv: Sequence[str], run: Any) -> None:
     lines = count_lines(plan.hinted)
     if lines:
         print("calidist two-stage prompt counts:", *lines, sep="\n", flush=True)
+    return results
 
 
 def evaluate_two_stage(evaluate: Any, model: Any, tasks: Sequence[str],

@@ -403,3 +403,29 @@ def test_diagnostics_carry_no_better_or_worse_arrow():
         assert arrows[name] is None, name
     assert arrows["ece"] is False and arrows["brier_ts"] is False and arrows["auroc"] is True
     assert arrows["acc"] is True and higher_is_better("parse_fail_rate") is False
+
+
+def test_markers_resolve_to_the_records_of_the_carrier(ppdb_data_dir):
+    """process_results stores the record once (under acc) and a marker under every other
+    metric; lm-eval aggregates acc first (its order), then each marker list, gathered from the
+    ranks in the same order: every metric gets the numbers of the records."""
+    from calidist_tasks.records import is_record
+
+    task = load_task("calidist_ppdb_assertion",
+                     {"data_dir": str(ppdb_data_dir), "calib_size": 10, "eval_size": 20})
+    records = make_records()
+    returned = [task.metric_results(record) for record in records]
+    names = list(returned[0])
+    assert names[0] == "acc" and all(r["acc"] is rec for r, rec in zip(returned, records,
+                                                                        strict=True))
+    assert not any(is_record(r[name]) for r in returned for name in names[1:])
+    expected = task.summarize(records)
+    aggregation = task.aggregation()
+    halves = (returned[:15], returned[15:])  # two ranks, gathered in rank order
+    values = {name: aggregation[name]([r[name] for half in halves for r in half])
+              for name in names}
+    assert values == pytest.approx(expected, nan_ok=True)
+    fresh = load_task("calidist_ppdb_assertion",
+                      {"data_dir": str(ppdb_data_dir), "calib_size": 10, "eval_size": 20})
+    with pytest.raises(RuntimeError, match="did not aggregate first"):
+        fresh.aggregation()["ece"]([r["ece"] for r in returned])

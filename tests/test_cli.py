@@ -35,7 +35,8 @@ def test_tasks_lists_every_task_and_group_lm_eval_indexes(capsys):
     from lm_eval.tasks import TaskManager
 
     cli.main(["tasks"])
-    listed = dict(line.split("\t") for line in capsys.readouterr().out.splitlines())
+    listed = {line.split("\t")[0]: line.split("\t")[1]
+              for line in capsys.readouterr().out.splitlines()}
     for benchmark in ("mnli", "ppdb"):
         for suffix in ("", "_assertion", "_probe", "_corruption"):
             assert listed[f"calidist_{benchmark}{suffix}"] == "task"
@@ -67,6 +68,37 @@ def test_eval_passes_every_flag_through_and_adds_the_include_path(lm_eval_argv):
         assert lm_eval_argv[-1] == ["lm_eval", "--tasks", "t", *given]
 
 
+def test_a_users_include_path_adds_to_ours(monkeypatch, tmp_path):
+    """`calidist eval --include_path MINE`: lm-eval's CLI builds its TaskManager with MINE; ours
+    is added beside it, so both the user's tasks and calidist's are found."""
+    import lm_eval.__main__
+    import lm_eval.tasks
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "my_task.yaml").write_text("task: my_task\ndataset_path: json\n"
+                                       "output_type: loglikelihood\ndoc_to_text: q\n"
+                                       "doc_to_target: a\n", encoding="utf-8")
+    found = []
+
+    def cli_evaluate() -> None:  # what lm-eval's CLI does with --include_path
+        manager = lm_eval.tasks.TaskManager(include_path=str(mine), include_defaults=False)
+        found.append(set(manager.all_tasks))
+
+    monkeypatch.setattr(lm_eval.__main__, "cli_evaluate", cli_evaluate)
+    cli.main(["eval", "--tasks", "my_task", "--include_path", str(mine)])
+    assert {"my_task", "calidist_ppdb_assertion"} <= found[0]
+    assert lm_eval.tasks.TaskManager.__name__ == "TaskManager"  # restored
+
+
+def test_after_link_eval_does_not_register_our_tasks_twice(monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "linked", lambda: True)
+    assert cli.with_include_path(["--tasks", "t"]) == ["--tasks", "t"]
+    assert cli.include_paths("/mine") == "/mine"
+    monkeypatch.setattr(cli, "linked", lambda: False)
+    assert cli.include_paths("/mine") == ["/mine", str(Path(task_folder()).resolve())]
+
+
 def help_entries(text: str) -> dict[str, str]:
     """{key: its help, continuation lines joined} from the metadata section of the help."""
     entries: dict[str, str] = {}
@@ -90,9 +122,13 @@ def test_eval_help_lists_every_metadata_key_before_lm_evals_options(flag, capsys
     assert ours.startswith("calidist options (pass as --metadata '{\"key\": value}'):\n")
     entries = help_entries(ours.split("\n\n")[0])
     keys = [f.name for f in dataclasses.fields(RunSettings) if f.name not in ("model", "api")]
-    assert list(entries) == keys  # every key, in declaration order, and nothing else
+    # every key, in declaration order, then the task options, and nothing else
+    assert list(entries) == keys + list(cli.TASK_OPTIONS)
     fields = {f.name: f for f in dataclasses.fields(RunSettings)}
     for key, text in entries.items():
+        if key in cli.TASK_OPTIONS:
+            assert cli.TASK_OPTIONS[key][:40] in text
+            continue
         assert fields[key].metadata["help"] in text
         assert "(default: " in text
         if key not in CHOICES:
@@ -233,3 +269,75 @@ def test_two_stage_plans_stage1_with_the_hinted_tasks_and_stage2_with_all(tmp_pa
         plan_two_stage([*argv, "--metadata", '{"stage": "all"}'])
     # only tasks without hints: one stage
     assert plan_two_stage(["--tasks", "calidist_ppdb", "-o", str(out)]).stage1 is None
+
+
+def test_eval_prints_calidist_summary_and_two_stage_one_table(capsys, monkeypatch):
+    """After lm-eval's table, calidist eval prints vanilla beside calibrated (x100); a two-stage
+    run asks lm-eval for stage 2's table only and returns stage 2's results."""
+    from calidist_tasks import cli, two_stage
+
+    results = {"results": {"calidist_ppdb_assertion": {
+        "acc,none": 0.5, "ece_vanilla,none": 0.3, "ece,none": 0.1, "brier,none": 0.2,
+        "brier_vanilla,none": 0.25, "auroc,none": 0.6, "auroc_vanilla,none": 0.6}}}
+    cli.print_summary(results)
+    out = capsys.readouterr().out
+    assert "| calidist_ppdb_assertion | Vanilla |  50.00 |  30.00 |" in out
+    assert "| calidist_ppdb_assertion | CaliDist (As.) |  50.00 |  10.00 |" in out
+    cli.print_summary({"results": {"arc_easy": {"acc,none": 0.5}}})  # not ours: nothing
+    assert capsys.readouterr().out == ""
+    calls = []
+
+    def run(argv, table=True):
+        calls.append(table)
+        return results if table else None
+
+    monkeypatch.setattr(two_stage, "count_lines", lambda tasks: [])
+    returned = two_stage.run_two_stage(
+        ["--model", "hf", "--tasks", "calidist_ppdb_assertion", "--output_path", "out"], run)
+    assert calls == [False, True] and returned is results
+
+
+def test_version_and_filtered_task_list(capsys):
+    from importlib.metadata import version
+
+    from calidist_tasks.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"calidist 0.1.0 (lm-eval {version('lm_eval')})"
+    main(["tasks", "calidist_ppdb_a*,calidist_gsm8k_assertion_chains"])
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    by_name = {r[0]: r[1:] for r in rows}
+    assert set(by_name) == {"calidist_ppdb_assertion", "calidist_ppdb_assertion_verbalized",
+                            "calidist_ppdb_all", "calidist_gsm8k_assertion_chains"}
+    assert by_name["calidist_ppdb_assertion"] == ["task", "multiple_choice",
+                                                  "Vanilla, CaliDist (As.)"]
+    assert by_name["calidist_ppdb_assertion_verbalized"][1] == "generate_until"
+    assert by_name["calidist_gsm8k_assertion_chains"][2].startswith("the stage's generations")
+    assert by_name["calidist_ppdb_all"][0] == "group"
+
+
+def test_eval_help_names_the_task_options():
+    from calidist_tasks.cli import metadata_help
+
+    assert "original_samples" in metadata_help()
+
+
+def test_readme_matches_the_task_configs():
+    """The README's tag claim names exactly GSM8K's later stages (tag calidist_stage2), and
+    its commands that run a PPDB task (no Hub copy) give data_dir."""
+    from calidist_tasks.yaml_configs import task_configs
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    tags = {name: config.get("tag") for name, config in task_configs().items()
+            if "group" not in config}
+    stage2 = sorted(name for name, tag in tags.items() if tag == "calidist_stage2")
+    assert stage2 and all(tag in ("calidist", "calidist_stage2") for tag in tags.values())
+    claim = readme[readme.index("Every task carries the tag `calidist`"):]
+    claim = claim[:claim.index("**Defaults")]
+    assert sorted(re.findall(r"`(calidist_gsm8k\w*)`", claim)) == stage2
+    commands = re.split(r"\n(?=\S)", readme.split("## Use with lm-eval")[1].split("```")[1])
+    for command in commands:
+        if re.search(r"--tasks \S*calidist_ppdb", command):
+            assert "data_dir" in command, command

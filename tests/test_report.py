@@ -11,6 +11,7 @@ import csv
 import gzip
 import json
 import math
+import os
 import shutil
 import warnings
 from pathlib import Path
@@ -34,16 +35,11 @@ from calidist_tasks.aggregation import (
 )
 from calidist_tasks.cli import main
 from calidist_tasks.methods import METHODS, task_variant, variant_named
-from calidist_tasks.records import VERBALIZED
+from calidist_tasks.records import RECORD_IN, VERBALIZED, is_record
 from calidist_tasks.report import write_report
-from calidist_tasks.report.loading import (
-    RESULTS_NAME,
-    SAMPLES_NAME,
-    TaskRun,
-    model_name,
-    short_names,
-)
-from calidist_tasks.report.methods import Cell
+from calidist_tasks.report.latex import latex_escape
+from calidist_tasks.report.loading import TaskRun, load_runs, short_names
+from calidist_tasks.report.methods import Cell, leaderboard_cells
 from calidist_tasks.report.tables import (
     ALWAYS_ZERO,
     IDENTICAL,
@@ -52,6 +48,7 @@ from calidist_tasks.report.tables import (
     leaderboard,
     more_scores,
 )
+from calidist_tasks.run_files import RESULTS_NAME, SAMPLES_NAME, model_name, read_jsonl
 from calidist_tasks.settings import RunSettings
 
 STAMP_A, STAMP_B, STAMP_OTHER = ("2026-01-01T10-00-00.000001", "2026-01-02T10-00-00.000001",
@@ -190,7 +187,7 @@ def test_leaderboard_values_by_hand(full) -> None:
     result, files, _ = full
     # the only problem of the intact fixture: model-b has no run of the transfer's target
     assert result.problems == [
-        "transfer calidist_toy_assertion -> calidist_pair_assertion [org/model-b]: no usable "
+        "transfer calidist_toy_assertion -> calidist_pair_assertion [model-b]: no usable "
         "logged samples of calidist_pair_assertion"]
     board = read_csv(files["leaderboard.csv"])
     vanilla = row(board, model="model-a", method="Vanilla")
@@ -321,6 +318,12 @@ def test_unreadable_task_in_a_report(tmp_path: Path) -> None:
     assert board["Verbalized + Platt † ⚠"]["toy_ece"] == ""  # NaN in the results file: "–"
     assert "| **0.00** |" not in files["leaderboard.md"].read_text()
     assert any(r["method"] == "Verbalized ⚠" for r in read_csv(files["intervals.csv"]))
+    # and the panel of its reliability diagram says so in its title too
+    from calidist_tasks.report import task_series
+
+    cells = leaderboard_cells(load_runs([tmp_path / "runs"]).runs, [], [])
+    labels = [label for _, series in task_series(cells) for label, _, _ in series]
+    assert "Verbalized ⚠" in labels
 
 
 def test_verbalized_recalibrations_are_rebuilt(tmp_path: Path) -> None:
@@ -384,7 +387,10 @@ def test_identical_confidences_get_no_p_value() -> None:
     tests = [r for r in long.rows if r[1] == "toy"]
     assert [(r[-2], r[-1]) for r in tests] == [(None, IDENTICAL)] * 3
     assert all(r[-5:-2] == [0.0, 0.0, 0.0] for r in tests)
-    assert wide.rows[1][-3:] == [f"– ({IDENTICAL}: no test)"] * 3
+    # named as its own task's vanilla, never "identical to vanilla" (the Vanilla row of the
+    # block may come from another task, with other numbers)
+    assert wide.rows[1][-3:] == [f"– ({IDENTICAL}, calidist_toy_assertion: no test)"] * 3
+    assert "identical to vanilla" not in wide.markdown()
     assert all("p=" in text for text in wide.rows[0][-3:-1])  # ECE and Brier tested
     assert (1, 7) not in wide.marks and "p=" not in wide.markdown().splitlines()[3]
 
@@ -481,6 +487,37 @@ def test_cost_table(full) -> None:
                                        "requests_vs_original_prompt")] == [6, 3, 100, 5, 10]
 
 
+def _keep_requests(samples: Path, keep) -> None:
+    """Rewrite a samples file keeping the requests whose prompt passes ``keep``."""
+    lines = [json.loads(text) for text in samples.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
+        kept = [(a, r) for a, r in zip(line["arguments"].values(), line["resps"], strict=True)
+                if keep(a["arg_0"])]
+        line["arguments"] = {f"gen_args_{i}": a for i, (a, _) in enumerate(kept)}
+        line["resps"] = [r for _, r in kept]
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+def test_cost_of_a_two_stage_run_counts_both_stages(tmp_path: Path) -> None:
+    """`calidist eval --two-stage`: stage 2 logs the hints only, stage 1 (<output>/stage1) the
+    original prompt; the cost is that of the single-stage run that sent the same prompts."""
+    root = tmp_path / "out"
+    write_run(root / "model-a", "org/model-a", ["toy"], STAMP_A)
+    write_run(root / "stage1" / "model-a", "org/model-a", ["toy"], STAMP_A)
+    task = "calidist_toy_assertion"
+    _keep_requests(root / "model-a" / f"samples_{task}_{STAMP_A}.jsonl", lambda p: p != PROMPT)
+    _keep_requests(root / "stage1" / "model-a" / f"samples_{task}_{STAMP_A}.jsonl",
+                   lambda p: p == PROMPT)
+    result, files = report(root, tmp_path / "report")
+    hinted = row(read_csv(files["cost.csv"]), task=task)
+    # as the single-stage run of test_cost_table: the original prompt and 2 hints, 2 letters
+    assert [float(hinted[k]) for k in ("requests_per_doc", "distinct_prompts_per_doc",
+                                       "prompt_tokens_per_doc",
+                                       "forward_passes_vs_original_prompt",
+                                       "requests_vs_original_prompt")] == [6, 3, 100, 5, 10]
+    assert not any("stage" in p for p in result.problems)
+
+
 @pytest.mark.filterwarnings("ignore::calidist_metrics.CalibrationWarning")
 def test_transfer_table(full) -> None:
     result, files, _ = full
@@ -499,7 +536,7 @@ def test_transfer_table(full) -> None:
     expected = expected_calibration_error(calibrated, [r["correct"] for r in target])
     assert float(moved["ece_transferred"]) == pytest.approx(100 * expected, abs=1e-4)
     assert float(moved["alpha_source"]) == pytest.approx(fit.alpha_, abs=1e-4)
-    assert any("transfer calidist_toy_assertion -> calidist_pair_assertion [org/model-b]" in p
+    assert any("transfer calidist_toy_assertion -> calidist_pair_assertion [model-b]" in p
                and "calidist_pair_assertion" in p for p in result.problems)
 
 
@@ -729,6 +766,14 @@ def test_report_reads_real_lm_eval_output(tiny_model_dir: Path, ppdb_data_dir: P
     tracker.save_results_aggregated(results=results, samples=samples)
     for task in results["configs"]:
         tracker.save_results_samples(task_name=task, samples=samples[task])
+    # each samples line holds the record once (under acc), a small marker under every other
+    # metric, and lm-eval's aggregation of every metric still saw the records
+    for path in (tmp_path / "lm").rglob("samples_calidist_ppdb_assertion_*.jsonl"):
+        for line in read_jsonl(path):
+            values = [line[m] for m in line["metrics"]]
+            assert sum(map(is_record, values)) == 1 and is_record(line["acc"])
+            assert all(v == {RECORD_IN: "acc"} for v in values if not is_record(v))
+    assert not math.isnan(results["results"]["calidist_ppdb_assertion"]["ece_vanilla,none"])
     result, files = report(tmp_path / "lm", tmp_path / "out")
     assert result.problems == []
     board = read_csv(files["leaderboard.csv"])
@@ -741,3 +786,218 @@ def test_report_reads_real_lm_eval_output(tiny_model_dir: Path, ppdb_data_dir: P
     assert cost["token_count"] == "model tokenizer"
     assert float(cost["requests_per_doc"]) == pytest.approx(
         results["results"]["calidist_ppdb_assertion"]["requests_per_doc,none"])
+
+
+# --------------------------------------------------------------------------- run identity
+def _with_settings(results: Path, shots: int, limit: int | None) -> None:
+    """Rewrite a fixture results file as if run with ``--num_fewshot shots --limit limit``."""
+    data = json.loads(results.read_text(encoding="utf-8"))
+    data["n-shot"] = {task: shots for task in data["results"]}
+    data["config"]["limit"] = limit
+    results.write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_runs_of_one_model_with_other_settings_are_separate_blocks(tmp_path: Path) -> None:
+    """A 0-shot and a 1-shot --limit 12 run of one model: two blocks, each with its own best,
+    labelled by what differs; neither supersedes the other; --tasks / --models filter."""
+    root = tmp_path / "runs"
+    write_run(root / "zero", "org/model-a", ["toy"], STAMP_A)
+    _with_settings(write_run(root / "one", "org/model-a", ["toy"], STAMP_B), 1, 12)
+    write_run(root / "b", "org/model-b", ["toy"], STAMP_B)
+    result, files = report(root, tmp_path / "out")
+    assert not any("superseded" in p for p in result.problems)
+    board = read_csv(files["leaderboard.csv"])
+    blocks = {r["model"] for r in board}
+    assert blocks == {"model-a [toy: 0-shot, no limit]", "model-a [toy: 1-shot, limit 12]",
+                      "model-b"}
+    for block in blocks:  # every block marks its own best ECE: nothing compared across blocks
+        assert any("toy_ece" in r["best"].split(";") for r in board if r["model"] == block)
+    assert escape("model-a [toy: 1-shot, limit 12]") in files["report.md"].read_text(
+        encoding="utf-8")
+    # the paired tests stay in their block: one CaliDist row per block, paired with its own run
+    tests = [r for r in read_csv(files["intervals.csv"]) if r["method"] == "CaliDist (As.)"
+             and r["score"] == "ece"]
+    assert sorted(r["model"] for r in tests) == sorted(blocks)
+    only, files = report_filtered(root, tmp_path / "only", tasks="calidist_toy_assertion",
+                                  models="org/model-a")
+    board = read_csv(files["leaderboard.csv"])
+    assert {r["model"] for r in board} == {"model-a [toy: 0-shot, no limit]",
+                                           "model-a [toy: 1-shot, limit 12]"}
+    assert {r["method"] for r in board} == {"Vanilla", "CaliDist (As.)"}
+
+
+def report_filtered(root: Path, out: Path, **patterns):
+    result = write_report([root], out, n_resamples=RESAMPLES, figures=False, **patterns)
+    return result, {p.name: p for p in result.files}
+
+
+# --------------------------------------------------------------------------- failing early
+def test_nothing_to_report_writes_nothing(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(tmp_path / "nonexistent"), "--out", str(out), "--no_figures"])
+    assert done.value.code == 1 and not out.exists()
+    assert "nothing written" in capsys.readouterr().err
+
+
+def test_missing_matplotlib_fails_before_reading(runs: Path, tmp_path: Path, monkeypatch,
+                                                  capsys) -> None:
+    import sys
+
+    import calidist_tasks.report as report_module
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises
+    monkeypatch.setattr(report_module, "load_runs", lambda *a, **k: pytest.fail("read first"))
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(runs), "--out", str(out)])
+    assert done.value.code == 1 and not out.exists()
+    assert "--no_figures" in capsys.readouterr().err
+
+
+def test_results_file_alone_brings_its_samples_and_progress_is_shown(runs: Path,
+                                                                      tmp_path: Path,
+                                                                      capsys) -> None:
+    results = runs / "org__model-a" / f"results_{STAMP_A}.json"
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(results), "--out", str(tmp_path / "a"), "--bootstrap", "5",
+              "--no_figures"])
+    assert done.value.code == 0
+    err = capsys.readouterr().err
+    assert "no samples file" not in err
+    assert "[calidist report] bootstrap 1/" in err and "[calidist report] refitting" in err
+    with pytest.raises(SystemExit):
+        main(["report", str(results), "--out", str(tmp_path / "b"), "--bootstrap", "5",
+              "--no_figures", "--quiet"])
+    assert "[calidist report]" not in capsys.readouterr().err
+
+
+def test_a_method_setting_splits_only_the_tasks_it_changes(tmp_path: Path) -> None:
+    """Two assertion runs with m = 1 and m = 2 are two blocks; the original task, which m does
+    not change, is the Vanilla row of both."""
+    root = tmp_path / "runs"
+    for folder, stamp, m in (("one", STAMP_A, 1), ("two", STAMP_B, 2)):
+        results = write_run(root / folder, "org/model-a", ["toy"], stamp)
+        data = json.loads(results.read_text(encoding="utf-8"))
+        data["configs"]["calidist_toy_assertion"]["metadata"]["m"] = m
+        results.write_text(json.dumps(data), encoding="utf-8")
+    result, files = report(root, tmp_path / "out")
+    board = read_csv(files["leaderboard.csv"])
+    for block in ("model-a [toy: m=1]", "model-a [toy: m=2]"):
+        methods = [r["method"] for r in board if r["model"] == block]
+        assert methods[0] == "Vanilla" and methods[-1] == "CaliDist (As.)", (block, methods)
+    assert {r["model"] for r in board} == {"model-a [toy: m=1]", "model-a [toy: m=2]"}
+
+
+# --------------------------------------------------------------------------- benchmark records
+def test_committed_benchmark_records_are_reportable(tmp_path: Path) -> None:
+    """`calidist report benchmarks/results` on a slice (SmolLM2 PPDB, original and assertion):
+    the leaderboard reproduces the numbers the runs' own results files held."""
+    from calidist_tasks.report.stored import read_stored
+
+    results = Path(__file__).parents[1] / "benchmarks" / "results" / "smollm2"
+    slice_dir = tmp_path / "results" / "smollm2"
+    slice_dir.mkdir(parents=True)
+    for task in ("calidist_ppdb", "calidist_ppdb_assertion"):
+        shutil.copy(results / f"{task}.jsonl.gz", slice_dir)
+    result, files = report_filtered(tmp_path / "results", tmp_path / "out")
+    assert result.problems == []
+    board = read_csv(files["leaderboard.csv"])
+    assert {r["model"] for r in board} == {"smollm2"}  # one block: same sizes, same data
+    for task, method, suffix in (("calidist_ppdb", "Vanilla", "_vanilla"),
+                                 ("calidist_ppdb", "Platt", "_platt"),
+                                 ("calidist_ppdb_assertion", "CaliDist (As.)", "")):
+        saved = read_stored(slice_dir / f"{task}.jsonl.gz")[1].metrics
+        assert float(row(board, method=method)["ppdb_ece"]) == pytest.approx(
+            100 * saved[f"ece{suffix}"], abs=1e-4)
+    cost = row(read_csv(files["cost.csv"]), task="calidist_ppdb_assertion")
+    # the original prompt and m = 2 hints for the other label, 2 letters each
+    assert (float(cost["requests_per_doc"]), float(cost["distinct_prompts_per_doc"])) == (10, 5)
+    assert cost["token_count"] == "model tokenizer"
+
+
+
+# --------------------------------------------------------------------------- paper-ready exports
+def test_latex_leaderboard_model_summary_and_model_figure(full) -> None:
+    result, files, out = full
+    tex = files["leaderboard.tex"].read_text(encoding="utf-8")
+    assert tex.count(r"\toprule") == 1 and r"\bottomrule" in tex and r"\textbf{" in tex
+    # the legend: scale, documents, what bold means, where the intervals are
+    assert r"$\times$100" in tex and "n = 6" in tex and "Bold" in tex and "intervals.csv" in tex
+    assert r"model-a & Vanilla" in tex and r"\midrule" in tex.split(r"model-b")[0]
+    board = read_csv(files["leaderboard.csv"])
+    summary = read_csv(files["models.csv"])
+    assert [r["model"] for r in summary] == ["model-a", "model-b"]
+    for line in summary:  # the mean of the block's vanilla ECE over its benchmarks
+        vanilla = row(board, model=line["model"], method="Vanilla")
+        eces = [float(vanilla[f"{b}_ece"]) for b in ("toy", "pair") if vanilla[f"{b}_ece"]]
+        assert float(line["ece_vanilla"]) == pytest.approx(np.mean(eces), abs=1e-3)
+    # toy is the only benchmark both have: ranks 1 and 2 there
+    assert sorted(float(r["mean_rank"]) for r in summary if r["benchmarks"] == "1") in (
+        [1.0], [2.0])
+    models = [f for f in json.loads(files["figures.json"].read_text())
+              if f["kind"] == "models"]
+    assert [f["task"] for f in models] == ["toy"]
+    assert set(models[0]["values"]["ece"]["Vanilla"]) == {"model-a", "model-b"}
+    assert (out / models[0]["file"]).stat().st_size > 0
+
+
+def test_p_values_below_the_resolution_and_reliability_axis() -> None:
+    from calidist_tasks.report.plots import confidence_floor, reliability_data
+    from calidist_tasks.report.tables import p_text
+
+    assert p_text(0.0, 1000) == "p < 0.001" and p_text(0.0, 200) == "p < 0.005"
+    assert p_text(0.0123, 1000) == "p=0.012"
+    conf, correct = np.array([0.55, 0.7, 0.9, 0.95]), np.array([1, 0, 1, 1])
+    assert confidence_floor([("a", conf, correct), ("b", conf + 0.1, correct)]) == 0.5
+    data = reliability_data(conf, correct, 0.5)
+    smooth = data["smooth"]
+    assert smooth["t"][0] == 0.5 and smooth["t"][-1] == 1.0
+    shown = [a for a in smooth["accuracy"] if a is not None]
+    assert shown and all(0 <= a <= 1 for a in shown)
+
+
+def test_saved_results_go_into_the_models_folder_not_none(tmp_path: Path) -> None:
+    """The Python API's stage 1 (and write_report_from_results) save with lm-eval's tracker:
+    into a folder named after the model, as lm-eval's CLI does, never "None"."""
+    from calidist_tasks.report import save_like_lm_eval
+
+    data = json.loads(write_run(tmp_path / "runs", "org/model-a", ["toy"], STAMP_A).read_text())
+    written = save_like_lm_eval(data, tmp_path / "saved")
+    folders = {Path(path).parent.name for path in written if not path.endswith(os.sep)}
+    assert folders == {"org__model-a"}
+
+
+# --------------------------------------------------------------------------- end to end
+@pytest.mark.filterwarnings("ignore::calidist_metrics.CalibrationWarning")
+def test_two_models_two_settings_grouped_and_exported(tiny_model_dir: Path, ppdb_data_dir: Path,
+                                                      tmp_path: Path) -> None:
+    """Fresh runs of two (tiny) models, each 0-shot and 1-shot: four blocks, each labelled
+    with its few-shot setting, best marked within each, exported as Markdown, CSV and LaTeX."""
+    from conftest import run_lm_eval
+
+    from calidist_tasks.report import write_report_from_results
+
+    models = []
+    for name in ("tiny-a", "tiny-b"):
+        shutil.copytree(tiny_model_dir, tmp_path / name)
+        models.append(tmp_path / name)
+    metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 6, "eval_size": 8}
+    results = [run_lm_eval(["calidist_ppdb", "calidist_ppdb_assertion"], model, metadata,
+                           num_fewshot=shots) for model in models for shots in (0, 1)]
+    result = write_report_from_results(results, tmp_path / "out", n_resamples=20,
+                                       figures=False)
+    files = {p.name: p for p in result.files}
+    assert {"leaderboard.md", "leaderboard.csv", "leaderboard.tex"} <= set(files)
+    board = read_csv(files["leaderboard.csv"])
+    blocks = [f"{m} [ppdb: {s}-shot]" for m in ("tiny-a", "tiny-b") for s in (0, 1)]
+    assert sorted({r["model"] for r in board}) == blocks
+    for block in blocks:
+        mine = [r for r in board if r["model"] == block]
+        assert mine[0]["method"] == "Vanilla" and mine[-1]["method"] == "CaliDist (As.)"
+        assert any("ppdb_ece" in r["best"].split(";") for r in mine)
+    tex = files["leaderboard.tex"].read_text(encoding="utf-8")
+    markdown = files["leaderboard.md"].read_text(encoding="utf-8")
+    for block in blocks:
+        assert latex_escape(block) in tex and escape(block) in markdown
+    assert not any("superseded" in p for p in result.problems)

@@ -236,9 +236,9 @@ def test_reports_read_stage_2_of_a_two_stage_folder_only(tmp_path):
         (folder / f"results_{stamp}.json").write_text("{}", encoding="utf-8")
         (folder / f"samples_calidist_ppdb_assertion_{stamp}.jsonl").write_text("",
                                                                               encoding="utf-8")
-    results, samples = _find([tmp_path], [])
+    results, samples, _ = _find([tmp_path], [])
     assert [p.parent.name for p in results + samples] == ["tiny", "tiny"]
     assert all(two_stage.STAGE1_FOLDER not in p.parts for p in results + samples)
     # named directly, a stage-1 folder is read
-    results, samples = _find([tmp_path / two_stage.STAGE1_FOLDER], [])
+    results, samples, _ = _find([tmp_path / two_stage.STAGE1_FOLDER], [])
     assert len(results) == len(samples) == 1

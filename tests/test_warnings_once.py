@@ -51,3 +51,37 @@ def test_each_cause_is_one_line_per_task(tiny_model_dir, tmp_path, caplog, capfd
     # logged, not warned: no Python warning, so no echoed source line on stderr
     assert not [w for w in caught if issubclass(w.category, CalibrationWarning)]
     assert "warnings.warn(" not in capfd.readouterr().err
+
+
+def test_grid_edge_warning_is_one_short_line_with_the_docs():
+    """The calibrator's paragraph about a grid-edge fit becomes, in a task's log, one short line
+    that keeps where the fit landed and names the docs."""
+    import numpy as np
+
+    from calidist_metrics import CaliDistCalibrator
+    from calidist_tasks.aggregation import GRID_EDGE_DOCS, warning_lines
+
+    lam, conf = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0]), np.full(6, 0.9)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        CaliDistCalibrator().fit(lam, conf, np.zeros(6))  # all wrong: the flattest shrink
+    edge = [str(w.message) for w in caught if "grid edge" in str(w.message)]
+    assert edge and len(edge[0]) > 300  # the library keeps its explanation
+    (line,) = warning_lines("calidist_x", edge)
+    assert line.startswith("calidist_x: CaliDistCalibrator: the fit landed on a grid edge (")
+    assert line.endswith(f"; see {GRID_EDGE_DOCS}") and len(line) < 200
+
+
+def test_no_fewshot_split_warning_from_lm_eval(ppdb_data_dir, caplog):
+    """Our exemplars come from the calibration documents: lm-eval's "num_fewshot > 0 but
+    fewshot_split is None" (logged once per task when it builds its own sampler) is noise."""
+    from lm_eval.tasks import TaskManager
+
+    from calidist_tasks import task_folder
+
+    manager = TaskManager(include_path=task_folder(), include_defaults=False,
+                          metadata={"data_dir": str(ppdb_data_dir), "calib_size": 4,
+                                    "eval_size": 4})
+    with caplog.at_level(logging.WARNING):
+        manager.load(["calidist_ppdb", "calidist_ppdb_verbalized"])
+    assert not [r for r in caplog.records if "fewshot_split" in r.getMessage()]

@@ -7,7 +7,8 @@ the output folder:
 - ``report.md``: everything below in one page, then the problems found (files or runs left out,
   by name) and the calibration warnings of the refits;
 - ``leaderboard.md`` / ``leaderboard.csv``: rows model x method, columns benchmark x (accuracy,
-  ECE, Brier, AUROC, unreadable share) and their average, x100, best per column within a model
+  ECE, Brier, AUROC, unreadable share) and their average, x100, best per column within a
+  block (model and run settings, ``report.identity``)
   marked, methods with mostly unreadable replies flagged;
 - ``scores.csv``: one-bin ECE, MCE, smooth ECE, AURC, accuracy at 80% coverage;
 - ``intervals.csv``: 95% bootstrap intervals of each score and the paired bootstrap test of each
@@ -28,10 +29,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,19 +43,18 @@ from calidist_tasks.fits import column
 from calidist_tasks.methods import METHODS, vanilla_labels
 from calidist_tasks.records import EVALUATION
 from calidist_tasks.report.cost import cost_table
-from calidist_tasks.report.loading import (
-    Loaded,
-    TaskRun,
-    load_runs,
-    short_names,
-)
+from calidist_tasks.report.identity import group_names, identity_table, selected
+from calidist_tasks.report.latex import latex_table
+from calidist_tasks.report.loading import Loaded, TaskRun, load_runs
 from calidist_tasks.report.methods import Cell, leaderboard_cells
 from calidist_tasks.report.plots import (
     FORMATS,
     Series,
     figure_title,
     instability_figure,
+    models_figure,
     reliability_figure,
+    require_matplotlib,
     risk_coverage_figure,
     slug,
 )
@@ -60,17 +62,20 @@ from calidist_tasks.report.tables import (
     ALWAYS_ZERO,
     FROM_RESULTS,
     IDENTICAL,
+    TITLES,
     UNREADABLE,
     Table,
     escape,
     intervals,
     leaderboard,
+    model_summary,
     more_scores,
 )
 from calidist_tasks.report.transfer import parse_pair, transfer_table
 from calidist_tasks.run_files import save_like_lm_eval
 
 __all__ = ["Report", "run_command", "write_report", "write_report_from_results"]
+log = logging.getLogger(__name__)  # progress, to stderr in `calidist report` (--quiet: none)
 
 
 @dataclass
@@ -95,7 +100,8 @@ def task_series(cells: list[Cell]) -> list[tuple[Cell, list[Series]]]:
             by_run.setdefault(id(cell.run), []).append(cell)
     found = []
     for mine in by_run.values():
-        series = [(c.method.label, c.confidence, c.correct) for c in mine]
+        series = [(c.method.label + (f" {UNREADABLE}" if c.unreadable else ""), c.confidence,
+                   c.correct) for c in mine]
         vanilla = next((c.vanilla for c in mine if c.vanilla is not None), None)
         if vanilla is not None and all(not c.method.own for c in mine):
             label = next(m.label for m in METHODS if m.own and mine[0].variant in m.variants)
@@ -133,7 +139,7 @@ def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
         evaluation = [r for r in run.records or [] if r.get("split") == EVALUATION]
         if not evaluation or "mu" not in evaluation[0]:
             continue
-        model = names[run.model]
+        model = names[run.group]
         base = folder / f"instability_{slug(model)}_{slug(run.task)}"
         title = figure_title(model, run.task, ["accuracy vs prediction instability μ",
                                                f"n={len(evaluation)} evaluation documents"])
@@ -143,12 +149,57 @@ def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
     return drawn
 
 
+def leaderboard_legend(cells: list[Cell], n_resamples: int) -> str:
+    """The caption of the LaTeX leaderboard: scale, documents, marks and intervals."""
+    sizes = {}
+    for cell in cells:
+        if cell.n is not None:
+            sizes.setdefault(TITLES.get(cell.benchmark, cell.benchmark), set()).add(cell.n)
+    documents = "; ".join(f"{b}: n = {', '.join(map(str, sorted(n)))}"
+                          for b, n in sizes.items())
+    return ("Calibration on the held-out evaluation documents, scores ×100 "
+            f"({documents or 'results-file numbers only'}). ECE (10 equal-width bins) and Brier: "
+            "lower is better; AUROC (confidence as a detector of correct answers): higher is "
+            "better. Bold: the best ECE, Brier and AUROC of each column within a model's block "
+            "(one model and run settings). "
+            + (f"95% bootstrap intervals ({n_resamples} resamples) and paired tests against "
+               "vanilla are in intervals.csv. " if n_resamples else "")
+            + f"{FROM_RESULTS}: results-file numbers only; {UNREADABLE}: most replies "
+            "unreadable, never marked best.")
+
+
+def _model_figures(long: Table, folder: Path, n_resamples: int) -> list[dict[str, Any]]:
+    """Per benchmark with two or more blocks: ECE, Brier and AUROC per method and block, with
+    their bootstrap intervals (from ``intervals``' long table)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    found: dict[str, dict[str, dict[str, dict[str, tuple]]]] = {}
+    at = {key: long.columns.index(key) for key in ("model", "benchmark", "method", "score",
+                                                   "value", "ci_low", "ci_high")}
+    for row in long.rows:
+        scores = found.setdefault(row[at["benchmark"]], {})
+        scores.setdefault(row[at["score"]], {}).setdefault(row[at["method"]], {})[
+            row[at["model"]]] = (row[at["value"]], row[at["ci_low"]], row[at["ci_high"]])
+    drawn = []
+    for benchmark, scores in found.items():
+        blocks = {b for methods in scores.values() for per in methods.values() for b in per}
+        if len(blocks) < 2:
+            continue
+        base = folder / f"models_{slug(benchmark)}"
+        title = (f"{TITLES.get(benchmark, benchmark)}: models compared · 95% bootstrap "
+                 f"intervals ({n_resamples} resamples)")
+        data = models_figure(base, title, scores)
+        files = [str(base.with_name(base.name + s).relative_to(folder.parent)) for s in FORMATS]
+        drawn.append({"file": files[0], "vector": files[1], "kind": "models", "model": "",
+                      "task": benchmark, "title": title, **data})
+    return drawn
+
+
 def _models(runs: list[TaskRun], names: dict[str, str]) -> Table:
-    table = Table(["model", "name in the results file", "tasks", "results files"])
-    for model in sorted({r.model for r in runs}, key=lambda m: names[m]):
-        mine = [r for r in runs if r.model == model]
-        table.rows.append([names[model], model, ", ".join(r.task for r in mine),
-                           ", ".join(sorted({r.results_file.name for r in mine}))])
+    table = identity_table(runs, names)
+    table.columns.append("results files")
+    for row, group in zip(table.rows, sorted({r.group for r in runs}, key=lambda g: names[g]),
+                          strict=True):
+        row.append(", ".join(sorted({r.results_file.name for r in runs if r.group == group})))
     return table
 
 
@@ -178,14 +229,23 @@ def write_report(
     n_resamples: int = 1000,
     seed: int = 0,
     figures: bool = True,
+    tasks: str | None = None,
+    models: str | None = None,
 ) -> Report:
     """Read lm-eval output under ``paths`` and write the report into ``out`` (see module doc);
-    an ``out`` that cannot be written (a file in its place) raises OSError before any work."""
+    an ``out`` that cannot be written (a file in its place) raises OSError before any work.
+
+    ``tasks`` / ``models``: comma-separated shell patterns; only the runs whose task name and
+    model name match are read (``identity.selected``)."""
     from calidist_tasks.recovery import check_writable
 
     pairs = [parse_pair(t) for t in transfers]
+    if figures:
+        require_matplotlib()  # before minutes of reading and refitting
     check_writable(out, "the report folder")
-    return _write(load_runs(paths), out, pairs, n_resamples, seed, figures)
+    keep = None if tasks is None and models is None else partial(selected, tasks=tasks,
+                                                                  models=models)
+    return _write(load_runs(paths, keep), out, pairs, n_resamples, seed, figures)
 
 
 def write_report_from_results(
@@ -208,6 +268,8 @@ def write_report_from_results(
     ``results[i]``) instead of the temporary files.
     """
     pairs = [parse_pair(t) for t in transfers]
+    if figures:
+        require_matplotlib()
     single = isinstance(results, Mapping) or not isinstance(results, Sequence)
     given = [results] if single else list(results)
     labels = ["results"] if single else [f"results[{i}]" for i in range(len(given))]
@@ -242,9 +304,13 @@ def _write(
     """The report of runs already read; ``display`` rewrites the problems and notes (file
     names)."""
     report = Report(Path(out))
-    report.out.mkdir(parents=True, exist_ok=True)
     report.problems, report.runs = loaded.problems, len(loaded.runs)
-    names = short_names(r.model for r in loaded.runs)
+    if not loaded.runs:  # nothing to report: no empty tables either
+        report.problems = [display(p) for p in report.problems] if display else report.problems
+        return report
+    report.out.mkdir(parents=True, exist_ok=True)
+    log.info("read %d tasks in %d blocks", len(loaded.runs), len({r.group for r in loaded.runs}))
+    names = group_names(loaded.runs)
     cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
     board = leaderboard(cells, names)
     extra = more_scores(cells, names)
@@ -253,19 +319,29 @@ def _write(
     moved = transfer_table(pairs, loaded.runs, names, report.problems) if pairs else None
     costs = cost_table(loaded.runs, names)
     if figures:
+        log.info("drawing the figures")
         report.figures = _figures(cells, loaded.runs, names, report.out / "figures")
 
+    summary = model_summary(cells, names)
+    if figures and long is not None and len(names) > 1:
+        report.figures += _model_figures(long, report.out / "figures", n_resamples)
     tables = {"leaderboard.csv": board.csv("best"), "leaderboard.md": board.markdown() + "\n",
-              "scores.csv": extra.csv(), "cost.csv": costs.csv()}
+              "leaderboard.tex": latex_table(board, leaderboard_legend(cells, n_resamples),
+                                             "tab:calidist-leaderboard"),
+              "models.csv": summary.csv(), "scores.csv": extra.csv(), "cost.csv": costs.csv()}
     if long is not None:
         tables["intervals.csv"] = long.csv()
     if moved is not None:
         tables["transfer.csv"] = moved.csv()
     tables["figures.json"] = json.dumps(report.figures, indent=1)
     sections = [
-        ("Models", "Short names used below.", _models(loaded.runs, names)),
+        ("Runs", "One block of rows per model and run settings (few-shot examples, chat "
+         "template, --limit, model arguments, calidist's settings): bold \"best\", averages "
+         "and paired tests never cross blocks. A block's name adds the settings that tell it "
+         "apart from the same model's other blocks.", _models(loaded.runs, names)),
         ("Leaderboard", "Scores x100 on the evaluation documents; ↓ lower is better, ↑ higher "
-         "is better; **bold** = best ECE / Brier / AUROC of the column within the model. Acc = "
+         "is better; **bold** = best ECE / Brier / AUROC of the column within the block (model "
+         "and run settings). Acc = "
          "accuracy of the method's predictions; Unreadable = share of the task's replies the "
          "parser could not read (– for tasks that score the option letters). "
          f"{UNREADABLE} = more than {UNREADABLE_LIMIT:.0%} of the replies unreadable: the "
@@ -273,6 +349,10 @@ def _write(
          "NaN for them), and are never marked best. Average = mean over the benchmarks, for "
          f"rows with every benchmark. {FROM_RESULTS} = numbers from the results file only (no "
          "usable logged samples: no intervals or diagrams).", board),
+        ("Per model", "One row per block over the benchmarks it has (HELM style): mean "
+         "accuracy, mean ECE of its vanilla confidence and of its best method per benchmark "
+         "(which one, how often), and the mean rank of that best ECE among the blocks that "
+         "have the benchmark (1 = best); x100.", summary),
         ("More scores: one-bin ECE, MCE, smooth ECE, selective prediction",
          "x100 on the evaluation documents (definitions: the README's Metrics table). ECE 1 bin "
          "= \\|mean confidence − accuracy\\| (HELM); MCE = largest bin gap of the 10 "
@@ -286,7 +366,9 @@ def _write(
          "AUROC); p = two-sided paired bootstrap p-value; **bold** = p < 0.05 (and a difference "
          "that shows at two decimals). – = no paired vanilla "
          "(a vanilla row itself, or a method that changes the predictions); "
-         f"\"{IDENTICAL}\" = the method's confidences equal vanilla's to numerical precision "
+         f"\"{IDENTICAL}\" = the method's confidences equal those of its own task's vanilla "
+         "(the task named; the block's Vanilla row may come from another task) to numerical "
+         "precision "
          f"(no test, no p-value); \"{ALWAYS_ZERO}\" = no p-value either (e.g. AUROC after a "
          "monotone map such as Platt scaling).", wide),
         ("Transfer of the CaliDist fit", "Fit (λ bounds, α, β) refitted on the source task's "
@@ -314,13 +396,34 @@ def run_command(args: argparse.Namespace) -> int:
     """``calidist report``: write the report, list what was left out; exit status 0, or 1 when
     no run could be read at all (2 for a malformed --transfer or an --out that cannot be
     written)."""
+    show_progress(not args.quiet)
     try:
         report = write_report(args.run_dirs, args.out, args.transfer, args.bootstrap, args.seed,
-                              figures=not args.no_figures)
+                              figures=not args.no_figures, tasks=args.tasks, models=args.models)
     except (ValueError, OSError) as error:  # a malformed --transfer or --out, before any work
         print(f"calidist report: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {report.out / 'report.md'} ({len(report.files)} files)")
+    except ImportError as error:  # no matplotlib, before anything is read
+        print(f"calidist report: {error}", file=sys.stderr)
+        return 1
     for problem in report.problems:
         print(f"left out: {problem}", file=sys.stderr)
-    return 0 if report.runs else 1
+    if not report.runs:
+        print("calidist report: no calidist task could be read; nothing written",
+              file=sys.stderr)
+        return 1
+    print(f"wrote {report.out / 'report.md'} ({len(report.files)} files)")
+    return 0
+
+
+def show_progress(shown: bool = True) -> None:
+    """Progress of the report's long steps (reading, refits, bootstrap, figures) on the current
+    stderr, or none."""
+    logger = logging.getLogger(__name__)
+    logger.handlers = [h for h in logger.handlers if not getattr(h, "calidist_progress", False)]
+    logger.setLevel(logging.INFO if shown else logging.WARNING)
+    if shown:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[calidist report] %(message)s"))
+        handler.calidist_progress = True
+        logger.addHandler(handler)

@@ -69,6 +69,16 @@ def document_cost(prompts: list[tuple[str, int]], tokens: Callable[[str], float]
             "original_tokens": float(tokens(prompts[0][0])) if prompts else 0.0}
 
 
+def counted_cost(groups: list[tuple[float, int]]) -> dict[str, float]:
+    """``document_cost`` of a document whose prompts were counted already (committed benchmark
+    records): (tokens, times sent) per distinct prompt, in the order sent."""
+    return {"requests": float(sum(times for _, times in groups)),
+            "distinct_prompts": float(len(groups)),
+            "prompt_tokens": float(sum(tokens * times for tokens, times in groups)),
+            "distinct_tokens": float(sum(tokens for tokens, _ in groups)),
+            "original_tokens": float(groups[0][0]) if groups else 0.0}
+
+
 def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
     """One row per model and task: requests, distinct prompts and prompt tokens per document."""
     table = Table(["model", "task", "methods", "documents", "requests / doc",
@@ -80,26 +90,30 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
                         "forward_passes_vs_original_prompt", "requests_vs_original_prompt",
                         "token_count"])
     counters: dict[str, tuple[Callable[[str], float], str]] = {}
-    for run in sorted(runs, key=lambda r: (names[r.model], r.task)):
+    for run in sorted(runs, key=lambda r: (names[r.group], r.task)):
         variant = task_variant(run.task, run.config)[1]
         methods = ", ".join(m.label for m in methods_of(variant)) if variant else ""
-        if not run.prompts:  # no usable samples: the results file's request count only
-            table.rows.append([names[run.model], run.task, methods, None,
+        if run.prompt_tokens:  # committed benchmark records: counted when they were written
+            docs, how = run.prompt_tokens, run.token_count or "counted by the benchmark"
+            costs = [counted_cost(doc) for doc in docs]
+        elif run.prompts:
+            if run.model not in counters:
+                count, how = token_counter(run.model)
+                counters[run.model] = (lru_cache(maxsize=None)(count), how)  # prompts repeat
+            tokens, how = counters[run.model]
+            docs = run.prompts
+            costs = [document_cost(doc, tokens) for doc in docs]
+        else:  # no usable samples: the results file's request count only
+            table.rows.append([names[run.group], run.task, methods, None,
                                run.metrics.get("requests_per_doc"), None, None, None, None,
                                "no usable samples"])
             continue
-        if run.model not in counters:
-            count, how = token_counter(run.model)
-            counters[run.model] = (lru_cache(maxsize=None)(count), how)  # prompts repeat a lot
-        tokens, how = counters[run.model]
-        docs = run.prompts
-        costs = [document_cost(doc, tokens) for doc in docs]
         requests, distinct, total, passes = (
             np.mean([c[key] for c in costs]) for key in
             ("requests", "distinct_prompts", "prompt_tokens", "distinct_tokens"))
         original = np.mean([c["original_tokens"] for c, doc in zip(costs, docs, strict=True)
                             if doc])
-        table.rows.append([names[run.model], run.task, methods, str(len(docs)),
+        table.rows.append([names[run.group], run.task, methods, str(len(docs)),
                            float(requests), float(distinct), float(total),
                            float(passes / original) if original else None,
                            float(total / original) if original else None, how])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,10 +42,27 @@ class TaskRun:
     # tasks), and the document's origin (its SOURCE_FIELD: file and line) when logged
     generations: list[list[str]] | None = None
     sources: list[str | None] | None = None
+    # the settings that decide what the numbers mean (``identity.run_identity``); runs of one
+    # model with different identities are different groups and never compared
+    identity: dict[str, Any] = field(default_factory=dict)
+    # a two-stage run (``calidist eval --two-stage``): the stage-1 samples whose original
+    # prompts were prepended to ``prompts``, so that the cost counts both stages
+    stage1_samples: Path | None = None
+    # committed benchmark records (``report.stored``): per document, (tokens, times sent) per
+    # prompt instead of the prompts' texts, and how the tokens were counted
+    prompt_tokens: list[list[tuple[float, int]]] | None = None
+    token_count: str | None = None
 
     @property
     def name(self) -> str:
         return f"{self.task} [{self.model}]"
+
+    @property
+    def group(self) -> str:
+        """The block of comparable runs: the model, and its identity when one was read."""
+        if not self.identity:
+            return self.model
+        return f"{self.model} {json.dumps(self.identity, sort_keys=True)}"
 
 
 @dataclass
@@ -89,24 +106,45 @@ def _infinite(path: Path, task: str, metrics: Mapping[str, float]) -> list[str]:
             "marked best" for name, value in metrics.items() if math.isinf(value)]
 
 
-def _find(paths: Sequence[str | Path], problems: list[str]) -> tuple[list[Path], list[Path]]:
-    results, samples = set(), set()
+def _find(paths: Sequence[str | Path], problems: list[str]
+          ) -> tuple[list[Path], list[Path], list[Path]]:
+    """Results files, samples files and committed benchmark records (``report.stored``)."""
+    from calidist_tasks.report.stored import read_header  # it imports this module
+
+    results, samples, stored = set(), set(), set()
     for given in paths:
         path = Path(given)
         if not path.exists():
             problems.append(f"{path}: no such file or folder")
             continue
-        for file in [path] if path.is_file() else sorted(path.rglob("*.json*")):
+        # a results file given alone brings its samples files (same folder, same date)
+        match = RESULTS_NAME.match(path.name) if path.is_file() else None
+        beside = sorted(path.parent.glob(f"samples_*_{match['stamp']}.jsonl*")) if match else []
+        for file in ([path, *beside] if path.is_file() else sorted(path.rglob("*.json*"))):
             if path.is_dir() and STAGE1_FOLDER in file.relative_to(path).parts[:-1]:
                 continue  # a two-stage run's stage 1: its stage 2 holds the whole records
             if SAMPLES_NAME.match(file.name):
                 samples.add(file.resolve())
             elif RESULTS_NAME.match(file.name):
                 results.add(file.resolve())
-    return sorted(results), sorted(samples)
+            elif file.name.endswith(".jsonl.gz") and read_header(file) is not None:
+                stored.add(file.resolve())
+    return sorted(results), sorted(samples), sorted(stored)
+
+
+def _read_stored(path: Path, problems: list[str]) -> list[TaskRun]:
+    from calidist_tasks.report.stored import read_stored  # it imports this module
+
+    try:
+        return [read_stored(path)[1]]
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as error:
+        problems.append(f"{path}: unreadable benchmark records ({error}); left out")
+        return []
 
 
 def _read_results(path: Path, problems: list[str]) -> list[TaskRun]:
+    from calidist_tasks.report.identity import run_identity  # it imports this module
+
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -129,7 +167,8 @@ def _read_results(path: Path, problems: list[str]) -> list[TaskRun]:
         effective = ((data.get("n-samples") or {}).get(task) or {}).get("effective")
         runs.append(TaskRun(task, model, stamp, path, metrics,
                             (data.get("configs") or {}).get(task) or {},
-                            effective if isinstance(effective, int) else None, chosen or "none"))
+                            effective if isinstance(effective, int) else None, chosen or "none",
+                            identity=run_identity(data, task)))
     return runs
 
 
@@ -259,22 +298,75 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
     run.sources = [sources[i] for i in order]
 
 
-def load_runs(paths: Sequence[str | Path]) -> Loaded:
-    """Every calidist task in the results files under ``paths``, with its logged documents."""
+def _stage1_folder(run: TaskRun) -> Path | None:
+    """Where a two-stage run kept stage 1: its metadata's ``original_run``, else the
+    ``stage1`` folder beside the run's model folder (``<output_path>/stage1``)."""
+    metadata = run.config.get("metadata") or {}
+    for folder in (metadata.get("original_run"), run.results_file.parent.parent / STAGE1_FOLDER):
+        if folder and Path(folder).is_dir() and Path(folder) != run.results_file.parent:
+            return Path(folder)
+    return None
+
+
+def add_stage1_prompts(run: TaskRun, problems: list[str],
+                       stage1: dict[Path, Loaded] | None = None) -> None:
+    """A two-stage run's stage 2 logs the hints only: prepend each document's stage-1 original
+    prompt to ``run.prompts``, so that its cost counts what the run sent in both stages (as the
+    run itself prints). ``stage1`` caches the stage-1 folders already read."""
+    folder = _stage1_folder(run)
+    if folder is None or run.records is None or run.prompts is None:
+        return
+    cache = {} if stage1 is None else stage1
+    if folder not in cache:
+        cache[folder] = load_runs([folder])
+    found = [r for r in cache[folder].runs if r.task == run.task and r.model == run.model]
+    if not found:
+        if (run.config.get("metadata") or {}).get("stage") == "hints":
+            problems.append(f"{run.name}: its stage-1 samples are not under {folder}: its cost "
+                            "counts stage 2's hint prompts only")
+        return
+    originals = {r["index"]: p for r, p in zip(found[0].records or [], found[0].prompts or [],
+                                               strict=True)}
+    missing = [r["index"] for r in run.records if r["index"] not in originals]
+    if missing:
+        problems.append(f"{run.name}: {len(missing)} documents have no stage-1 samples in "
+                        f"{folder}: its cost counts stage 2's hint prompts only")
+        return
+    run.prompts = [originals[r["index"]] + prompts
+                   for r, prompts in zip(run.records, run.prompts, strict=True)]
+    run.stage1_samples = found[0].samples_file
+
+
+def load_runs(paths: Sequence[str | Path],
+              keep: Callable[[TaskRun], bool] | None = None) -> Loaded:
+    """Every calidist task in the results files under ``paths``, with its logged documents;
+    ``keep`` chooses runs before their samples are read (``calidist report --tasks``)."""
+    from calidist_tasks.report.identity import assign_groups  # it imports this module
+
     loaded = Loaded()
-    results_files, samples_files = _find(paths, loaded.problems)
+    results_files, samples_files, stored = _find(paths, loaded.problems)
     runs = [run for path in results_files for run in _read_results(path, loaded.problems)]
+    runs += [run for path in stored for run in _read_stored(path, loaded.problems)]
     for sample_file in samples_files:
         _attach(sample_file, runs, loaded.problems)
+    if keep is not None:
+        runs = [run for run in runs if keep(run)]
+        if (results_files or stored) and not runs:
+            loaded.problems.append("no calidist task under " + ", ".join(map(str, paths))
+                                   + " matches --tasks / --models")
+    runs = assign_groups(runs)
     newest: dict[tuple[str, str], TaskRun] = {}
+    stage1: dict[Path, Loaded] = {}
     for run in sorted(runs, key=lambda r: r.stamp):
-        key = (run.model, run.task)
+        key = (run.group, run.task)
         if key in newest:
             old = newest[key]
             loaded.problems.append(f"{old.results_file}: {old.name} is superseded by the newer "
                                    f"run in {run.results_file}; the older one is left out")
         newest[key] = run
     for run in newest.values():
+        if run.prompt_tokens is not None:  # committed records: read whole already
+            continue
         if run.samples_file is None:
             loaded.problems.append(
                 f"{run.results_file}: {run.name} has no samples file (run without "
@@ -282,8 +374,9 @@ def load_runs(paths: Sequence[str | Path]) -> Loaded:
             )
         else:
             _read_samples(run, loaded.problems)
-    loaded.runs = sorted(newest.values(), key=lambda r: (r.model, r.task))
-    if not results_files:
+            add_stage1_prompts(run, loaded.problems, stage1)
+    loaded.runs = sorted(newest.values(), key=lambda r: (r.model, r.group, r.task))
+    if not results_files and not stored:
         loaded.problems.append("no lm-eval results files found under "
                                + ", ".join(str(p) for p in paths))
     return loaded

@@ -14,6 +14,7 @@ the run asked for it.
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,7 @@ from calidist_tasks.settings import RunSettings
 
 __all__ = ["METHODS", "Cell", "Method", "leaderboard_cells", "task_cells"]
 
+log = logging.getLogger(__name__)  # progress of the refits (stderr in `calidist report`)
 TOLERANCE = 1e-6  # rebuilt vs saved score; both come from the same float64 records
 
 
@@ -48,7 +50,7 @@ TOLERANCE = 1e-6  # rebuilt vs saved score; both come from the same float64 reco
 class Cell:
     """One method's scores for one model and benchmark."""
 
-    model: str
+    model: str  # the run group (``TaskRun.group``: the model, and its settings when read)
     benchmark: str
     method: Method
     run: TaskRun
@@ -205,6 +207,7 @@ def _mismatch(values: dict[str, float], saved: dict[str, float],
 def task_cells(run: TaskRun, problems: list[str], notes: list[str]) -> list[Cell]:
     """The leaderboard cells one task fills, rebuilt from its records where possible."""
     benchmark, variant = task_variant(run.task, run.config)
+    log.info("refitting the methods of %s", run.name)
     if variant is None:
         problems.append(f"{run.name}: no leaderboard row for this task's variant (its config "
                         "names no registered style and confidence); register it in "
@@ -232,7 +235,7 @@ def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
     for method in methods:
         saved = {s: run.metrics[method.metric(s)] for s in SCORES
                  if method.metric(s) in run.metrics}
-        cell = Cell(run.model, benchmark, method, run, saved, variant=variant)
+        cell = Cell(run.group, benchmark, method, run, saved, variant=variant)
         fitted = per_doc.get(method.label)
         if fitted is not None:
             confidence, correct = fitted.confidence, fitted.correct

@@ -27,6 +27,7 @@ from calidist_metrics import (
     reliability_bins,
     risk_coverage_curve,
     smooth_ece,
+    smooth_ece_bandwidth,
 )
 
 CONFIDENCE_BINS = 10  # as the ECE
@@ -38,6 +39,9 @@ LINE_STYLES = ("-", "--", "-.", (0, (5, 1, 1, 1)), (0, (2, 1)))  # ":" is the or
 FORMATS = (".png", ".pdf")  # raster and vector
 PANEL_COLUMNS = 5  # reliability panels per row
 COVERAGE_POINTS = np.round(np.linspace(0.1, 1.0, 10), 2)  # risk kept in figures.json
+SCORE_TITLES = {"ece": "ECE ↓", "brier": "Brier ↓", "auroc": "AUROC ↑"}
+FEW_DOCUMENTS = 5  # a bin with fewer documents is drawn light: its accuracy says little
+SMOOTH_POINTS = 101  # where the smooth reliability curve is evaluated
 
 Series = tuple[str, np.ndarray, np.ndarray]  # (label, confidence, correct) per document
 
@@ -47,13 +51,20 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_.") or "x"
 
 
-def _pyplot():
+def require_matplotlib() -> None:
+    """Raise ImportError, saying what to do, when matplotlib is missing: called before any work."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401
     except ImportError:
         raise ImportError("calidist report draws its figures with matplotlib, which is not "
-                          "installed: pip install 'calidist[report]' (or pip install matplotlib)"
+                          "installed: pip install 'calidist[report]' (or pip install matplotlib),"
+                          " or write the tables only with --no_figures (figures=False)"
                           ) from None
+
+
+def _pyplot():
+    require_matplotlib()
+    import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -92,8 +103,35 @@ def _bins_data(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> dict
             "edges": bins.edges.round(6).tolist()}
 
 
-def reliability_data(confidence: np.ndarray, correct: np.ndarray) -> dict[str, Any]:
-    """The numbers of one reliability panel: bins, Wilson interval per bin, ECE, smECE, MCE."""
+def smooth_reliability(confidence: np.ndarray, correct: np.ndarray,
+                       points: np.ndarray) -> dict[str, list[float]]:
+    """relplot's smooth reliability curve: at each point t, the accuracy of the documents
+    weighted by a Gaussian kernel around t (reflected at 0 and 1, smECE's kernel) of smECE's
+    bandwidth sigma*, with a 95% band of a binomial share over the kernel's effective number
+    of documents ((sum w)^2 / sum w^2). None where the kernel weights of all documents sum to
+    less than one document at the point: no curve where no documents speak for it."""
+    confidence, correct = np.asarray(confidence, float), np.asarray(correct, float)
+    sigma = smooth_ece_bandwidth(confidence, correct)
+    weights = sum(np.exp(-0.5 * ((points[:, None] - mirror) / sigma) ** 2)
+                  for mirror in (confidence, -confidence, 2.0 - confidence))
+    total = weights.sum(axis=1)
+    accuracy = weights @ correct / np.maximum(total, 1e-300)
+    effective = total ** 2 / np.maximum((weights ** 2).sum(axis=1), 1e-300)
+    half = Z_95 * np.sqrt(accuracy * (1.0 - accuracy) / np.maximum(effective, 1.0))
+
+    def shown(values: np.ndarray) -> list[float | None]:
+        return [round(float(v), 6) if weight >= 1.0 else None
+                for v, weight in zip(values, total, strict=True)]
+
+    return {"t": points.round(4).tolist(), "accuracy": shown(accuracy),
+            "low": shown(np.clip(accuracy - half, 0, 1)),
+            "high": shown(np.clip(accuracy + half, 0, 1)), "bandwidth": round(sigma, 6)}
+
+
+def reliability_data(confidence: np.ndarray, correct: np.ndarray,
+                     lower: float = 0.0) -> dict[str, Any]:
+    """The numbers of one reliability panel: bins, Wilson interval per bin, ECE, smECE, MCE,
+    and the smooth reliability curve on [``lower``, 1]."""
     data = _bins_data(confidence, correct, CONFIDENCE_BINS)
     counts = np.asarray(data["counts"])
     low, high = wilson_interval(np.asarray(data["accuracy"]) * counts, counts)
@@ -104,21 +142,42 @@ def reliability_data(confidence: np.ndarray, correct: np.ndarray) -> dict[str, A
     return {**data, "wilson_low": shown(low), "wilson_high": shown(high),
             "ece": round(expected_calibration_error(confidence, correct, CONFIDENCE_BINS), 6),
             "smece": round(smooth_ece(confidence, correct), 6),
-            "mce": round(maximum_calibration_error(confidence, correct, CONFIDENCE_BINS), 6)}
+            "mce": round(maximum_calibration_error(confidence, correct, CONFIDENCE_BINS), 6),
+            "smooth": smooth_reliability(confidence, correct,
+                                         np.linspace(lower, 1.0, SMOOTH_POINTS))}
 
 
-def _reliability_panel(top, bottom, label: str, data: dict[str, Any], color: str) -> None:
+def confidence_floor(series: Sequence[Series]) -> float:
+    """The left end of the confidence axis: the lowest confidence, down to a tenth (a top-label
+    confidence is at least 1/c, so a binary task's diagrams start at 0.5)."""
+    lowest = min(float(np.min(c)) for _, c, _ in series if np.size(c))
+    return max(0.0, np.floor(10 * lowest + 1e-9) / 10)
+
+
+def _reliability_panel(top, bottom, label: str, data: dict[str, Any], color: str,
+                       lower: float = 0.0) -> None:
     counts = np.asarray(data["counts"])
     full = counts > 0
     mean, accuracy = np.asarray(data["mean"])[full], np.asarray(data["accuracy"])[full]
     low = np.asarray(data["wilson_low"], dtype=float)[full]
     high = np.asarray(data["wilson_high"], dtype=float)[full]
+    few = counts[full] < FEW_DOCUMENTS
+    smooth = {key: np.asarray(value, dtype=float) for key, value in data["smooth"].items()
+              if key != "bandwidth"}
     top.plot([0, 1], [0, 1], ls="--", color="black", lw=0.8, label="perfect calibration")
+    top.fill_between(smooth["t"], smooth["low"], smooth["high"], color=color, alpha=0.12, lw=0)
+    top.plot(smooth["t"], smooth["accuracy"], color=color, lw=1.0, alpha=0.7,
+             label="smooth (smECE kernel), 95% band")
     top.vlines(mean, np.minimum(mean, accuracy), np.maximum(mean, accuracy), color=GAP_COLOR,
                lw=5, alpha=0.3, label="gap to the diagonal")
-    top.errorbar(mean, accuracy, yerr=[accuracy - low, high - accuracy], fmt="-o", color=color,
-                 ms=4.5, lw=1.3, elinewidth=0.9, capsize=2.5, label="accuracy, 95% Wilson")
-    top.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), aspect="equal")
+    top.plot(mean, accuracy, ls=":", color=color, lw=0.9)
+    for shown, alpha, text in ((~few, 1.0, "accuracy, 95% Wilson"),
+                               (few, 0.3, f"bin of < {FEW_DOCUMENTS} documents")):
+        if shown.any():
+            top.errorbar(mean[shown], accuracy[shown], fmt="o", color=color, alpha=alpha,
+                         yerr=[accuracy[shown] - low[shown], high[shown] - accuracy[shown]],
+                         ms=4.5, elinewidth=0.9, capsize=2.5, label=text)
+    top.set(xlim=(lower - 0.02, 1.02), ylim=(-0.02, 1.02))
     top.set_title(f"{label}\nECE {100 * data['ece']:.2f} · smECE {100 * data['smece']:.2f} · "
                   f"MCE {100 * data['mce']:.2f}", fontsize=9)
     top.grid(alpha=0.3)
@@ -128,7 +187,7 @@ def _reliability_panel(top, bottom, label: str, data: dict[str, Any], color: str
                        alpha=0.6, edgecolor="black", lw=0.4)
     bottom.bar_label(drawn, labels=[str(c) if c else "" for c in counts], fontsize=6, padding=1)
     bottom.set_ylim(0, max(1, counts.max()) * 1.35)
-    bottom.set_xlim(-0.02, 1.02)
+    bottom.set_xlim(lower - 0.02, 1.02)
     bottom.set_xlabel("confidence", fontsize=8)
     bottom.tick_params(labelsize=7)
 
@@ -146,13 +205,14 @@ def reliability_figure(base: Path, title: str, series: Sequence[Series],
     fig = plt.figure(figsize=(3.1 * columns + 0.4, 4.3 * rows + 0.7), layout="constrained")
     grid = fig.add_gridspec(2 * rows, columns, height_ratios=[3.2, 1.0] * rows)
     panels: dict[str, Any] = {}
+    lower = confidence_floor(series)
     for k, (label, confidence, correct) in enumerate(series):
         row, col = divmod(k, columns)
         top = fig.add_subplot(grid[2 * row, col])
         bottom = fig.add_subplot(grid[2 * row + 1, col], sharex=top)
-        panels[label] = reliability_data(confidence, correct)
+        panels[label] = reliability_data(confidence, correct, lower)
         color = VANILLA_COLOR if k == 0 and first_is_vanilla else CALIBRATED_COLOR
-        _reliability_panel(top, bottom, label, panels[label], color)
+        _reliability_panel(top, bottom, label, panels[label], color, lower)
         if col == 0:
             top.set_ylabel("accuracy in bin", fontsize=8)
             bottom.set_ylabel("documents", fontsize=8)
@@ -230,3 +290,47 @@ def instability_figure(base: Path, title: str, mu: np.ndarray,
 
 def figure_title(model: str, task: str, parts: Sequence[str]) -> str:
     return f"{model} · {task}\n" + " · ".join(parts)
+
+
+def models_figure(base: Path, title: str,
+                  values: dict[str, dict[str, dict[str, tuple[float, float, float]]]]
+                  ) -> dict[str, Any]:
+    """Models side by side on one benchmark: a panel per score (ECE, Brier, AUROC), a group of
+    bars per method, one bar per model (block) with its 95% bootstrap interval.
+
+    ``values[score][method][model]`` = (value, low, high), x100. Writes ``base``.png and .pdf
+    and returns the values drawn."""
+    plt = _pyplot()
+    scores = list(values)
+    methods = list(dict.fromkeys(m for s in scores for m in values[s]))
+    models = list(dict.fromkeys(b for s in scores for m in values[s] for b in values[s][m]))
+    fig, axes = plt.subplots(1, len(scores), figsize=(4.2 * len(scores), 3.2 + 0.2 * len(methods)),
+                             layout="constrained", squeeze=False)
+    width = 0.8 / max(1, len(models))
+    for ax, score in zip(axes[0], scores, strict=True):
+        for k, model in enumerate(models):
+            shown = [(i, values[score][m][model]) for i, m in enumerate(methods)
+                     if model in values[score].get(m, {})]
+            if not shown:
+                continue
+            y = np.array([i for i, _ in shown]) - 0.4 + width * (k + 0.5)
+            value = np.array([v[0] for _, v in shown])
+            # a biased score's interval need not contain its estimate: no negative whisker
+            error = np.maximum(0.0, [value - [v[1] for _, v in shown],
+                                     [v[2] for _, v in shown] - value])
+            ax.barh(y, value, height=width, xerr=error, capsize=2,
+                    color=CURVE_COLORS[k % len(CURVE_COLORS)], alpha=0.85, label=model,
+                    error_kw={"elinewidth": 0.8})
+        ax.set_yticks(range(len(methods)), methods, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"{SCORE_TITLES.get(score, score)} ×100 (95% bootstrap interval)",
+                      fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="outside lower center",
+               ncols=min(3, len(models)))
+    fig.suptitle(title, fontsize=10)
+    _save(fig, base)
+    plt.close(fig)
+    return {"values": {s: {m: {b: [round(x, 4) for x in v] for b, v in values[s][m].items()}
+                           for m in values[s]} for s in scores}}

@@ -3,15 +3,16 @@
 Every score is printed x100, as in the paper. The leaderboard has one row per model and method
 and, per benchmark, accuracy, ECE / Brier / AUROC and the share of unreadable replies, plus
 their average over the benchmarks (only for rows with a value on every benchmark, so that
-averages compare like with like); the best ECE / Brier / AUROC of each column within a model is
-marked (bold in Markdown, listed in the CSV's ``best`` column), never for a method whose replies
-were mostly unreadable (flagged ⚠).
+averages compare like with like); the best ECE / Brier / AUROC of each column within a block
+(model and run settings) is marked (bold in Markdown, listed in the CSV's ``best`` column),
+never for a method whose replies were mostly unreadable (flagged ⚠).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import logging
 import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,7 +40,9 @@ LEADERBOARD_SCORES = tuple((score, title, higher_is_better(score))
 LEADERBOARD_COLUMNS = (("acc", "Acc", None), *LEADERBOARD_SCORES,
                        ("parse_fail_rate", "Unreadable", None))
 UNREADABLE = "⚠"  # after a method whose replies were mostly unreadable
-IDENTICAL = "identical to vanilla"  # paired test: the same confidences, nothing to test
+# paired test: the same confidences as the task's own vanilla (which can differ from the Vanilla
+# row's, taken from another task), nothing to test
+IDENTICAL = "equal to its task's own vanilla confidence"
 ALWAYS_ZERO = "Δ = 0 in every resample"  # paired test: e.g. AUROC after a monotone map
 PAPER_ORDER = ("mscinli", "mnli", "ppdb", "yahoo", "hellaswag", "csqa", "aqua", "gsm8k",
                "contractnli")
@@ -48,6 +51,7 @@ TITLES = {"mscinli": "MSciNLI", "mnli": "MNLI", "ppdb": "PPDB", "yahoo": "Yahoo"
           "contractnli": "ContractNLI"}
 FROM_RESULTS = "†"  # a cell with results-file numbers only (no logged documents behind it)
 SIGNIFICANT = 0.05
+log = logging.getLogger(__name__)  # progress of the bootstrap (stderr in `calidist report`)
 
 
 @dataclass
@@ -63,18 +67,24 @@ class Table:
     digits: int = 2
     keys: list[str] | None = None
 
+    def shown(self, value, escape_text: Callable[[str], str], missing: str = "–") -> str:
+        """One cell as printed: a number at ``digits``, text escaped, ``missing`` for None."""
+        if value is None:
+            return missing
+        if isinstance(value, float):
+            return f"{value:.{self.digits}f}"
+        return escape_text(str(value))
+
+    def numeric(self) -> list[bool]:
+        """Per column: whether it holds numbers (right-aligned)."""
+        return [any(isinstance(r[j], float) for r in self.rows) for j in range(len(self.columns))]
+
     def markdown(self) -> str:
         def text(i: int, j: int, value) -> str:
-            if value is None:
-                shown = "–"
-            elif isinstance(value, float):
-                shown = f"{value:.{self.digits}f}"
-            else:
-                shown = escape(str(value))
+            shown = self.shown(value, escape)
             return f"**{shown}**" if (i, j) in self.marks else shown
 
-        numeric = [any(isinstance(r[j], float) for r in self.rows)
-                   for j in range(len(self.columns))]
+        numeric = self.numeric()
         lines = ["| " + " | ".join(escape(c) for c in self.columns) + " |",
                  "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
         lines += ["| " + " | ".join(text(i, j, v) for j, v in enumerate(row)) + " |"
@@ -137,7 +147,8 @@ def leaderboard(cells: list[Cell], names: dict[str, str]) -> Table:
     """Rows model x method; per benchmark (and their average): accuracy, ECE, Brier, AUROC and
     the share of unreadable replies, x100.
 
-    The best ECE / Brier / AUROC of a column within a model is marked; a method whose replies
+    The best ECE / Brier / AUROC of a column within a block (model and run settings) is
+    marked; a method whose replies
     were mostly unreadable (``Cell.unreadable``) is flagged with UNREADABLE after its name and
     never marked best.
     """
@@ -249,6 +260,14 @@ def significant(test: dict[str, float]) -> bool:
     return test["p_value"] < SIGNIFICANT and round(100 * test["difference"], 2) != 0
 
 
+def p_text(p_value: float, n_resamples: int) -> str:
+    """``p=0.012``, or ``p < 0.001`` for B = 1000 resamples when none crossed 0: a bootstrap
+    p-value below 1/B is not resolved, and "p=0.000" would claim it is."""
+    if p_value < 1.0 / n_resamples:
+        return f"p < {1.0 / n_resamples:.2g}"
+    return f"p={p_value:.3f}"
+
+
 def identical(confidence_a: np.ndarray, confidence_b: np.ndarray) -> bool:
     """Whether two confidences of the same documents are equal to numerical precision."""
     return bool(np.allclose(confidence_a, confidence_b, rtol=1e-9, atol=1e-12))
@@ -280,7 +299,9 @@ def intervals(cells: list[Cell], names: dict[str, str], n_resamples: int, seed: 
                                    order[c.method.label]))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibrationWarning)
-        for cell in ranked:
+        for number, cell in enumerate(ranked, start=1):
+            log.info("bootstrap %d/%d: %s, %s", number, len(ranked), cell.run.name,
+                     cell.method.label)
             shown, tests = [], []
             label = cell.method.label + (f" {UNREADABLE}" if cell.unreadable else "")
             same = cell.paired and identical(cell.confidence, cell.vanilla[0])
@@ -298,7 +319,7 @@ def intervals(cells: list[Cell], names: dict[str, str], n_resamples: int, seed: 
                 row = [names[cell.model], cell.benchmark, cell.run.task, label, score, cell.n,
                        100 * value, 100 * low, 100 * high]
                 if same:  # no test: the difference is 0 in every resample by construction
-                    tests.append(f"– ({IDENTICAL}: no test)")
+                    tests.append(f"– ({IDENTICAL}, {cell.run.task}: no test)")
                     long.rows.append([*row, 0.0, 0.0, 0.0, None, IDENTICAL])
                     continue
                 test = paired_difference(SCORES[score], cell.confidence, cell.correct,
@@ -309,7 +330,7 @@ def intervals(cells: list[Cell], names: dict[str, str], n_resamples: int, seed: 
                     long.rows.append([*row, *diff, None, ALWAYS_ZERO])
                     continue
                 tests.append(f"{diff[0]:+.2f} ({diff[1]:+.2f} to {diff[2]:+.2f}), "
-                             f"p={test['p_value']:.3f}")
+                             f"{p_text(test['p_value'], n_resamples)}")
                 if significant(test):
                     wide.marks.add((len(wide.rows), 4 + len(scores) + len(tests) - 1))
                 long.rows.append([*row, *diff, test["p_value"], ""])
@@ -357,3 +378,47 @@ def more_scores(cells: list[Cell], names: dict[str, str]) -> Table:
                            None if cell.n is None else str(cell.n), _value(cell, "acc"),
                            *values])
     return table
+
+
+def model_summary(cells: list[Cell], names: dict[str, str]) -> Table:
+    """One row per block (model and run settings), HELM style: over the benchmarks it has, the
+    mean accuracy, the mean ECE of its vanilla confidence and of its best method per benchmark
+    (which method, how often), and the mean rank of that best ECE among the blocks that have
+    the benchmark (1 = best). Mostly unreadable methods (⚠) are never a block's best."""
+    table = Table(["model", "benchmarks", "Acc", "Vanilla ECE↓", "best ECE↓", "best method",
+                   "mean rank↓"],
+                  keys=["model", "benchmarks", "acc", "ece_vanilla", "ece_best", "best_method",
+                        "mean_rank"])
+    best: dict[tuple[str, str], Cell] = {}
+    vanilla: dict[tuple[str, str], Cell] = {}
+    for cell in cells:
+        ece = _value(cell, "ece")
+        if ece is None or cell.unreadable:
+            continue
+        key = (cell.model, cell.benchmark)
+        if key not in best or ece < _value(best[key], "ece"):
+            best[key] = cell
+        if cell.method.own and key not in vanilla:
+            vanilla[key] = cell
+    ranks: dict[tuple[str, str], int] = {}
+    for benchmark in {b for _, b in best}:
+        ranked = sorted((k for k in best if k[1] == benchmark),
+                        key=lambda k: _value(best[k], "ece"))
+        ranks.update({key: position for position, key in enumerate(ranked, start=1)})
+    for model in sorted({m for m, _ in best}, key=lambda m: names[m]):
+        mine = [k for k in best if k[0] == model]
+        labels = [best[k].method.label for k in mine]
+        common = max(set(labels), key=labels.count)
+        table.rows.append([
+            names[model], str(len(mine)),
+            _mean([_value(best[k], "acc") for k in mine]),
+            _mean([_value(vanilla.get(k), "ece") for k in mine]),
+            _mean([_value(best[k], "ece") for k in mine]),
+            f"{common} ({labels.count(common)}/{len(mine)})",
+            float(np.mean([ranks[k] for k in mine]))])
+    return table
+
+
+def _mean(values: list[float | None]) -> float | None:
+    """The mean, or None when a value is missing (averages compare like with like)."""
+    return None if not values or None in values else float(np.mean(values))

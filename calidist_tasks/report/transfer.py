@@ -53,15 +53,15 @@ def transfer_table(pairs: list[tuple[str, str]], runs: list[TaskRun], names: dic
               "beta_target"] + [f"{s}_{c.replace('-', '_')}" for s in scores for c in CONFIDENCES],
         digits=2,
     )
-    by_key = {(r.model, r.task): r for r in runs}
+    by_key = {(r.group, r.task): r for r in runs}
     for source, target in pairs:
-        models = sorted({r.model for r in runs if r.task in (source, target)},
+        models = sorted({r.group for r in runs if r.task in (source, target)},
                         key=lambda m: names[m])
         if not models:
             problems.append(f"transfer {source} -> {target}: neither task is in the runs")
         for model in models:
             pair = [by_key.get((model, source)), by_key.get((model, target))]
-            where = f"transfer {source} -> {target} [{model}]"
+            where = f"transfer {source} -> {target} [{names[model]}]"
             if None in pair or any(r.records is None for r in pair):
                 missing = [t for t, r in zip((source, target), pair, strict=True)
                            if r is None or r.records is None]
