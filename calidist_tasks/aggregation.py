@@ -405,18 +405,20 @@ def summarize_generations(
         message = consistency.identical_samples_warning(split_records(records)[1])
         if message:
             warnings.warn(message, CalibrationWarning, stacklevel=2)
-    if results["parse_fail_rate"] > UNREADABLE_LIMIT:
-        warnings.warn(
-            f"{results['parse_fail_rate']:.0%} of the evaluation replies were unreadable (more "
-            f"than {UNREADABLE_LIMIT:.0%}): every calibration score of this task is NaN, since it "
-            "would measure the parser's fallback, not the model; see docs/backends.md",
-            CalibrationWarning, stacklevel=2)
-        return _unreadable(results)
-    return results
+    return unless_unreadable(results)
 
 
-def _unreadable(results: dict[str, float]) -> dict[str, float]:
-    """Every score of SCORES (under any suffix) NaN; accuracy and counts kept."""
+def unless_unreadable(results: dict[str, float]) -> dict[str, float]:
+    """``results``, or, when more than ``UNREADABLE_LIMIT`` of the replies were unreadable
+    (``parse_fail_rate``), every score of SCORES (under any suffix) NaN with a warning;
+    accuracy and counts kept."""
+    if not results["parse_fail_rate"] > UNREADABLE_LIMIT:
+        return results
+    warnings.warn(
+        f"{results['parse_fail_rate']:.0%} of the evaluation replies were unreadable (more "
+        f"than {UNREADABLE_LIMIT:.0%}): every calibration score of this task is NaN, since it "
+        "would measure the parser's fallback, not the model; see docs/backends.md",
+        CalibrationWarning, stacklevel=2)
     return {name: math.nan if name.startswith(tuple(SCORES)) else value
             for name, value in results.items()}
 

@@ -80,19 +80,7 @@ def read_stage1(path: str | Path, task: str, docs: Sequence[Mapping[str, Any]],
     found: dict[int, Stage1] = {}
     for number, line in enumerate(read_jsonl(file), start=1):
         where = f"{task}: original_run {file} line {number}"
-        logged = line.get("doc") if isinstance(line, dict) else None
-        record = next((v for v in line.values() if is_record(v)), None) if logged else None
-        if not isinstance(logged, dict) or record is None or INDEX_FIELD not in logged:
-            raise ValueError(f"{where}: not a sample of a calidist task run with --log_samples")
-        index = logged[INDEX_FIELD]
-        doc = by_index.get(index)
-        if doc is None or content_key(doc) != content_key(logged) or (
-                doc.get(SOURCE_FIELD) != logged.get(SOURCE_FIELD)):
-            ours = "no such document" if doc is None else f"{doc.get(SOURCE_FIELD)}"
-            raise ValueError(
-                f"{where}: document {index} ({logged.get(SOURCE_FIELD)}) is not this run's "
-                f"document {index} ({ours}); run both stages on the same data, calib_size, "
-                "eval_size and split_seed")
+        index, record = matched_sample(line, by_index, where)
         if is_failed(record):
             raise ValueError(f"{where}: document {index} has no usable stage-1 answer "
                              f"({record['error']}); run stage 1 again")
@@ -110,6 +98,28 @@ def read_stage1(path: str | Path, task: str, docs: Sequence[Mapping[str, Any]],
     if not found:
         raise ValueError(f"{task}: original_run {file} holds no samples")
     return found
+
+
+def matched_sample(line: Any, by_index: Mapping[int, Mapping[str, Any]],
+                   where: str) -> tuple[int, dict[str, Any]]:
+    """(document index, record) of one line of an earlier run's samples file. Refused
+    (ValueError naming ``where``) when it is not a sample of a calidist task run with
+    --log_samples, or its document is not this run's document of the same index (another data,
+    calib_size, eval_size or split_seed)."""
+    logged = line.get("doc") if isinstance(line, dict) else None
+    record = next((v for v in line.values() if is_record(v)), None) if logged else None
+    if not isinstance(logged, dict) or record is None or INDEX_FIELD not in logged:
+        raise ValueError(f"{where}: not a sample of a calidist task run with --log_samples")
+    index = logged[INDEX_FIELD]
+    doc = by_index.get(index)
+    if doc is None or content_key(doc) != content_key(logged) or (
+            doc.get(SOURCE_FIELD) != logged.get(SOURCE_FIELD)):
+        ours = "no such document" if doc is None else f"{doc.get(SOURCE_FIELD)}"
+        raise ValueError(
+            f"{where}: document {index} ({logged.get(SOURCE_FIELD)}) is not this run's "
+            f"document {index} ({ours}); run both stages on the same data, calib_size, "
+            "eval_size and split_seed")
+    return index, record
 
 
 class Stage1Lookup:

@@ -28,6 +28,15 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "_corruption_verbalized": ("_verbalized_yaml", {"distractor": "corruption"}),
     "_consistency": ("_consistency_yaml", {}),
     "_spuq": ("_spuq_yaml", {}),
+    # the paper's protocol: letters scored after the reasoned reply of the matching _verbalized
+    # task ({b}: the benchmark; calidist_tasks/reasoned.py)
+    "_cot": ("_cot_yaml", {"reply_task": "calidist_{b}_verbalized"}),
+    "_assertion_cot": ("_cot_yaml", {"distractor": "assertion",
+                                     "reply_task": "calidist_{b}_assertion_verbalized"}),
+    "_probe_cot": ("_cot_yaml", {"distractor": "probe",
+                                 "reply_task": "calidist_{b}_probe_verbalized"}),
+    "_corruption_cot": ("_cot_yaml", {"distractor": "corruption",
+                                      "reply_task": "calidist_{b}_corruption_verbalized"}),
 }
 
 
@@ -43,7 +52,7 @@ def render(benchmark: str) -> dict[str, str]:
     for suffix, (fragment, keys) in VARIANTS.items():
         include = f"[_template_yaml, ../{fragment}]" if fragment else "_template_yaml"
         lines = [f"include: {include}", f"task: calidist_{benchmark}{suffix}"]
-        lines += [f"{key}: {value}" for key, value in keys.items()]
+        lines += [f"{key}: {value.format(b=benchmark)}" for key, value in keys.items()]
         files[f"calidist_{benchmark}{suffix}.yaml"] = HEADER + "\n".join(lines) + "\n"
     tasks = "".join(f"  - calidist_{benchmark}{suffix}\n" for suffix in VARIANTS)
     group = f"group: calidist_{benchmark}_all\ntask:\n{tasks}metadata:\n  version: 1.0\n"
