@@ -227,12 +227,19 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(metadata_help(), flush=True)  # then lm_eval's own help (it exits)
             print(TWO_STAGE_HELP, flush=True)
         rest = [a for a in argv[1:] if a != TWO_STAGE_FLAG]
-        if len(rest) < len(argv) - 1 and not any(a in HELP_FLAGS for a in rest):
+        if any(a in HELP_FLAGS for a in rest):
+            lm_eval_main(with_include_path(rest))
+            return
+        from calidist_tasks.reasoned_stages import run_with_replies
+
+        then = lm_eval_main
+        if len(rest) < len(argv) - 1:
             from calidist_tasks.two_stage import run_two_stage
 
-            run_two_stage(with_include_path(rest), lm_eval_main)
-            return
-        lm_eval_main(with_include_path(rest))
+            def then(stage_argv: list[str]) -> None:
+                run_two_stage(stage_argv, lm_eval_main)
+
+        run_with_replies(with_include_path(rest), lm_eval_main, then)
         return
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "demo":

@@ -157,8 +157,9 @@ def check_original_prompt(stage1: Stage1, prompt: Any, task: str, doc: Mapping[s
 def expand_tasks(names: Iterable[str]) -> list[tuple[str, str]]:
     """(task, kind) of every task ``names`` selects, our groups expanded: kind ``logit`` (a
     hinted log-likelihood task: two stages), ``verbalized`` (a hinted verbalized task: two
-    stages), ``single`` (ours, one stage: no hints, or staged itself like GSM8K), ``other``
-    (not ours: stage 2 only)."""
+    stages), ``reasoned`` (a reasoned task: runs after its replies' run, ``reasoned_stages``),
+    ``single`` (ours, one stage: no hints, or staged itself like GSM8K), ``other`` (not ours:
+    stage 2 only)."""
     configs = task_configs()
     found: list[tuple[str, str]] = []
 
@@ -169,6 +170,8 @@ def expand_tasks(names: Iterable[str]) -> list[tuple[str, str]]:
         elif "group" in config:
             for member in config.get("task") or []:
                 visit(member if isinstance(member, str) else member.get("task"))
+        elif "reply_task" in config:
+            found.append((name, "reasoned"))
         else:
             hinted = config.get("distractor", "none") != "none"
             kind = str(config.get("class", "")).split()[-1]
@@ -214,7 +217,7 @@ FLAG_SAMPLES = ("--log_samples", "-s")
 FLAG_CACHE = ("--use_cache", "-c")
 
 
-def _values(argv: Sequence[str], flags: tuple[str, ...], many: bool = False) -> list[str]:
+def flag_values(argv: Sequence[str], flags: tuple[str, ...], many: bool = False) -> list[str]:
     """The values given to ``flags`` in an lm-eval argv (``--flag v``, ``--flag=v``)."""
     values: list[str] = []
     i = 0
@@ -235,7 +238,7 @@ def _values(argv: Sequence[str], flags: tuple[str, ...], many: bool = False) -> 
     return values
 
 
-def _without(argv: Sequence[str], flags: tuple[str, ...], many: bool = False) -> list[str]:
+def without_flags(argv: Sequence[str], flags: tuple[str, ...], many: bool = False) -> list[str]:
     """``argv`` without ``flags`` and their values."""
     out: list[str] = []
     i = 0
@@ -272,8 +275,8 @@ def plan_two_stage(argv: Sequence[str]) -> TwoStagePlan:
     ``<output_path>/stage1``) and stage 2 (the whole selection, hints only) from an lm-eval argv.
     Refuses (SystemExit) what two stages cannot run."""
     argv = list(argv)
-    outputs = _values(argv, FLAG_OUTPUT)
-    names = [n.strip() for value in _values(argv, FLAG_TASKS, many=True)
+    outputs = flag_values(argv, FLAG_OUTPUT)
+    names = [n.strip() for value in flag_values(argv, FLAG_TASKS, many=True)
              for n in value.split(",") if n.strip()]
     if not names:
         raise SystemExit("calidist eval --two-stage: give the tasks with --tasks (a --config file "
@@ -281,9 +284,9 @@ def plan_two_stage(argv: Sequence[str]) -> TwoStagePlan:
     if not outputs:
         raise SystemExit("calidist eval --two-stage needs --output_path: stage 1's samples are "
                          f"kept in <output_path>/{STAGE1_FOLDER} and read by stage 2")
-    if _values(argv, ("--metadata",), many=True) and any(
+    if flag_values(argv, ("--metadata",), many=True) and any(
             '"stage"' in v or "stage=" in v or "original_run" in v
-            for v in _values(argv, ("--metadata",), many=True)):
+            for v in flag_values(argv, ("--metadata",), many=True)):
         raise SystemExit("calidist eval --two-stage sets --metadata stage and original_run "
                          "itself; leave them out")
     output = Path(outputs[-1])
@@ -291,9 +294,9 @@ def plan_two_stage(argv: Sequence[str]) -> TwoStagePlan:
     hinted = [name for name, kind in expand_tasks(names) if kind in ("logit", "verbalized")]
     stage1 = None
     if hinted:
-        stage1 = [*_without(_without(argv, FLAG_TASKS, many=True), FLAG_OUTPUT),
+        stage1 = [*without_flags(without_flags(argv, FLAG_TASKS, many=True), FLAG_OUTPUT),
                   "--tasks", ",".join(hinted), "--output_path", str(stage1_dir),
-                  *([] if _values(argv, FLAG_SAMPLES) or any(a in FLAG_SAMPLES for a in argv)
+                  *([] if flag_values(argv, FLAG_SAMPLES) or any(a in FLAG_SAMPLES for a in argv)
                     else ["--log_samples"]),
                   "--metadata", json.dumps({"stage": ORIGINAL})]
     stage2 = [*argv, "--metadata", json.dumps({"stage": HINTS, "original_run": str(stage1_dir)})]
@@ -321,7 +324,7 @@ def run_two_stage(argv: Sequence[str], run: Any) -> None:
     from calidist_tasks.lm_eval_compat import models_reused
 
     plan = plan_two_stage(argv)
-    cache = _values(argv, FLAG_CACHE)
+    cache = flag_values(argv, FLAG_CACHE)
     TALLIES.clear()
     with models_reused():
         if plan.stage1 is not None:
