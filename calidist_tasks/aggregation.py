@@ -365,7 +365,8 @@ def summarize_baselines(
 # A sampling baseline's confidences (records.SAMPLING_KINDS) are each scored with SCORES under
 # their own suffix.
 GENERATION_EXTRAS = ("parse_fail_rate", "requests_per_doc", "n_calibration", "n_evaluation")
-SAMPLING_EXTRAS = {CONSISTENCY: ("identical_samples_rate",), SPUQ: ()}
+# sampling_temperature: the samples' temperature (ConfidenceSource.summary_extras)
+SAMPLING_EXTRAS = {CONSISTENCY: ("identical_samples_rate", "sampling_temperature"), SPUQ: ()}
 
 
 def generation_metric_names(confidence: str, distracted: bool) -> list[str]:
