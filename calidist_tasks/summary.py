@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from calidist_tasks import records
+from calidist_tasks.aggregation import ECE_BINNING
 from calidist_tasks.records import metric_name
 
 SCORES = ("ece", "ece_adaptive", "brier", "auroc")
@@ -16,6 +17,10 @@ BASELINES = {records.TEMPERATURE_SCALING: "temperature scaling", records.PLATT: 
              records.ISOTONIC: "isotonic", records.VECTOR_SCALING: "vector scaling",
              records.CONSISTENCY: "self-consistency", records.ENTROPY: "entropy consistency",
              records.FSD: "FSD consistency", records.SPUQ: "SPUQ"}
+
+# a reasoned task's second reading of the same replies (calidist_tasks.reasoned): its rows
+READINGS = (("vanilla", records.VANILLA), ("CaliDist (calibrated)", records.CALIDIST),
+            ("Platt", records.PLATT), ("isotonic", records.ISOTONIC))
 
 
 def _metric(values: Mapping[str, Any], name: str) -> float | None:
@@ -36,13 +41,15 @@ def calibration_table(results: Mapping[str, Any]) -> str:
     for task, values in sorted(results.get("results", {}).items()):
         acc = _metric(values, "acc")
         rows = [("vanilla", records.VANILLA), ("CaliDist (calibrated)", records.CALIDIST),
-                *((label, key) for key, label in BASELINES.items())]
+                *((label, key) for key, label in BASELINES.items()),
+                *((f"{label} (verbalized reading)", f"{key}_{records.VERBALIZED}".lstrip("_"))
+                  for label, key in READINGS)]
         for label, confidence in rows:
             if _metric(values, metric_name("ece", confidence)) is None:
                 continue
             cells = [_cell(_metric(values, metric_name(s, confidence))) for s in SCORES]
             lines.append(f"| {task} | {label} | {_cell(acc)} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", ECE_BINNING + "."])
 
 
 def latest_results(output_path: str | Path) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -224,6 +225,34 @@ def test_scores_of_appendix_h() -> None:
     # 10 equal-width bins: each document in its own bin here, so ECE = mean |conf - correct|
     assert expected_calibration_error(conf, correct) == pytest.approx(
         np.mean(np.abs(conf - correct)))
+
+
+def test_the_aggregations_ece_has_10_equal_width_left_closed_bins() -> None:
+    """The ECE the tasks report (the aggregation's, not only the scorer's): 10 equal-width bins,
+    each closed on the left. Three documents, binned by hand: 0.65 in [0.6, 0.7); 0.70 and 0.79
+    in [0.7, 0.8). Five bins, or bins closed on the right (0.70 in (0.6, 0.7]), give another
+    number."""
+    from calidist_tasks.aggregation import summarize_generations
+
+    confidences, correct = [0.65, 0.70, 0.79], [1, 0, 1]
+    by_hand = (1 / 3) * abs(1 - 0.65) + (2 / 3) * abs(0.5 - (0.70 + 0.79) / 2)
+    five_bins = abs(2 / 3 - (0.65 + 0.70 + 0.79) / 3)
+    right_closed = (2 / 3) * abs(0.5 - (0.65 + 0.70) / 2) + (1 / 3) * abs(1 - 0.79)
+    assert len({round(by_hand, 6), round(five_bins, 6), round(right_closed, 6)}) == 3
+
+    def record(i: int, split: str, confidence: float, right: int) -> dict:
+        return {"index": i, "split": split, "confidence": confidence, "correct": right,
+                "prediction": 0, "label": 0 if right else 1, "requests": 1, "generations": 1,
+                "parse_failures": 0}
+
+    calibration = [record(i, "calibration", 0.5 + 0.1 * (i % 4), i % 2) for i in range(8)]
+    evaluation = [record(8 + i, "evaluation", c, y)
+                  for i, (c, y) in enumerate(zip(confidences, correct, strict=True))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        summary = summarize_generations(calibration + evaluation, RunSettings(),
+                                        {"task": "t"}, "verbalized", False)
+    assert summary["ece_vanilla"] == pytest.approx(by_hand)
 
 
 def test_verbalized_prompt_of_appendix_f(ppdb_data_dir: Path) -> None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.aggregation import UNREADABLE_LIMIT
+from calidist_tasks.aggregation import ECE_BINNING, UNREADABLE_LIMIT
 from calidist_tasks.records import EVALUATION
 from calidist_tasks.report.cost import cost_table
 from calidist_tasks.report.loading import (
@@ -310,7 +310,8 @@ def _write(
     sections = [
         ("Models", "Short names used below.", _models(loaded.runs, names)),
         ("Leaderboard", "Scores x100 on the evaluation documents; ↓ lower is better, ↑ higher "
-         "is better; **bold** = best ECE / Brier / AUROC of the column within the model. Acc = "
+         f"is better; {ECE_BINNING}. **bold** = best ECE / Brier / AUROC of the column within "
+         "the model. Acc = "
          "accuracy of the method's predictions; Unreadable = share of the task's replies the "
          "parser could not read (– for tasks that score the option letters). "
          f"{UNREADABLE} = more than {UNREADABLE_LIMIT:.0%} of the replies unreadable: the "
