@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import math
 import random
 import re
@@ -29,6 +30,10 @@ from calidist_tasks.records import (
     is_own_field,
 )
 from calidist_tasks.settings import RunSettings
+
+log = logging.getLogger(__name__)
+# (benchmark, eval_size, documents left) already warned about: once per process, not per task
+_SHORT_WARNED: set[tuple[str, int, int]] = set()
 
 SUFFIXES = (".jsonl", ".json", ".tsv", ".csv", ".parquet", ".txt")
 Row = tuple[str, dict[str, Any]]  # (where it came from, e.g. "dev.jsonl:12", the row)
@@ -282,6 +287,17 @@ def _check_field_types(benchmark: str, docs: list[tuple[str, dict[str, Any]]]) -
                                  f"{seen_where} holds a {seen_kind}; use one type per field")
 
 
+def warn_short_evaluation(benchmark: str, eval_size: int, available: int) -> None:
+    """One warning per process that ``eval_size`` asks for more evaluation documents than the
+    data holds (AQuA's test split: 254), so the run evaluates fewer than asked."""
+    key = (benchmark, eval_size, available)
+    if key not in _SHORT_WARNED:
+        _SHORT_WARNED.add(key)
+        log.warning("%s: eval_size=%d but only %d evaluation documents are left after the "
+                    "calibration documents; evaluating those %d (--metadata eval_size=all "
+                    "says so without this warning)", benchmark, eval_size, available, available)
+
+
 def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any]]:
     """Calibration documents first, then evaluation documents, each marked and numbered."""
     files = _local_files(source, settings)
@@ -317,6 +333,8 @@ def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any
             f"{len(calibration)} documents; lower --metadata calib_size"
         )
     calibration = calibration[: settings.calib_size]
+    if settings.eval_size is not None and settings.eval_size > len(evaluation):
+        warn_short_evaluation(source.benchmark, settings.eval_size, len(evaluation))
     evaluation = evaluation[: settings.eval_size]
     if not evaluation:
         raise ValueError(
