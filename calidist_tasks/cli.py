@@ -109,10 +109,41 @@ def with_include_path(argv: Sequence[str]) -> list[str]:
     return [*argv, "--include_path", task_folder()]
 
 
-def list_tasks() -> list[tuple[str, str]]:
-    """(name, kind) for every task and group in our YAML folder."""
-    return [(name, "group" if "group" in config else "task")
-            for name, config in task_configs().items()]
+# What a task is, by its YAML class and keys (``calidist tasks``' third column).
+PAPER = "the paper's protocol (reasoned reply): "
+DESCRIPTIONS = {
+    "reasoned": PAPER + "CaliDist (log-prob and verbalized) from one reply per prompt",
+    "reasoned original": PAPER + "Vanilla, TS, Platt, isotonic, vector scaling",
+    "calidist_tasks.task.CaliDistTask": "direct letter readout, no reasoning (opt-in: cheap, "
+                                        "lm-eval's usual multiple choice)",
+    "verbalized": "stated confidence only (black-box, any backend; the replies of the _cot task)",
+    "consistency": "15 sampled reasoned replies: self-consistency, entropy, FSD",
+    "spuq": "SPUQ: the reply under 9 perturbations",
+    "calidist_tasks.open_ended.OpenEndedTask": "GSM8K, one stage of three (docs/gsm8k.md)",
+    "group": "every task of the family",
+}
+
+
+def describe(config: dict) -> str:
+    """One line saying what a task (or group) of our YAML folder is."""
+    kind = str(config.get("class", "")).split()[-1] if config.get("class") else ""
+    if "group" in config:
+        key = "group"
+    elif "reply_task" in config:
+        key = "reasoned" if config.get("distractor", "none") != "none" else "reasoned original"
+    elif kind.endswith("GenerationTask"):
+        key = config.get("confidence", "verbalized")
+    else:
+        key = kind
+    return DESCRIPTIONS.get(key, "")
+
+
+def list_tasks() -> list[tuple[str, str, str]]:
+    """(name, kind, description) for every task and group in our YAML folder, the paper's
+    protocol (the reasoned ``_cot`` tasks) first."""
+    listed = [(name, "group" if "group" in config else "task", describe(config))
+              for name, config in task_configs().items()]
+    return sorted(listed, key=lambda row: not row[2].startswith(PAPER))
 
 
 def lm_eval_task_dir() -> Path:
@@ -247,8 +278,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "path":
         print(task_folder())
     elif args.command == "tasks":
-        for name, kind in list_tasks():
-            print(f"{name}\t{kind}")
+        for name, kind, description in list_tasks():
+            print(f"{name}\t{kind}\t{description}")
     elif args.command == "link":
         print(f"linked: {link()}")
     elif args.command == "unlink":

@@ -35,7 +35,15 @@ def test_tasks_lists_every_task_and_group_lm_eval_indexes(capsys):
     from lm_eval.tasks import TaskManager
 
     cli.main(["tasks"])
-    listed = dict(line.split("\t") for line in capsys.readouterr().out.splitlines())
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    listed = {name: kind for name, kind, _ in lines}
+    # the paper's protocol first: every reasoned task before any other, and said so
+    paper = [name for name, _, what in lines if what.startswith(cli.PAPER)]
+    assert paper == [name for name, _, _ in lines[:len(paper)]]
+    assert {f"calidist_ppdb{s}_cot" for s in ("", "_assertion", "_probe", "_corruption")} <= set(
+        paper)
+    assert dict((n, w) for n, _, w in lines)["calidist_ppdb_assertion"].startswith(
+        "direct letter readout")
     for benchmark in ("mnli", "ppdb"):
         for suffix in ("", "_assertion", "_probe", "_corruption"):
             assert listed[f"calidist_{benchmark}{suffix}"] == "task"
