@@ -212,6 +212,14 @@ def test_consistency_baselines_of_appendix_d_and_i() -> None:
     kwargs = consistency_yaml["generation_kwargs"]
     assert (kwargs["top_k"], kwargs["top_p"], kwargs["do_sample"]) == (50, 0.95, True)
     assert consistency.API_TEMPERATURE == 1.5
+    # samples of the vanilla (reasoned) reply: its budget and its reply form
+    verbalized_yaml = yaml.safe_load(re.sub(r"!function \S+", "fn", (
+        ROOT / "yaml_tasks" / "_verbalized_yaml").read_text()))
+    assert kwargs["max_gen_toks"] == verbalized_yaml["generation_kwargs"]["max_gen_toks"]
+    from calidist_tasks.confidence_sources import SOURCES
+
+    assert SOURCES["consistency"].reply_form(RunSettings()) == SOURCES["verbalized"].reply_form(
+        RunSettings())
     votes = consistency.vote([0] * 12 + [1] * 3, 3)
     assert votes["consistency"] == pytest.approx(0.8)  # Appendix D's example: 12 of 15
     h = -(0.8 * math.log(0.8) + 0.2 * math.log(0.2))
