@@ -29,6 +29,9 @@ What these numbers mean (all x100; lower ECE and Brier are better, higher AUROC 
   probability scaled down by how much the answer and confidence moved under misleading hints,
   fitted on the calibration documents and scored on the held-out evaluation documents. The
   prediction, and so the accuracy, never changes.
+- This demo reads the letters right after the options (the direct readout: fast, no reasoning).
+  The paper's protocol reads them inside a generated step-by-step reply, much slower on a CPU:
+  calidist eval --tasks calidist_ppdb_assertion_cot ... (README, "The paper's protocol").
 - SmolLM2-135M is at or below chance on this task (compare its accuracy with the majority class,
   "not a paraphrase"): this demo proves the pipeline runs end to end offline, not that the
   method works. See BENCHMARKS.md for measurements on a stronger model and more data.
