@@ -171,17 +171,20 @@ class ReasonedTask(GenerationTask):
         return SCORING
 
     # ------------------------------------------------------------------ data
-    def documents(self) -> list[dict[str, Any]]:
-        docs = super().documents()
+    def build_all_requests(self, **kwargs: Any) -> None:
+        """Read the replies (``--metadata replies``) before building the requests. Here, not when
+        the task is built, so that a group holding reasoned tasks (``calidist_<b>_all``) loads
+        and lists without them; a run without them stops here, before any model time is spent
+        on this task, saying how to get them."""
         if not self.settings.replies:
             raise ValueError(
                 f"{self.config.task} scores the replies of {self.reply_task}: run that task "
-                "with --log_samples --output_path REPLIES first, then this one with --metadata "
-                "'{\"replies\": \"REPLIES\"}' (calidist eval and calidist_tasks.evaluate run both "
-                "by themselves; README, \"The paper's protocol\")")
+                "with --log_samples --output_path REPLIES first, then this one (or its group) "
+                "with --metadata '{\"replies\": \"REPLIES\"}'; calidist eval and "
+                "calidist_tasks.evaluate run both by themselves (README, \"The paper's protocol\")")
         self._replies = read_replies(self.settings.replies, self.config.task, self.reply_task,
-                                     docs)
-        return docs
+                                     list(self.eval_docs))
+        super().build_all_requests(**kwargs)
 
     def logged(self, doc: dict[str, Any]) -> LoggedReplies:
         """The document's logged prompts and replies, one per prompt of ``prompt_plans``."""

@@ -176,8 +176,9 @@ def test_a_prompt_the_reply_did_not_answer_is_refused(tiny_model_dir, replies_ru
 def test_a_reasoned_task_alone_says_how_to_get_its_replies(ppdb_data_dir):
     from conftest import load_task
 
+    task = load_task("calidist_ppdb_probe_cot", {**METADATA, "data_dir": str(ppdb_data_dir)})
     with pytest.raises(ValueError, match="calidist_ppdb_probe_verbalized.*--metadata"):
-        load_task("calidist_ppdb_probe_cot", {**METADATA, "data_dir": str(ppdb_data_dir)})
+        task.build_all_requests(limit=None, rank=0, world_size=1)
 
 
 def test_calidist_eval_runs_the_replies_and_the_scoring_in_one_command(
