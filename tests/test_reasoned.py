@@ -173,6 +173,24 @@ def test_a_prompt_the_reply_did_not_answer_is_refused(tiny_model_dir, replies_ru
                     {**metadata, "replies": str(file)}, num_fewshot=0)
 
 
+def test_replies_of_a_two_stage_run_are_refused_naming_the_document(replies_run, tmp_path):
+    from conftest import load_task
+
+    from calidist_tasks.reasoned import read_replies
+
+    file, logged, metadata = replies_run
+    short = [{**line, "resps": line["resps"][:1], "arguments": dict(
+        list(line["arguments"].items())[:1])} if i == 0 else line for i, line in enumerate(logged)]
+    copy = tmp_path / file.name
+    copy.write_text("".join(json.dumps(line) + "\n" for line in short))
+    task = load_task("calidist_ppdb_assertion_cot", {**metadata, "replies": str(copy)})
+    task._replies = read_replies(str(copy), task.config.task, task.reply_task,
+                                 list(task.eval_docs))
+    first = short[0]["doc"]["calidist_index"]
+    with pytest.raises(ValueError, match=f"document {first} .*1 replies logged, 3 prompts"):
+        task.logged(task.eval_docs[first])
+
+
 def test_a_reasoned_task_alone_says_how_to_get_its_replies(ppdb_data_dir):
     from conftest import load_task
 
