@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from calidist_tasks.methods import LOGIT as LOGIT_CONFIDENCE
+from calidist_tasks.methods import REASONED as REASONED_CONFIDENCE
 from calidist_tasks.methods import VARIANTS
 from calidist_tasks.records import SPUQ
 
@@ -32,9 +33,15 @@ BENCHMARKS = ("ppdb", "aqua")
 BENCH_NAMES = {"ppdb": "PPDB", "aqua": "AQuA"}
 # Task suffix -> step. Logit tasks cost one forward pass per prompt and run first; generation
 # (verbalized, consistency) is much slower on a CPU and runs after every model's logit tasks.
-# The registry's variants (``calidist_tasks.methods.VARIANTS``); the benchmark runs no SPUQ.
+# The registry's variants (``calidist_tasks.methods.VARIANTS``); the benchmark runs no SPUQ. The
+# paper's protocol (REASONED: letters scored at the answer of reasoned replies; calidist eval
+# generates the matching _verbalized task's replies first, at the verbalized prompt's full budget,
+# --reasoned-max-gen-toks) is its own step, not in the default steps: a reasoned reply costs
+# hundreds of generated tokens on a CPU.
 LOGIT = tuple(v.suffix for v in VARIANTS if v.confidence == LOGIT_CONFIDENCE)
-GENERATE = tuple(v.suffix for v in VARIANTS if v.confidence not in (LOGIT_CONFIDENCE, SPUQ))
+GENERATE = tuple(v.suffix for v in VARIANTS
+                 if v.confidence not in (LOGIT_CONFIDENCE, SPUQ, REASONED_CONFIDENCE))
+REASONED = tuple(v.suffix for v in VARIANTS if v.confidence == REASONED_CONFIDENCE)
 # Logit tasks whose hints name labels: --two-stage sends only those naming another label than
 # the prediction (corruption hints name none).
 TWO_STAGE_SUFFIXES = ("_assertion", "_probe")
@@ -47,7 +54,8 @@ ABSOLUTE_PATH = re.compile(r"(?:^|(?<=[\s'\"=(`\[,:]))/[\w.~+-]+(?:/[\w.~+$-]+)+
 
 def available_tasks() -> set[str]:
     out = subprocess.run([*CALIDIST, "tasks"], capture_output=True, text=True, check=True)
-    return {line.split("\t")[0] for line in out.stdout.splitlines() if line.endswith("\ttask")}
+    rows = [line.split("\t") for line in out.stdout.splitlines()]  # name, kind, ...
+    return {row[0] for row in rows if row[1:2] == ["task"]}
 
 
 def model_folder(name: str) -> str:
@@ -69,7 +77,7 @@ def portable(text: str, model_dirs: Mapping[str, str] | None = None, root: Path 
 def sizes_for(args: argparse.Namespace, benchmark: str, suffix: str) -> dict[str, int]:
     calib, evaluation = {"ppdb": (args.ppdb_calib, args.ppdb_eval),
                          "aqua": (args.aqua_calib, args.aqua_eval)}[benchmark]
-    if suffix in GENERATE:
+    if suffix in GENERATE or suffix in REASONED:
         calib, evaluation = args.gen_calib, args.gen_eval
     if suffix == "_consistency":
         calib, evaluation = args.consistency_calib, args.consistency_eval
@@ -83,6 +91,8 @@ def task_metadata(args: argparse.Namespace, benchmark: str, suffix: str) -> dict
     if suffix == "_assertion":
         # m > 1 lets the analysis subsample m = 1 .. m from the same prompts
         metadata["m"] = {"ppdb": args.ppdb_m, "aqua": args.aqua_m}[benchmark]
+    elif suffix == "_assertion_cot":
+        metadata["m"] = args.reasoned_m
     return metadata
 
 
@@ -97,7 +107,7 @@ def task_command(args: argparse.Namespace, model_dir: str, task: str, suffix: st
         "calidist", "eval", "--model", args.backend,
         "--model_args", f"pretrained={model_dir},dtype=float32",
         "--tasks", task, "--device", args.device,
-        "--batch_size", str(args.gen_batch_size if suffix in GENERATE else args.batch_size),
+        "--batch_size", str(args.batch_size if suffix in LOGIT else args.gen_batch_size),
         "--metadata", json.dumps(task_metadata(args, benchmark, suffix)),
         "--output_path", str(out), "--log_samples",
         # one answer cache per model: a killed run resumes, and the original prompts that every
@@ -106,8 +116,9 @@ def task_command(args: argparse.Namespace, model_dir: str, task: str, suffix: st
     ]
     if args.two_stage and suffix in TWO_STAGE_SUFFIXES:
         command.append("--two-stage")
-    if suffix in GENERATE:
-        command += ["--gen_kwargs", f"max_gen_toks={args.max_gen_toks}"]
+    if suffix not in LOGIT:
+        budget = args.reasoned_max_gen_toks if suffix in REASONED else args.max_gen_toks
+        command += ["--gen_kwargs", f"max_gen_toks={budget}"]
         if args.chat_template:  # instruct models answer in the asked format only in their template
             command.append("--apply_chat_template")
     return command
@@ -189,9 +200,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=f"comma-separated, from {sorted(MODELS)}")
     parser.add_argument("--benchmarks", default=",".join(BENCHMARKS))
     parser.add_argument("--steps", default="logit,generate,analysis,overhead,multiprocess",
-                        help="which of logit, generate, analysis, overhead, multiprocess to run")
+                        help="which of logit, generate, reasoned (the paper's protocol, the _cot "
+                             "tasks: not in the default), analysis, overhead, multiprocess to run")
     parser.add_argument("--variants", default="original,assertion,probe,corruption,verbalized,"
-                        "assertion_verbalized,probe_verbalized,corruption_verbalized,consistency",
+                        "assertion_verbalized,probe_verbalized,corruption_verbalized,consistency,"
+                        "cot,assertion_cot,probe_cot,corruption_cot",
                         help="which task variants to run (original = calidist_<benchmark>)")
     parser.add_argument("--ppdb-calib", type=int, default=200)
     parser.add_argument("--ppdb-eval", type=int, default=1000)
@@ -205,6 +218,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--consistency-eval", type=int, default=100)
     parser.add_argument("--max-gen-toks", type=int, default=32,
                         help="generation cap (the consistency YAML samples 32 tokens)")
+    parser.add_argument("--reasoned-max-gen-toks", type=int, default=512,
+                        help="generation cap of the reasoned tasks' replies (the verbalized "
+                             "YAML's budget for the paper's step-by-step reply)")
+    parser.add_argument("--reasoned-m", type=int, default=2,
+                        help="assertion distractors per label of the reasoned tasks (paper: 2)")
     parser.add_argument("--chat-template", action=argparse.BooleanOptionalAction, default=True,
                         help="generation tasks (verbalized, consistency) through the model's "
                              "chat template (lm-eval's --apply_chat_template)")

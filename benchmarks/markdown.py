@@ -21,6 +21,7 @@ from benchmarks.commands import (
     without_markdown,
 )
 from benchmarks.records import Stored
+from calidist_tasks.methods import ECE_BINNING
 from calidist_tasks.records import CALIBRATION
 
 FULL_SIZES = "PPDB 200 calibration + 1000 evaluation, AQuA dev (254) + test (254)"
@@ -348,8 +349,8 @@ def render(state: State) -> str:
             "Per model and dataset, every method `calidist report` rebuilds from the records "
             "(`calidist_tasks.report`): each calibrator fitted on the calibration documents of "
             "its run and scored on that run's evaluation documents; CaliDist with the run's own "
-            "settings and m. x100. ECE: 10 equal-width bins, top-label; adaptive ECE: 10 "
-            "equal-mass bins; Brier: binary top-label; AUROC: confidence as a detector of "
+            f"settings and m. x100. {ECE_BINNING}; Brier: binary top-label; AUROC: "
+            "confidence as a detector of "
             f"correctness; acc: accuracy. Brackets: 95% percentile bootstrap over documents "
             f"({n_boot} resamples; for a biased statistic such as ECE the percentile interval need "
             "not contain the estimate). † = results-file number only (not rebuilt, no "

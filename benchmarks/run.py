@@ -25,6 +25,7 @@ from benchmarks import overhead, records  # noqa: E402
 from benchmarks.commands import (  # noqa: E402
     GENERATE,
     LOGIT,
+    REASONED,
     available_tasks,
     machine,
     model_folder,
@@ -72,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     state = State(args=args, machine=machine())
     export_problems: list[str] = []
     model_steps = [(step, suffixes) for step, suffixes in (("logit", LOGIT),
-                                                           ("generate", GENERATE))
+                                                           ("generate", GENERATE),
+                                                           ("reasoned", REASONED))
                    if step in steps]
     tasks = available_tasks() if model_steps else set()
     folders: dict[str, str] = {}

@@ -54,6 +54,7 @@ def evaluate(
     include_defaults: bool = False,
     two_stage: bool = False,
     stage1_dir: str | None = None,
+    replies_dir: str | None = None,
     **simple_evaluate_kwargs: Any,
 ) -> dict[str, Any] | None:
     """Run calidist tasks (and groups) with ``lm_eval.simple_evaluate``; return its results dict.
@@ -82,6 +83,12 @@ def evaluate(
     two_stage``); stage 1's samples go to ``stage1_dir`` (default: a temporary folder). The
     result is stage 2's, in the single-stage form (same records, same metrics).
 
+    Reasoned tasks (``calidist_<b>_cot``, ``calidist_<b>_<style>_cot``: the paper's protocol)
+    score the replies of their ``_verbalized`` task, which runs first, by itself, in the same call
+    (one model load; ``calidist_tasks.reasoned_stages``): its samples go to ``replies_dir``
+    (default: a temporary folder) and its entries join the returned results where it was
+    selected. ``metadata={"replies": PATH}`` scores an earlier run's replies instead.
+
     Returns what ``simple_evaluate`` returns: ``results["results"][task]["ece,none"]`` and the
     other metrics of the README, ``results["samples"][task]`` per document; None on the non-zero
     ranks of a multi-process run. ``evaluate`` itself writes nothing to disk, except when a
@@ -101,6 +108,14 @@ def evaluate(
                         "and the metadata); pass include_defaults=True for lm-eval's own tasks")
     if isinstance(tasks, str):
         tasks = [name.strip() for name in tasks.split(",") if name.strip()]
+    if not (metadata or {}).get("replies"):
+        from calidist_tasks.reasoned_stages import evaluate_with_replies, staged_selection
+
+        if staged_selection(tasks)[0]:
+            return evaluate_with_replies(evaluate, model, tasks, metadata, replies_dir,
+                                         model_args=model_args, log_samples=log_samples,
+                                         include_defaults=include_defaults, two_stage=two_stage,
+                                         stage1_dir=stage1_dir, **simple_evaluate_kwargs)
     if two_stage:
         from calidist_tasks.two_stage import evaluate_two_stage
 

@@ -234,14 +234,7 @@ def summarize_generations(
         message = consistency.identical_samples_warning(split_records(records)[1])
         if message:
             warnings.warn(message, CalibrationWarning, stacklevel=2)
-    if results["parse_fail_rate"] > UNREADABLE_LIMIT:
-        warnings.warn(
-            f"{results['parse_fail_rate']:.0%} of the evaluation replies were unreadable (more "
-            f"than {UNREADABLE_LIMIT:.0%}): every calibration score of this task is NaN, since it "
-            "would measure the parser's fallback, not the model; see docs/backends.md",
-            CalibrationWarning, stacklevel=2)
-        return {**_unreadable(results), **logprobs}
-    return {**results, **logprobs}
+    return {**unless_unreadable(results), **logprobs}
 
 
 def logprob_metric_names(distracted: bool) -> list[str]:
@@ -265,17 +258,22 @@ def summarize_logprobs(
     summarize = summarize_calidist if distracted else summarize_baselines
     results = {**summarize(scored, replace(settings, save_calibrator=None), context),
                "parse_fail_rate": parse_fail_rate(split_records(scored)[1])}
-    if results["parse_fail_rate"] > UNREADABLE_LIMIT:
-        warnings.warn(
-            f"{results['parse_fail_rate']:.0%} of the evaluation replies had no readable answer "
-            f"letter (more than {UNREADABLE_LIMIT:.0%}): every log-prob calibration score of this "
-            "task is NaN; see docs/backends.md", CalibrationWarning, stacklevel=2)
-        results = _unreadable(results)
+    results = unless_unreadable(results, "replies had no readable answer letter")
     return {metric_name(name, LOGPROB): value for name, value in results.items()}
 
 
-def _unreadable(results: dict[str, float]) -> dict[str, float]:
-    """Every score of SCORES (under any suffix) NaN; accuracy and counts kept."""
+def unless_unreadable(results: dict[str, float],
+                      what: str = "replies were unreadable") -> dict[str, float]:
+    """``results``, or, when more than ``UNREADABLE_LIMIT`` of the replies were unreadable
+    (``parse_fail_rate``; ``what`` says how), every score of SCORES (under any suffix) NaN with
+    a warning; accuracy and counts kept."""
+    if not results["parse_fail_rate"] > UNREADABLE_LIMIT:
+        return results
+    warnings.warn(
+        f"{results['parse_fail_rate']:.0%} of the evaluation {what} (more than "
+        f"{UNREADABLE_LIMIT:.0%}): every calibration score of this reading is NaN, since it "
+        "would measure the parser's fallback, not the model; see docs/backends.md",
+        CalibrationWarning, stacklevel=2)
     return {name: math.nan if name.startswith(tuple(SCORES)) else value
             for name, value in results.items()}
 

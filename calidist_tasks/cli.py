@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from calidist_tasks import task_folder
+from calidist_tasks.methods import LOGIT, REASONED
+from calidist_tasks.records import CONSISTENCY, SPUQ, VERBALIZED
 from calidist_tasks.yaml_configs import task_configs
 
 MARKER = ".calidist-link.json"
@@ -30,6 +32,9 @@ What these numbers mean (all x100; lower ECE and Brier are better, higher AUROC 
   probability scaled down by how much the answer and confidence moved under misleading hints,
   fitted on the calibration documents and scored on the held-out evaluation documents. The
   prediction, and so the accuracy, never changes.
+- This demo reads the letters right after the options (the direct readout: fast, no reasoning).
+  The paper's protocol reads them inside a generated step-by-step reply, much slower on a CPU:
+  calidist eval --tasks calidist_ppdb_assertion_cot ... (README, "The paper's protocol").
 - SmolLM2-135M is at or below chance on this task (compare its accuracy with the majority class,
   "not a paraphrase"): this demo proves the pipeline runs end to end offline, not that the
   method works. See BENCHMARKS.md for measurements on a stronger model and more data.
@@ -59,9 +64,9 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
         checked_replies,
         discard_unfinished_requests,
     )
-    from calidist_tasks.two_stage import FLAG_OUTPUT, _values
+    from calidist_tasks.two_stage import FLAG_OUTPUT, flag_values
 
-    for output in _values(argv, FLAG_OUTPUT)[-1:]:  # before any model time
+    for output in flag_values(argv, FLAG_OUTPUT)[-1:]:  # before any model time
         try:
             recovery.check_writable(output, "--output_path")
         except OSError as error:
@@ -203,10 +208,22 @@ def with_our_tasks(manager: Any) -> Any:
     return build
 
 
-def list_tasks(pattern: str | None = None) -> list[tuple[str, str, str, str]]:
-    """(name, kind, output type, what it reports) for every task and group in our YAML folder
-    whose name matches ``pattern`` (comma-separated shell patterns); "what it reports" = the
-    leaderboard rows of ``calidist report`` it fills, or a group's tasks."""
+# What a task is, by its registered confidence source (``calidist tasks``' fourth column).
+PAPER = "the paper's protocol (reasoned reply): "
+DESCRIPTIONS = {
+    REASONED: PAPER + "one reply per prompt, read as log-prob and as stated confidence",
+    LOGIT: "direct letter readout, no reasoning (opt-in: cheap, lm-eval's usual multiple choice)",
+    VERBALIZED: "stated confidence only (black-box, any backend; the replies of the _cot task)",
+    CONSISTENCY: "15 sampled reasoned replies: self-consistency, entropy, FSD",
+    SPUQ: "SPUQ: the reply under 9 perturbations",
+}
+
+
+def list_tasks(pattern: str | None = None) -> list[tuple[str, str, str, str, str]]:
+    """(name, kind, output type, what it is, what it reports) for every task and group in our
+    YAML folder whose name matches ``pattern`` (comma-separated shell patterns), the paper's
+    protocol (the reasoned ``_cot`` tasks) first; "what it reports" = the leaderboard rows of
+    ``calidist report`` it fills, or a group's tasks."""
     from fnmatch import fnmatchcase
 
     from calidist_tasks.methods import methods_of, task_variant
@@ -218,13 +235,15 @@ def list_tasks(pattern: str | None = None) -> list[tuple[str, str, str, str]]:
         if "group" in config:
             tasks = [t if isinstance(t, str) else str(t.get("task", t))
                      for t in config.get("task") or []]
-            found.append((name, "group", "-", ", ".join(tasks)))
+            found.append((name, "group", "-", "every task of the family", ", ".join(tasks)))
             continue
         variant = task_variant(name, config)[1]
+        what = (DESCRIPTIONS.get(variant.confidence, "") if variant
+                else "GSM8K, one stage of three (docs/gsm8k.md)")
         rows = ", ".join(m.label for m in methods_of(variant)) if variant else ""
-        found.append((name, "task", str(config.get("output_type", "-")),
+        found.append((name, "task", str(config.get("output_type", "-")), what,
                       rows or "the stage's generations (read by the next stage)"))
-    return found
+    return sorted(found, key=lambda row: not row[3].startswith(PAPER))
 
 
 def lm_eval_task_dir() -> Path:
@@ -350,12 +369,19 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(metadata_help(), flush=True)  # then lm_eval's own help (it exits)
             print(TWO_STAGE_HELP, flush=True)
         rest = [a for a in argv[1:] if a != TWO_STAGE_FLAG]
-        if len(rest) < len(argv) - 1 and not any(a in HELP_FLAGS for a in rest):
-            from calidist_tasks.two_stage import run_two_stage
-
-            print_summary(run_two_stage(with_include_path(rest), lm_eval_main))
+        if any(a in HELP_FLAGS for a in rest):
+            lm_eval_main(with_include_path(rest))
             return
-        print_summary(lm_eval_main(with_include_path(rest)))
+        from calidist_tasks.reasoned_stages import run_with_replies
+        from calidist_tasks.two_stage import run_two_stage
+
+        two_stage = len(rest) < len(argv) - 1
+
+        def then(stage_argv: list[str]) -> None:  # the reasoned tasks' replies have run
+            print_summary(run_two_stage(stage_argv, lm_eval_main) if two_stage
+                          else lm_eval_main(stage_argv))
+
+        run_with_replies(with_include_path(rest), lm_eval_main, then)
         return
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "demo":

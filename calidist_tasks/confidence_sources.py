@@ -7,7 +7,8 @@ prompts ask for (``reply_form``):
 
 - ``verbalized``: one greedy generation per prompt (the original and every hinted one) stating the
   option and a confidence, joined as the logit path's (``joining.join_document``);
-- ``consistency``: N sampled answers to the original prompt (``calidist_tasks.consistency``);
+- ``consistency``: N sampled replies to the original prompt, the vanilla reply's prompt and budget
+  (``calidist_tasks.consistency``);
 - ``spuq``: the original answer and its perturbed copies (``calidist_tasks.spuq``).
 """
 
@@ -78,12 +79,16 @@ class ConfidenceSource:
         """The metrics a task with this source reports."""
         return metric_names(distracted, self.name)
 
+    def summary_extras(self, generation: dict[str, Any],
+                       settings: RunSettings) -> dict[str, float]:
+        """Settings a task with this source reports beside its scores (``generation``: its
+        generation kwargs)."""
+        return {}
 
-class Verbalized(ConfidenceSource):
-    """The option and a 0-100% confidence stated in one greedy reply per prompt."""
 
-    name = VERBALIZED
-    splits_in_stages = True
+class _ReasonedReply:
+    """A source whose prompts ask for the reply ``--metadata verbalized_prompt`` names: by default
+    the paper's step-by-step reply (Appendix F) within the YAML's budget, the vanilla reply's."""
 
     def reply_form(self, settings: RunSettings) -> verbalized.ReplyForm:
         """The form ``--metadata verbalized_prompt`` names."""
@@ -95,6 +100,13 @@ class Verbalized(ConfidenceSource):
             return {**generation, "max_gen_toks": min(int(generation["max_gen_toks"]),
                                                       SHORT_MAX_GEN_TOKS)}
         return generation
+
+
+class Verbalized(_ReasonedReply, ConfidenceSource):
+    """The option and a 0-100% confidence stated in one greedy reply per prompt."""
+
+    name = VERBALIZED
+    splits_in_stages = True
 
     def asks(self, doc: dict[str, Any], variants: list[dict[str, Any]], base: dict[str, Any],
              repeats: int, settings: RunSettings, original: bool = True) -> list[Ask]:
@@ -138,10 +150,18 @@ class _Sampled(ConfidenceSource):
         return record, sum(a is None for a in answers)
 
 
-class Consistency(_Sampled):
-    """N sampled answers: self-consistency, entropy and first-second distance."""
+class Consistency(_ReasonedReply, _Sampled):
+    """N sampled replies to the vanilla reply's prompt, within its budget (the paper's Table 4:
+    15 x the vanilla reply's tokens): self-consistency, entropy and first-second distance."""
 
     name = CONSISTENCY
+
+    def summary_extras(self, generation: dict[str, Any],
+                       settings: RunSettings) -> dict[str, float]:
+        """``sampling_temperature``: the temperature the samples were drawn at (1.0, the
+        samplers' default, where only top_k / top_p are set)."""
+        sampled = consistency.decoding(generation, settings.sampling, settings.api)
+        return {"sampling_temperature": float(sampled.get("temperature", 1.0))}
 
     def asks(self, doc: dict[str, Any], variants: list[dict[str, Any]], base: dict[str, Any],
              repeats: int, settings: RunSettings, original: bool = True) -> list[Ask]:

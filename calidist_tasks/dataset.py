@@ -33,6 +33,9 @@ from calidist_tasks.records import (
 from calidist_tasks.settings import RunSettings
 
 log = logging.getLogger(__name__)
+# (benchmark, eval_size, documents left) already warned about: once per process, not per task
+_SHORT_WARNED: set[tuple[str, int, int]] = set()
+
 SUFFIXES = (".jsonl", ".json", ".tsv", ".csv", ".parquet", ".txt")
 # A line ends at LF, CRLF or a lone CR (as in Python's text mode and the csv module); never at
 # U+2028 / U+0085, which str.splitlines() also breaks at (they occur inside JSON strings).
@@ -399,6 +402,15 @@ def _unique(source: Source, evaluation: list[Row], calibration: list[Row]
                     source.benchmark, len(copies), ", ".join(source.required_fields),
                     "; ".join(copies[:SHOWN_COPIES]), more)
     return unique[EVALUATION], unique[CALIBRATION]
+def warn_short_evaluation(benchmark: str, eval_size: int, available: int) -> None:
+    """One warning per process that ``eval_size`` asks for more evaluation documents than the
+    data holds (AQuA's test split: 254), so the run evaluates fewer than asked."""
+    key = (benchmark, eval_size, available)
+    if key not in _SHORT_WARNED:
+        _SHORT_WARNED.add(key)
+        log.warning("%s: eval_size=%d but only %d evaluation documents are left after the "
+                    "calibration documents; evaluating those %d (--metadata eval_size=all "
+                    "says so without this warning)", benchmark, eval_size, available, available)
 
 
 def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any]]:
@@ -439,6 +451,8 @@ def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any
             f"{len(calibration)} documents; lower --metadata calib_size"
         )
     calibration = calibration[: settings.calib_size]
+    if settings.eval_size is not None and settings.eval_size > len(evaluation):
+        warn_short_evaluation(source.benchmark, settings.eval_size, len(evaluation))
     evaluation = evaluation[: settings.eval_size]
     if not evaluation:
         raise ValueError(

@@ -271,6 +271,19 @@ def vector_scaled(calibration: Sequence[Mapping[str, Any]],
     return Fitted(probs.max(axis=1), correct, vector)
 
 
+def of_reading(key: str, fit: Fit) -> Fit:
+    """``fit`` on each record's second reading ``record[key]`` (a reasoned task's stated
+    confidence: ``reasoned``), fitted on that reading's own calibration records (a saved
+    ``calibrator`` is the first reading's)."""
+    def reading_fit(calibration: Sequence[Mapping[str, Any]],
+                    evaluation: Sequence[Mapping[str, Any]], settings: RunSettings,
+                    context: Mapping[str, Any]) -> Fitted:
+        own = dataclasses.replace(settings, calibrator=None, save_calibrator=None)
+        return fit([r[key] for r in calibration], [r[key] for r in evaluation], own, context)
+
+    return reading_fit
+
+
 def sampled(kind: str) -> Fit:
     """The fit of a sampling baseline's confidence ``kind`` (a record's ``confidences``): none,
     the records hold it."""

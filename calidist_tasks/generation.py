@@ -90,8 +90,11 @@ class GenerationTask(CaliDistTask):
         return names
 
     def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
-        return summarize_generations(items, self.settings, self.calibrator_context(),
-                                     self.confidence, self.sends_hints())
+        summary = summarize_generations(items, self.settings, self.calibrator_context(),
+                                        self.confidence, self.sends_hints())
+        extras = self.confidence_source.summary_extras(self.config.generation_kwargs or {},
+                                                       self.settings)
+        return {**summary, **extras}
 
     def splits_in_stages(self) -> bool:
         """Verbalized tasks run in two stages too: stage 1's outcome is the parsed reply."""

@@ -56,6 +56,15 @@ def outcome_from_loglikelihoods(loglikelihoods: Sequence[float], where: str) -> 
     return Outcome(best, 1.0 / sum([math.exp(v - top) for v in values]), values)
 
 
+def outcome_at(loglikelihoods: Sequence[float], answer: int, where: str) -> Outcome:
+    """The answer the model wrote (``answer``, an index into ``loglikelihoods``) at its softmax
+    probability among the scored candidates (not necessarily the most likely one)."""
+    values = outcome_from_loglikelihoods(loglikelihoods, where).letter_logprobs  # checked
+    top = max(values)
+    total = sum(math.exp(v - top) for v in values)
+    return Outcome(answer, math.exp(values[answer] - top) / total, values)
+
+
 def outcomes_from_loglikelihoods(
     loglikelihoods: Sequence[float], n_choices: int, where: str
 ) -> list[Outcome]:

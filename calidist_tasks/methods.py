@@ -45,6 +45,12 @@ from calidist_tasks.records import (
 )
 
 # ------------------------------------------------------------------ scores and their direction
+# How ``ece`` and ``ece_adaptive`` bin (calidist_metrics.reliability_bins), printed wherever
+# results are: libraries differ here (a 5%-step confidence of exactly 0.7 falls in another bin
+# under a right-closed rule) by up to 0.014 ECE.
+ECE_BINNING = ("ECE: top-label, 10 equal-width bins [0, 0.1), [0.1, 0.2), ..., [0.9, 1.0], "
+               "each closed on the left (a confidence of exactly 0.7 is in [0.7, 0.8); 1.0 in "
+               "the last bin); adaptive ECE: 10 equal-mass bins")
 SCORES: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
     "ece": lambda c, y: expected_calibration_error(c, y, n_bins=10, strategy="uniform"),
     "ece_adaptive": lambda c, y: expected_calibration_error(c, y, n_bins=10, strategy="quantile"),
@@ -73,6 +79,9 @@ def higher_is_better(name: str) -> bool | None:
 
 # ------------------------------------------------------------------ variants
 LOGIT = "logit"  # CaliDistTask's confidence source: the option letters' probabilities
+# ReasonedTask's: the letters' probabilities at the answer of a reasoned reply, read with the
+# reply's stated confidence (calidist_tasks.reasoned); the paper's protocol
+REASONED = "reasoned"
 NONE = "none"  # the distractor style of a task without hints
 
 
@@ -85,6 +94,7 @@ class Variant:
     confidence: str = LOGIT  # LOGIT, or a generation task's ``confidence_sources.SOURCES`` name
     fragment: str = ""  # shared YAML fragment included after a family's _template_yaml
     short: str = ""  # the style's abbreviation in labels ("As.")
+    reply: str = ""  # the variant whose logged replies this one reads (the reasoned variants)
 
     @property
     def suffix(self) -> str:
@@ -108,6 +118,14 @@ VARIANTS: list[Variant] = [
     Variant("corruption_verbalized", "corruption", VERBALIZED, "_verbalized_yaml", "Sa."),
     Variant("consistency", confidence=CONSISTENCY, fragment="_consistency_yaml"),
     Variant("spuq", confidence=SPUQ, fragment="_spuq_yaml"),
+    # the paper's protocol: letters scored at the answer of the matching _verbalized task's
+    # reasoned replies (calidist_tasks/reasoned.py)
+    Variant("cot", confidence=REASONED, fragment="_cot_yaml", reply="verbalized"),
+    Variant("assertion_cot", "assertion", REASONED, "_cot_yaml", "As.",
+            reply="assertion_verbalized"),
+    Variant("probe_cot", "probe", REASONED, "_cot_yaml", "Pr.", reply="probe_verbalized"),
+    Variant("corruption_cot", "corruption", REASONED, "_cot_yaml", "Sa.",
+            reply="corruption_verbalized"),
 ]
 
 
@@ -142,8 +160,27 @@ def _calidist(variant: Variant) -> Method:
     return Method(f"CaliDist{kind} ({variant.short})", (variant.name,), CALIDIST, fits.calidist_fit)
 
 
+# A reasoned task reads one reply per prompt twice: the log-prob reading under the logit tasks'
+# names, the stated confidence (the record's ``verbalized``) under the same names + this suffix.
+STATED = "_" + VERBALIZED
+
+
+def _reasoned(variant: Variant) -> list[Method]:
+    """A reasoned style's CaliDist rows: the log-prob reading and the stated one."""
+    return [Method(f"CaliDist reasoned ({variant.short})", (variant.name,), CALIDIST,
+                   fits.calidist_fit),
+            Method(f"CaliDist reasoned verbalized ({variant.short})", (variant.name,),
+                   VERBALIZED, fits.of_reading(VERBALIZED, fits.calidist_fit))]
+
+
+def _stated(label: str, confidence: str, fit: fits.Fit, variants: tuple[str, ...]) -> Method:
+    """The row of a reasoned task's stated-confidence reading (``_reasoned``)."""
+    return Method(label, variants, confidence + STATED, fits.of_reading(VERBALIZED, fit))
+
+
 LOGIT_VARIANTS = _names(LOGIT)
 VERBALIZED_VARIANTS = _names(VERBALIZED)
+REASONED_VARIANTS = _names(REASONED)
 METHODS: list[Method] = [
     Method("Vanilla", LOGIT_VARIANTS, VANILLA, fits.own_confidence),
     Method("Temperature scaling", ("",), TEMPERATURE_SCALING, fits.temperature_scaled),
@@ -159,6 +196,16 @@ METHODS: list[Method] = [
     Method("SPUQ", ("spuq",), SPUQ, fits.sampled(SPUQ)),
     *(_calidist(v) for v in VARIANTS if v.distracted and v.confidence == LOGIT),
     *(_calidist(v) for v in VARIANTS if v.distracted and v.confidence == VERBALIZED),
+    Method("Vanilla (reasoned)", REASONED_VARIANTS, VANILLA, fits.own_confidence),
+    Method("Temperature scaling (reasoned)", ("cot",), TEMPERATURE_SCALING,
+           fits.temperature_scaled),
+    Method("Platt (reasoned)", ("cot",), PLATT, fits.platt_scaled),
+    Method("Isotonic (reasoned)", ("cot",), ISOTONIC, fits.isotonic_calibrated),
+    Method("Vector scaling (reasoned)", ("cot",), VECTOR_SCALING, fits.vector_scaled),
+    _stated("Verbalized (reasoned)", VANILLA, fits.own_confidence, REASONED_VARIANTS),
+    _stated("Verbalized + Platt (reasoned)", PLATT, fits.platt_scaled, ("cot",)),
+    _stated("Verbalized + isotonic (reasoned)", ISOTONIC, fits.isotonic_calibrated, ("cot",)),
+    *(m for v in VARIANTS if v.distracted and v.confidence == REASONED for m in _reasoned(v)),
 ]
 
 
@@ -215,7 +262,8 @@ DIAGNOSTICS = (
 BASELINE_EXTRAS = ("temperature", metric_name("acc", VECTOR_SCALING), "requests_per_doc",
                    "n_calibration", "n_evaluation")
 GENERATION_EXTRAS = ("parse_fail_rate", "requests_per_doc", "n_calibration", "n_evaluation")
-SAMPLING_EXTRAS = {CONSISTENCY: ("identical_samples_rate",), SPUQ: ()}
+# sampling_temperature: the samples' temperature (ConfidenceSource.summary_extras)
+SAMPLING_EXTRAS = {CONSISTENCY: ("identical_samples_rate", "sampling_temperature"), SPUQ: ()}
 
 
 def metric_names(distracted: bool, confidence: str = LOGIT) -> list[str]:

@@ -43,7 +43,13 @@ from lm_eval.api.instance import Instance
 from calidist_tasks import distractors, lm_eval_compat
 from calidist_tasks.aggregation import parse_fail_rate
 from calidist_tasks.dataset import Source
-from calidist_tasks.joining import Outcome, PromptPlan, join_document, outcome_from_loglikelihoods
+from calidist_tasks.joining import (
+    Outcome,
+    PromptPlan,
+    join_document,
+    outcome_at,
+    outcome_from_loglikelihoods,
+)
 from calidist_tasks.prompts import HINT
 from calidist_tasks.records import (
     EVALUATION,
@@ -226,10 +232,7 @@ def chain_outcome(loglikelihoods: list[float], scoring: Scoring, where: str) -> 
     best = outcome_from_loglikelihoods(loglikelihoods, where)  # checks the values
     if scoring.answer is None:
         return Outcome(-1, best.confidence, best.letter_logprobs, parsed=False)
-    values = best.letter_logprobs
-    top = max(values)
-    total = sum(math.exp(v - top) for v in values)
-    return Outcome(scoring.answer, math.exp(values[scoring.answer] - top) / total, values)
+    return outcome_at(loglikelihoods, scoring.answer, where)
 
 
 class OpenEndedTask(CaliDistTask):

@@ -108,6 +108,10 @@ class RunSettings:
     original_run: str | None = _option(None, "stage hints: the stage-1 run of the same task (its "
                                        "--output_path folder or samples_<task>_*.jsonl file)",
                                        shown="none")
+    replies: str | None = _option(None, "reasoned (_cot) tasks: the run of the matching "
+                                  "_verbalized task whose replies they score (its --output_path "
+                                  "folder or samples file); calidist eval runs it first itself",
+                                  shown="none")
     # recorded in saved calibrators (from --model_args pretrained/model)
     model: str | None = _option(None, "the model, from --model_args pretrained= or model=",
                                 internal=True)
@@ -154,7 +158,7 @@ class RunSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"--metadata {name} must be an integer, got {value!r}")
-        for name in ("data_dir", "calibrator", "save_calibrator", "original_run"):
+        for name in ("data_dir", "calibrator", "save_calibrator", "original_run", "replies"):
             value = getattr(self, name)
             if value is not None and not _is_path(value):
                 raise ValueError(f"--metadata {name} must be a path (a non-empty string), "

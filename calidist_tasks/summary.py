@@ -8,10 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.methods import methods_of, task_variant
+from calidist_tasks.methods import ECE_BINNING, methods_of, task_variant
 
 SCORES = ("ece", "ece_adaptive", "brier", "auroc")
-
 
 def _metric(values: Mapping[str, Any], name: str) -> float | None:
     value = values.get(f"{name},none")
@@ -38,7 +37,7 @@ def calibration_table(results: Mapping[str, Any]) -> str:
             cells = [_cell(_metric(values, method.metric(s))) for s in SCORES]
             lines.append(f"| {task} | {method.label} | {_cell(acc)} | " + " | ".join(cells)
                          + " |")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", ECE_BINNING + "."])
 
 
 def latest_results(output_path: str | Path) -> dict[str, Any]:

@@ -119,13 +119,19 @@ class CaliDistTask(ConfigurableTask):
         self._stage1: two_stage.Stage1Lookup | None = None
         # logged in the results file's config: what ``methods.task_variant`` reads back
         config["metadata"] = {**(config.get("metadata") or {}), "benchmark": self.benchmark,
-                              "distractor": self.distractor, "confidence": self.confidence}
+                              "distractor": self.distractor,
+                              "confidence": self.registered_confidence()}
         super().__init__(config=config, **kwargs)
         lm_eval_compat.set_task_metrics(self, self.reported_metrics(), self._aggregate,
                                         higher_is_better)
         if self.style.hinted:  # a saved fit that does not fit fails now, not after the run
             self.settings = settings_with_saved_fit(self.settings, config.get("metadata"),
                                                     self.calibrator_context())
+
+    def registered_confidence(self) -> str:
+        """The confidence source this task's variant is registered under (``methods.Variant``),
+        logged in its config: its own, unless a subclass reads replies another way."""
+        return self.confidence
 
     # ------------------------------------------------------------------ data
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:

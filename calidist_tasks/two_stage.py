@@ -96,21 +96,10 @@ def read_stage1(path: str | Path, task: str, docs: Sequence[Mapping[str, Any]],
     lines: dict[int, int] = {}  # index -> the line that logged it
     for number, line in enumerate(read_jsonl(file), start=1):
         where = f"{task}: original_run {file} line {number}"
-        logged = line.get("doc") if isinstance(line, dict) else None
-        record = next((v for v in line.values() if is_record(v)), None) if logged else None
-        if not isinstance(logged, dict) or record is None or INDEX_FIELD not in logged:
-            raise ValueError(f"{where}: not a sample of a calidist task run with --log_samples")
-        index = logged[INDEX_FIELD]
-        doc = by_index.get(index)
-        if doc is None or content_key(doc) != content_key(logged) or (
-                doc.get(SOURCE_FIELD) != logged.get(SOURCE_FIELD)):
-            ours = "no such document" if doc is None else f"{doc.get(SOURCE_FIELD)}"
-            raise ValueError(
-                f"{where}: document {index} ({logged.get(SOURCE_FIELD)}) is not this run's "
-                f"document {index} ({ours}); run both stages on the same data, calib_size, "
-                "eval_size and split_seed")
+        index, record = matched_sample(line, by_index, where)
+        doc = by_index[index]
         if index in lines:
-            raise ValueError(f"{where}: document {index} ({logged.get(SOURCE_FIELD)}) is logged "
+            raise ValueError(f"{where}: document {index} ({doc.get(SOURCE_FIELD)}) is logged "
                              f"twice (first at line {lines[index]}); run stage 1 again")
         lines[index] = number
         if is_failed(record):
@@ -183,6 +172,26 @@ def check_stage1_answer(outcome: Outcome, n_choices: int | None, where: str) -> 
                          f"{outcome.confidence!r} contradicts its own letter log-probabilities "
                          f"{list(letters)} (prediction {own.prediction}, confidence "
                          f"{own.confidence:.6g})")
+def matched_sample(line: Any, by_index: Mapping[int, Mapping[str, Any]],
+                   where: str) -> tuple[int, dict[str, Any]]:
+    """(document index, record) of one line of an earlier run's samples file. Refused
+    (ValueError naming ``where``) when it is not a sample of a calidist task run with
+    --log_samples, or its document is not this run's document of the same index (another data,
+    calib_size, eval_size or split_seed)."""
+    logged = line.get("doc") if isinstance(line, dict) else None
+    record = next((v for v in line.values() if is_record(v)), None) if logged else None
+    if not isinstance(logged, dict) or record is None or INDEX_FIELD not in logged:
+        raise ValueError(f"{where}: not a sample of a calidist task run with --log_samples")
+    index = logged[INDEX_FIELD]
+    doc = by_index.get(index)
+    if doc is None or content_key(doc) != content_key(logged) or (
+            doc.get(SOURCE_FIELD) != logged.get(SOURCE_FIELD)):
+        ours = "no such document" if doc is None else f"{doc.get(SOURCE_FIELD)}"
+        raise ValueError(
+            f"{where}: document {index} ({logged.get(SOURCE_FIELD)}) is not this run's "
+            f"document {index} ({ours}); run both stages on the same data, calib_size, "
+            "eval_size and split_seed")
+    return index, record
 
 
 class Stage1Lookup:
@@ -220,8 +229,9 @@ def check_original_prompt(stage1: Stage1, prompt: Any, task: str, doc: Mapping[s
 def expand_tasks(names: Iterable[str]) -> list[tuple[str, str]]:
     """(task, kind) of every task ``names`` selects, our groups expanded: kind ``logit`` (a
     hinted log-likelihood task: two stages), ``verbalized`` (a hinted verbalized task: two
-    stages), ``single`` (ours, one stage: no hints, or staged itself like GSM8K), ``other``
-    (not ours: stage 2 only)."""
+    stages), ``reasoned`` (a reasoned task: runs after its replies' run, ``reasoned_stages``),
+    ``single`` (ours, one stage: no hints, or staged itself like GSM8K), ``other`` (not ours:
+    stage 2 only)."""
     configs = task_configs()
     found: list[tuple[str, str]] = []
 
@@ -232,6 +242,8 @@ def expand_tasks(names: Iterable[str]) -> list[tuple[str, str]]:
         elif "group" in config:
             for member in config.get("task") or []:
                 visit(member if isinstance(member, str) else member.get("task"))
+        elif "reply_task" in config:
+            found.append((name, "reasoned"))
         else:
             hinted = config.get("distractor", "none") != "none"
             kind = str(config.get("class", "")).split()[-1]
@@ -277,7 +289,7 @@ FLAG_SAMPLES = ("--log_samples", "-s")
 FLAG_CACHE = ("--use_cache", "-c")
 
 
-def _values(argv: Sequence[str], flags: tuple[str, ...], many: bool = False) -> list[str]:
+def flag_values(argv: Sequence[str], flags: tuple[str, ...], many: bool = False) -> list[str]:
     """The values given to ``flags`` in an lm-eval argv (``--flag v``, ``--flag=v``)."""
     values: list[str] = []
     i = 0
@@ -298,7 +310,7 @@ def _values(argv: Sequence[str], flags: tuple[str, ...], many: bool = False) -> 
     return values
 
 
-def _without(argv: Sequence[str], flags: tuple[str, ...], many: bool = False) -> list[str]:
+def without_flags(argv: Sequence[str], flags: tuple[str, ...], many: bool = False) -> list[str]:
     """``argv`` without ``flags`` and their values."""
     out: list[str] = []
     i = 0
@@ -335,8 +347,8 @@ def plan_two_stage(argv: Sequence[str]) -> TwoStagePlan:
     ``<output_path>/stage1``) and stage 2 (the whole selection, hints only) from an lm-eval argv.
     Refuses (SystemExit) what two stages cannot run."""
     argv = list(argv)
-    outputs = _values(argv, FLAG_OUTPUT)
-    names = [n.strip() for value in _values(argv, FLAG_TASKS, many=True)
+    outputs = flag_values(argv, FLAG_OUTPUT)
+    names = [n.strip() for value in flag_values(argv, FLAG_TASKS, many=True)
              for n in value.split(",") if n.strip()]
     if not names:
         raise SystemExit("calidist eval --two-stage: give the tasks with --tasks (a --config file "
@@ -344,9 +356,9 @@ def plan_two_stage(argv: Sequence[str]) -> TwoStagePlan:
     if not outputs:
         raise SystemExit("calidist eval --two-stage needs --output_path: stage 1's samples are "
                          f"kept in <output_path>/{STAGE1_FOLDER} and read by stage 2")
-    if _values(argv, ("--metadata",), many=True) and any(
+    if flag_values(argv, ("--metadata",), many=True) and any(
             '"stage"' in v or "stage=" in v or "original_run" in v
-            for v in _values(argv, ("--metadata",), many=True)):
+            for v in flag_values(argv, ("--metadata",), many=True)):
         raise SystemExit("calidist eval --two-stage sets --metadata stage and original_run "
                          "itself; leave them out")
     output = Path(outputs[-1])
@@ -354,9 +366,9 @@ def plan_two_stage(argv: Sequence[str]) -> TwoStagePlan:
     hinted = [name for name, kind in expand_tasks(names) if kind in ("logit", "verbalized")]
     stage1 = None
     if hinted:
-        stage1 = [*_without(_without(argv, FLAG_TASKS, many=True), FLAG_OUTPUT),
+        stage1 = [*without_flags(without_flags(argv, FLAG_TASKS, many=True), FLAG_OUTPUT),
                   "--tasks", ",".join(hinted), "--output_path", str(stage1_dir),
-                  *([] if _values(argv, FLAG_SAMPLES) or any(a in FLAG_SAMPLES for a in argv)
+                  *([] if flag_values(argv, FLAG_SAMPLES) or any(a in FLAG_SAMPLES for a in argv)
                     else ["--log_samples"]),
                   "--metadata", json.dumps({"stage": ORIGINAL})]
     stage2 = [*argv, "--metadata", json.dumps({"stage": HINTS, "original_run": str(stage1_dir)})]
@@ -391,7 +403,7 @@ def run_two_stage(argv: Sequence[str], run: Any) -> Any:
             check_writable(folder, "--output_path" if folder == plan.output else "stage 1 folder")
         except OSError as error:
             raise SystemExit(f"calidist eval --two-stage: {error}") from None
-    cache = _values(argv, FLAG_CACHE)
+    cache = flag_values(argv, FLAG_CACHE)
     TALLIES.clear()
     with models_reused():
         if plan.stage1 is not None:

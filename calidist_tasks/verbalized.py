@@ -149,14 +149,19 @@ def _normalize(text: str) -> str:
     return _SPACE.sub(" ", text).strip().lower()
 
 
-def strip_echoes(text: str, echoes: Iterable[str]) -> str:
+def strip_echoes(text: str, echoes: Iterable[str], keep_positions: bool = False) -> str:
     """``text`` without any occurrence of ``echoes`` (case and spacing ignored), longest first:
-    a whole echoed exemplar goes before the hint inside it could break it up."""
+    a whole echoed exemplar goes before the hint inside it could break it up.
+    ``keep_positions``: each echo becomes as many spaces as it had characters, so that a
+    position in the result is the same position in ``text`` (``locate_answer``)."""
+    def blank(match: re.Match[str]) -> str:
+        return " " * len(match.group()) if keep_positions else " "
+
     for echo in sorted(echoes, key=len, reverse=True):
         words = echo.split()
         if words:
             pattern = r"\s+".join(re.escape(w) for w in words)
-            text = re.sub(pattern, " ", text, flags=re.IGNORECASE)
+            text = re.sub(pattern, blank, text, flags=re.IGNORECASE)
     return text
 
 
@@ -308,12 +313,12 @@ def strip_confidence(text: str) -> str:
     return _CONFIDENCE_BEFORE.sub(" ", _CONFIDENCE_AFTER.sub(" ", _normalize(text)))
 
 
-def own_text(
-    text: str, hint: str | None = None, exemplars: str | None = None, formats: Sequence[str] = ()
-) -> str:
-    """The reply without what the prompt put in the model's mouth: ``hint`` and ``exemplars``
-    (the few-shot block, exemplars separated by blank lines), our instructions and ``formats``
-    (the prompt's own reply-format lines)."""
+def prompt_echoes(
+    hint: str | None = None, exemplars: str | None = None, formats: Sequence[str] = ()
+) -> list[str]:
+    """What the prompt put in the model's mouth: ``hint`` and ``exemplars`` (the few-shot block,
+    exemplars separated by blank lines), our instructions and ``formats`` (the prompt's own
+    reply-format lines)."""
     ours = [line for form in REPLY_FORMS.values() for line in (form.instruction, form.format)]
     echoes = [*ours, *formats, "(0-100)%", HINT_NOTE]
     if exemplars:
@@ -321,7 +326,14 @@ def own_text(
     if hint:  # the whole hint, and its claim alone ("I think the answer should be (b)")
         lines = [line.removeprefix("Hint:") for line in hint.splitlines()]
         echoes = lines + [line[: line.index(")") + 1] for line in lines if ")" in line] + echoes
-    return strip_echoes(str(text or ""), echoes)
+    return echoes
+
+
+def own_text(
+    text: str, hint: str | None = None, exemplars: str | None = None, formats: Sequence[str] = ()
+) -> str:
+    """The reply without what the prompt put in the model's mouth (``prompt_echoes``)."""
+    return strip_echoes(str(text or ""), prompt_echoes(hint, exemplars, formats))
 
 
 def parse_response(
@@ -340,6 +352,40 @@ def parse_response(
         position = text.in_tokens(answer_position(text, choices, hint, exemplars))
         parsed["letter_logprobs"] = letter_logprobs(tokens, position, len(choices))
     return parsed
+
+
+# _EXPLICIT on the reply as written (any case, any run of spaces): positions are the reply's own.
+_EXPLICIT_AS_WRITTEN = re.compile(_EXPLICIT.pattern.replace(" ", r"[^\S\n]+"), re.IGNORECASE)
+_PARENTHESIZED = re.compile(r"(?<![a-z])\(([a-z])\)", re.IGNORECASE)
+
+
+def locate_answer(
+    text: str, choices: Sequence[str], hint: str | None = None, exemplars: str | None = None
+) -> tuple[int, int] | None:
+    """(option index, where its letter starts in ``text``) of the reply's answer as
+    ``parse_response`` reads it; None when it reads none or the answer is not a written letter.
+
+    The letter is the final answer statement's ("... the correct answer is (c) ..."), or, in a
+    reply with no statement, the last "(x)" naming the parsed option; echoes of the prompt
+    (``prompt_echoes``) never count. An answer read from an option's text alone has no letter
+    to locate. The reasoned tasks score the option letters right there (``reasoned``)."""
+    text = str(text or "")
+    answer = parse_answer(own_text(text, hint, exemplars), choices)
+    if answer is None:
+        return None
+    masked = strip_echoes(text, prompt_echoes(hint, exemplars), keep_positions=True)
+    statements = list(_EXPLICIT_AS_WRITTEN.finditer(masked))
+    if statements:
+        final = statements[-1]
+        group = next(g for g in (1, 2, 3) if final.group(g))
+        letter, start = final.group(group), final.start(group)
+    else:
+        markers = [m for m in _PARENTHESIZED.finditer(masked)
+                   if m.group(1).lower() == LETTERS[answer]]
+        if not markers:
+            return None
+        letter, start = markers[-1].group(1), markers[-1].start(1)
+    return (answer, start) if LETTERS.find(letter.lower()) == answer else None
 
 
 def outcome_from_parse(

@@ -12,8 +12,8 @@ import pytest
 from calidist_metrics import CalibrationWarning, aurc, maximum_calibration_error, smooth_ece
 from calidist_tasks.aggregation import (
     SCORES,
-    _unreadable,
     summarize_baselines,
+    unless_unreadable,
 )
 from calidist_tasks.methods import higher_is_better, metric_names
 from calidist_tasks.settings import RunSettings
@@ -64,6 +64,7 @@ def test_new_scores_equal_the_library_on_the_baselines():
 def test_unreadable_results_make_the_new_scores_nan():
     results = {"acc": 0.4, "parse_fail_rate": 0.9, "mce_vanilla": 0.1, "smece": 0.2,
                "aurc_platt": 0.3, "n_evaluation": 6.0}
-    out = _unreadable(results)
+    with pytest.warns(CalibrationWarning, match="unreadable"):
+        out = unless_unreadable(results)
     assert all(math.isnan(out[k]) for k in ("mce_vanilla", "smece", "aurc_platt"))
     assert out["acc"] == 0.4 and out["parse_fail_rate"] == 0.9 and out["n_evaluation"] == 6.0

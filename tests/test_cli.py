@@ -35,8 +35,15 @@ def test_tasks_lists_every_task_and_group_lm_eval_indexes(capsys):
     from lm_eval.tasks import TaskManager
 
     cli.main(["tasks"])
-    listed = {line.split("\t")[0]: line.split("\t")[1]
-              for line in capsys.readouterr().out.splitlines()}
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    listed = {name: kind for name, kind, *_ in lines}
+    # the paper's protocol first: every reasoned task before any other, and said so
+    paper = [name for name, _, _, what, _ in lines if what.startswith(cli.PAPER)]
+    assert paper == [line[0] for line in lines[:len(paper)]]
+    assert {f"calidist_ppdb{s}_cot" for s in ("", "_assertion", "_probe", "_corruption")} <= set(
+        paper)
+    assert {line[0]: line[3] for line in lines}["calidist_ppdb_assertion"].startswith(
+        "direct letter readout")
     for benchmark in ("mnli", "ppdb"):
         for suffix in ("", "_assertion", "_probe", "_corruption"):
             assert listed[f"calidist_{benchmark}{suffix}"] == "task"
@@ -310,11 +317,15 @@ def test_version_and_filtered_task_list(capsys):
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     by_name = {r[0]: r[1:] for r in rows}
     assert set(by_name) == {"calidist_ppdb_assertion", "calidist_ppdb_assertion_verbalized",
-                            "calidist_ppdb_all", "calidist_gsm8k_assertion_chains"}
-    assert by_name["calidist_ppdb_assertion"] == ["task", "multiple_choice",
-                                                  "Vanilla, CaliDist (As.)"]
+                            "calidist_ppdb_assertion_cot", "calidist_ppdb_all",
+                            "calidist_gsm8k_assertion_chains"}
+    assert by_name["calidist_ppdb_assertion"][:2] == ["task", "multiple_choice"]
+    assert by_name["calidist_ppdb_assertion"][3] == "Vanilla, CaliDist (As.)"
+    assert by_name["calidist_ppdb_assertion_cot"][3] == (
+        "Vanilla (reasoned), Verbalized (reasoned), CaliDist reasoned (As.), "
+        "CaliDist reasoned verbalized (As.)")
     assert by_name["calidist_ppdb_assertion_verbalized"][1] == "generate_until"
-    assert by_name["calidist_gsm8k_assertion_chains"][2].startswith("the stage's generations")
+    assert by_name["calidist_gsm8k_assertion_chains"][3].startswith("the stage's generations")
     assert by_name["calidist_ppdb_all"][0] == "group"
 
 
@@ -333,10 +344,14 @@ def test_readme_matches_the_task_configs():
     tags = {name: config.get("tag") for name, config in task_configs().items()
             if "group" not in config}
     stage2 = sorted(name for name, tag in tags.items() if tag == "calidist_stage2")
-    assert stage2 and all(tag in ("calidist", "calidist_stage2") for tag in tags.values())
+    reasoned = {name for name, tag in tags.items() if tag == "calidist_reasoned"}
+    assert reasoned == {name for name in tags if name.endswith("_cot")}
+    assert stage2 and all(tag in ("calidist", "calidist_stage2", "calidist_reasoned")
+                          for tag in tags.values())
     claim = readme[readme.index("Every task carries the tag `calidist`"):]
     claim = claim[:claim.index("**Defaults")]
     assert sorted(re.findall(r"`(calidist_gsm8k\w*)`", claim)) == stage2
+    assert "`_cot` tasks" in claim and "`calidist_reasoned`" in claim
     commands = re.split(r"\n(?=\S)", readme.split("## Use with lm-eval")[1].split("```")[1])
     for command in commands:
         if re.search(r"--tasks \S*calidist_ppdb", command):

@@ -167,10 +167,13 @@ def test_consistency_requests_local_and_api(metadata):
     local = load_task("calidist_ppdb_consistency", metadata)
     ctx, requests = build(local, local.eval_docs[5])
     assert len(requests) == 1 and requests[0].repeats == 15
-    assert requests[0].arguments == (ctx, {"until": END_OF_TURN, "max_gen_toks": 32,
+    # the vanilla reply's prompt and budget (the paper's Table 4: 15 x its tokens)
+    assert requests[0].arguments == (ctx, {"until": END_OF_TURN, "max_gen_toks": 512,
                                            "do_sample": True, "temperature": 1.0, "top_k": 50,
                                            "top_p": 0.95})
-    assert ctx.endswith('Reply in the form "The answer is (letter)."\n')
+    vanilla = load_task("calidist_ppdb_verbalized", metadata)
+    assert ctx == vanilla.fewshot_context(vanilla.eval_docs[5], 0, gen_prefix=None)
+    assert vanilla.config.generation_kwargs["max_gen_toks"] == 512
     api = load_task("calidist_ppdb_consistency", {**metadata, "base_url": "http://127.0.0.1:9"})
     _, requests = build(api, api.eval_docs[5])
     assert [r.repeats for r in requests] == [1] * 15
@@ -229,6 +232,7 @@ def test_consistency_and_spuq_run_with_hf(tiny_model_dir, metadata):
     assert consistency_run["requests_per_doc,none"] == 15.0
     assert consistency_run["n_evaluation,none"] == 3.0
     assert consistency_run["n_calibration,none"] == 0.0
+    assert consistency_run["sampling_temperature,none"] == 1.0  # top_k / top_p at 1.0
     for kind in CONSISTENCY_KINDS:  # NaN exactly when most samples were unreadable
         unreadable = consistency_run["parse_fail_rate,none"] > UNREADABLE_LIMIT
         assert math.isnan(consistency_run[f"ece_{kind},none"]) == unreadable

@@ -52,6 +52,22 @@ def test_eval_size_all_and_default_take_every_remaining_document(mnli_data_dir):
         ["calibration"] * 8 + ["evaluation"] * 5)
 
 
+def test_an_eval_size_beyond_the_split_warns_once(mnli_data_dir, caplog):
+    import logging
+
+    from calidist_tasks import dataset
+
+    dataset._SHORT_WARNED.clear()
+    base = {"data_dir": str(mnli_data_dir), "calib_size": 8}
+    with caplog.at_level(logging.WARNING, logger="calidist_tasks.dataset"):
+        for name in ("calidist_mnli", "calidist_mnli_assertion", "calidist_mnli"):
+            docs_of(name, {**base, "eval_size": 1000})
+        docs_of("calidist_mnli", {**base, "eval_size": "all"})
+        docs_of("calidist_mnli", {**base, "eval_size": 40})  # exactly what is left
+    warned = [r.getMessage() for r in caplog.records if r.name == "calidist_tasks.dataset"]
+    assert len(warned) == 1 and "eval_size=1000 but only 40" in warned[0]
+
+
 def test_ppdb_pool_mode_splits_one_file_disjointly(ppdb_data_dir):
     docs = docs_of("calidist_ppdb", {"data_dir": str(ppdb_data_dir), "calib_size": 10,
                                      "eval_size": "all"})

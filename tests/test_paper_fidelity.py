@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -212,6 +213,14 @@ def test_consistency_baselines_of_appendix_d_and_i() -> None:
     kwargs = consistency_yaml["generation_kwargs"]
     assert (kwargs["top_k"], kwargs["top_p"], kwargs["do_sample"]) == (50, 0.95, True)
     assert consistency.API_TEMPERATURE == 1.5
+    # samples of the vanilla (reasoned) reply: its budget and its reply form
+    verbalized_yaml = yaml.safe_load(re.sub(r"!function \S+", "fn", (
+        ROOT / "yaml_tasks" / "_verbalized_yaml").read_text()))
+    assert kwargs["max_gen_toks"] == verbalized_yaml["generation_kwargs"]["max_gen_toks"]
+    from calidist_tasks.confidence_sources import SOURCES
+
+    assert SOURCES["consistency"].reply_form(RunSettings()) == SOURCES["verbalized"].reply_form(
+        RunSettings())
     votes = consistency.vote([0] * 12 + [1] * 3, 3)
     assert votes["consistency"] == pytest.approx(0.8)  # Appendix D's example: 12 of 15
     h = -(0.8 * math.log(0.8) + 0.2 * math.log(0.2))
@@ -225,6 +234,34 @@ def test_scores_of_appendix_h() -> None:
     # 10 equal-width bins: each document in its own bin here, so ECE = mean |conf - correct|
     assert expected_calibration_error(conf, correct) == pytest.approx(
         np.mean(np.abs(conf - correct)))
+
+
+def test_the_aggregations_ece_has_10_equal_width_left_closed_bins() -> None:
+    """The ECE the tasks report (the aggregation's, not only the scorer's): 10 equal-width bins,
+    each closed on the left. Three documents, binned by hand: 0.65 in [0.6, 0.7); 0.70 and 0.79
+    in [0.7, 0.8). Five bins, or bins closed on the right (0.70 in (0.6, 0.7]), give another
+    number."""
+    from calidist_tasks.aggregation import summarize_generations
+
+    confidences, correct = [0.65, 0.70, 0.79], [1, 0, 1]
+    by_hand = (1 / 3) * abs(1 - 0.65) + (2 / 3) * abs(0.5 - (0.70 + 0.79) / 2)
+    five_bins = abs(2 / 3 - (0.65 + 0.70 + 0.79) / 3)
+    right_closed = (2 / 3) * abs(0.5 - (0.65 + 0.70) / 2) + (1 / 3) * abs(1 - 0.79)
+    assert len({round(by_hand, 6), round(five_bins, 6), round(right_closed, 6)}) == 3
+
+    def record(i: int, split: str, confidence: float, right: int) -> dict:
+        return {"index": i, "split": split, "confidence": confidence, "correct": right,
+                "prediction": 0, "label": 0 if right else 1, "requests": 1, "generations": 1,
+                "parse_failures": 0}
+
+    calibration = [record(i, "calibration", 0.5 + 0.1 * (i % 4), i % 2) for i in range(8)]
+    evaluation = [record(8 + i, "evaluation", c, y)
+                  for i, (c, y) in enumerate(zip(confidences, correct, strict=True))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        summary = summarize_generations(calibration + evaluation, RunSettings(),
+                                        {"task": "t"}, "verbalized", False)
+    assert summary["ece_vanilla"] == pytest.approx(by_hand)
 
 
 def test_verbalized_prompt_of_appendix_f(ppdb_data_dir: Path) -> None:

@@ -37,8 +37,9 @@ from calidist_tasks.cli import main
 from calidist_tasks.methods import METHODS, task_variant, variant_named
 from calidist_tasks.records import RECORD_IN, VERBALIZED, is_record
 from calidist_tasks.report import write_report
+from calidist_tasks.report.identity import short_names
 from calidist_tasks.report.latex import latex_escape
-from calidist_tasks.report.loading import TaskRun, load_runs, short_names
+from calidist_tasks.report.loading import TaskRun, load_runs
 from calidist_tasks.report.methods import Cell, leaderboard_cells
 from calidist_tasks.report.tables import (
     ALWAYS_ZERO,

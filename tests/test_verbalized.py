@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from calidist_tasks.distractors import ASSERTION_TEMPLATES, assertion_hint, probe_hint
 from calidist_tasks.generation import SHORT_MAX_GEN_TOKS
+from calidist_tasks.records import record_marker
 from calidist_tasks.task import CHOICES, HINT
 from calidist_tasks.verbalized import (
     CONFIDENCE_FORMAT,
@@ -333,8 +334,9 @@ def test_records_and_metrics_follow_the_documented_rule(ppdb_tasks):
                     else {"answer": 0, "confidence": 0.9})
         hinted = [{"answer": 1, "confidence": 0.6}] * 3 + [{"answer": None, "confidence": 0.6}]
         metrics = task.process_results(doc, [[original]] + [[h] for h in hinted])
-        record = metrics["ece"]
+        record = metrics["acc"]  # the record once; every other metric a marker naming it
         assert set(metrics) >= {"ece", "ece_vanilla", "brier", "auroc", "parse_fail_rate"}
+        assert metrics["ece"] == record_marker("acc")
         records.append(record)
     last = records[-1]
     assert (last["prediction"], last["confidence"], last["parsed"]) == (-1, 0.5, False)

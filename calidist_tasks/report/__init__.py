@@ -40,7 +40,7 @@ from typing import Any
 
 from calidist_tasks.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.fits import column
-from calidist_tasks.methods import METHODS, vanilla_labels
+from calidist_tasks.methods import ECE_BINNING, METHODS, vanilla_labels
 from calidist_tasks.records import EVALUATION
 from calidist_tasks.report.cost import cost_table
 from calidist_tasks.report.identity import group_names, identity_table, selected
@@ -340,8 +340,8 @@ def _write(
          "and paired tests never cross blocks. A block's name adds the settings that tell it "
          "apart from the same model's other blocks.", _models(loaded.runs, names)),
         ("Leaderboard", "Scores x100 on the evaluation documents; ↓ lower is better, ↑ higher "
-         "is better; **bold** = best ECE / Brier / AUROC of the column within the block (model "
-         "and run settings). Acc = "
+         f"is better; {ECE_BINNING}. **bold** = best ECE / Brier / AUROC of the column within "
+         "the block (model and run settings). Acc = "
          "accuracy of the method's predictions; Unreadable = share of the task's replies the "
          "parser could not read (– for tasks that score the option letters). "
          f"{UNREADABLE} = more than {UNREADABLE_LIMIT:.0%} of the replies unreadable: the "

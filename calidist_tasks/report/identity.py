@@ -19,13 +19,13 @@ from typing import Any
 
 from calidist_tasks.methods import Variant, task_variant
 from calidist_tasks.records import CONSISTENCY, SPUQ, VERBALIZED
-from calidist_tasks.report.loading import TaskRun, short_names
+from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.report.tables import Table
 from calidist_tasks.run_files import MODEL_KEYS
 
 # model_args that change how fast, not what, a model answers
 RUNTIME_ARGS = {"device", "device_map", "batch_size", "max_batch_size", "parallelize",
-                "trust_remote_code", "num_concurrent", "max_retries", "timeout", "base_url",
+                "num_concurrent", "max_retries", "timeout", "base_url",
                 "tokenized_requests", "tokenizer_backend", "use_fast_tokenizer", "max_gen_toks",
                 "gpu_memory_utilization", "data_parallel_size", "tensor_parallel_size",
                 "prefix_cache", "verify_cache"}
@@ -51,6 +51,21 @@ SETTINGS: dict[str, Callable[[Variant], bool]] = {
 # lm-eval's results-file keys of the prompt format (chat template by its hash)
 PROMPT_KEYS = (("chat_template_sha", "chat template"), ("system_instruction_sha",
                "system instruction"), ("fewshot_as_multiturn", "few-shot as multi-turn"))
+
+
+def short_names(models: Iterable[str]) -> dict[str, str]:
+    """Display names: the shortest trailing path parts that tell the models apart."""
+    models = sorted(set(models))
+    parts = {m: [p for p in m.replace("\\", "/").split("/") if p] or [m] for m in models}
+    names = {}
+    for model in models:
+        for depth in range(1, len(parts[model]) + 1):
+            name = "/".join(parts[model][-depth:])
+            clash = [o for o in models if o != model and "/".join(parts[o][-depth:]) == name]
+            if not clash:
+                break
+        names[model] = name
+    return names
 
 
 def _model_args(data: Mapping[str, Any]) -> dict[str, Any]:

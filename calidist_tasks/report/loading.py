@@ -18,72 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from calidist_tasks.records import SOURCE_FIELD, STAGE1_FOLDER, Record, is_failed, is_record
+from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.run_files import RESULTS_NAME, SAMPLES_NAME, json_lines, model_name
 
 TASK_PREFIX = "calidist_"
 
 
 @dataclass
-class TaskRun:
-    """One task of one model in one results file, with its logged documents when usable."""
-
-    task: str
-    model: str
-    stamp: str
-    results_file: Path
-    metrics: dict[str, float]  # metric name -> value as lm-eval saved it (a fraction)
-    config: dict[str, Any]  # the task's entry in the results file's "configs"
-    expected_docs: int | None = None  # lm-eval's n-samples "effective"
-    filter_name: str = "none"  # the lm-eval filter whose numbers and samples are reported
-    samples_file: Path | None = None
-    records: list[Record] | None = None  # per-document records; None when not usable
-    prompts: list[list[tuple[str, int]]] | None = None  # per document: (prompt, times sent)
-    # per document (same order as records): the texts the model generated (empty for scored
-    # tasks), and the document's origin (its SOURCE_FIELD: file and line) when logged
-    generations: list[list[str]] | None = None
-    sources: list[str | None] | None = None
-    # the settings that decide what the numbers mean (``identity.run_identity``); runs of one
-    # model with different identities are different groups and never compared
-    identity: dict[str, Any] = field(default_factory=dict)
-    # a two-stage run (``calidist eval --two-stage``): the stage-1 samples whose original
-    # prompts were prepended to ``prompts``, so that the cost counts both stages
-    stage1_samples: Path | None = None
-    # committed benchmark records (``report.stored``): per document, (tokens, times sent) per
-    # prompt instead of the prompts' texts, and how the tokens were counted
-    prompt_tokens: list[list[tuple[float, int]]] | None = None
-    token_count: str | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.task} [{self.model}]"
-
-    @property
-    def group(self) -> str:
-        """The block of comparable runs: the model, and its identity when one was read."""
-        if not self.identity:
-            return self.model
-        return f"{self.model} {json.dumps(self.identity, sort_keys=True)}"
-
-
-@dataclass
 class Loaded:
     runs: list[TaskRun] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-
-
-def short_names(models: Iterable[str]) -> dict[str, str]:
-    """Display names: the shortest trailing path parts that tell the models apart."""
-    models = sorted(set(models))
-    parts = {m: [p for p in m.replace("\\", "/").split("/") if p] or [m] for m in models}
-    names = {}
-    for model in models:
-        for depth in range(1, len(parts[model]) + 1):
-            name = "/".join(parts[model][-depth:])
-            clash = [o for o in models if o != model and "/".join(parts[o][-depth:]) == name]
-            if not clash:
-                break
-        names[model] = name
-    return names
 
 
 def _metrics(values: Mapping[str, Any]) -> tuple[dict[str, float], str | None, list[str]]:

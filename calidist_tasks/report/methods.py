@@ -37,7 +37,7 @@ from calidist_tasks.methods import (
     task_variant,
 )
 from calidist_tasks.records import Hint, hints_of
-from calidist_tasks.report.loading import TaskRun
+from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.settings import RunSettings
 
 __all__ = ["METHODS", "Cell", "Method", "leaderboard_cells", "task_cells"]

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.report.loading import TaskRun
+from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.run_files import read_jsonl
 
 FORMAT = "calidist-benchmark-records/1"

@@ -30,6 +30,7 @@ from calidist_metrics import (
     paired_bootstrap_test,
 )
 from calidist_tasks.methods import METHODS, SCORES, higher_is_better
+from calidist_tasks.records import VANILLA, metric_name
 from calidist_tasks.report.methods import Cell
 
 # (score, title, higher is better)
@@ -387,8 +388,8 @@ def model_summary(cells: list[Cell], names: dict[str, str]) -> Table:
     the benchmark (1 = best). Mostly unreadable methods (⚠) are never a block's best."""
     table = Table(["model", "benchmarks", "Acc", "Vanilla ECE↓", "best ECE↓", "best method",
                    "mean rank↓"],
-                  keys=["model", "benchmarks", "acc", "ece_vanilla", "ece_best", "best_method",
-                        "mean_rank"])
+                  keys=["model", "benchmarks", "acc", metric_name("ece", VANILLA), "ece_best",
+                        "best_method", "mean_rank"])
     best: dict[tuple[str, str], Cell] = {}
     vanilla: dict[tuple[str, str], Cell] = {}
     for cell in cells:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from calidist_metrics import CalibrationWarning, CaliDistCalibrator
 from calidist_tasks.fits import calidist_calibrator, column, split_records
 from calidist_tasks.methods import SCORES
-from calidist_tasks.report.loading import TaskRun
+from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.report.methods import run_context, settings_of
 from calidist_tasks.report.tables import LEADERBOARD_SCORES, Table
 

@@ -150,7 +150,7 @@ def test_report_files_and_escaping(tmp_path: Path) -> None:
         "{" + EVIL, encoding="utf-8")  # a damaged file: its problem line quotes its name
     report = write_report([tmp_path / "runs"], tmp_path / "out", n_resamples=20)
     assert any("results_2026-01-02" in p for p in report.problems), report.problems
-    assert {p.suffix for p in report.files} <= {".md", ".csv", ".json", ".png", ".pdf"}
+    assert {p.suffix for p in report.files} <= {".md", ".csv", ".tex", ".json", ".png", ".pdf"}
     assert any(p.suffix == ".png" for p in report.files)
     markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     assert not re.search(r"^\s*#+ injected|(?<!\\)<img|(?<!\\)`code", markdown, flags=re.M)

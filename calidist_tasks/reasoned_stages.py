@@ -1,0 +1,122 @@
+"""A reasoned (``_cot``) task in one command: its replies' run first, then the task.
+
+A reasoned task scores the replies a verbalized task generated (``reasoned``), and lm-eval builds
+every request before the model answers, so the replies need a run of their own. ``calidist eval``
+and ``calidist_tasks.evaluate`` do it by themselves, the model loaded once
+(``lm_eval_compat.models_reused``):
+
+1. the selection's reasoned tasks' reply tasks (``calidist_<b>[_<style>]_verbalized``, one stage,
+   samples logged) into ``<output_path>/replies`` (a temporary folder without --output_path);
+   their results are complete verbalized runs;
+2. the rest of the selection (groups expanded, the reply tasks left out: they have run) with
+   ``--metadata replies=<that folder>``, through lm-eval or ``--two-stage``'s runner.
+
+Plain lm-eval users run the two commands themselves (README, "The paper's protocol"). A run given
+``--metadata replies`` already reads those replies and runs in one step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from calidist_tasks.settings import STAGES
+from calidist_tasks.two_stage import (
+    FLAG_OUTPUT,
+    FLAG_SAMPLES,
+    FLAG_TASKS,
+    expand_tasks,
+    flag_values,
+    without_flags,
+)
+from calidist_tasks.yaml_configs import task_configs
+
+REPLIES_FOLDER = "replies"  # inside --output_path: the reply tasks' run
+ONE_STAGE = {"stage": STAGES[0]}  # the reply run sends every prompt (a reasoned task reads all)
+# lm-eval's result keys holding one entry per task (merged by ``evaluate_with_replies``)
+PER_TASK_KEYS = ("results", "samples", "configs", "versions", "n-shot", "higher_is_better",
+                 "n-samples")
+
+
+def staged_selection(names: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(reply tasks to run first, tasks to run then) for a selection with reasoned tasks;
+    ([], the selection) when it has none."""
+    names = list(names)
+    expanded = expand_tasks(names)
+    configs = task_configs()
+    replies = list(dict.fromkeys(configs[name]["reply_task"] for name, kind in expanded
+                                 if kind == "reasoned"))
+    if not replies:
+        return [], names
+    return replies, [name for name, _ in expanded if name not in replies]
+
+
+def _has_replies(metadata: Iterable[Any]) -> bool:
+    return any("replies" in str(value) for value in metadata)
+
+
+def run_with_replies(argv: Sequence[str], run: Callable[[list[str]], None],
+                     then: Callable[[list[str]], None]) -> None:
+    """``calidist eval``: the reply tasks through ``run`` (lm-eval's CLI), then the rest of the
+    selection through ``then`` (lm-eval's CLI, or the two-stage runner)."""
+    from calidist_tasks.lm_eval_compat import models_reused
+
+    argv = list(argv)
+    names = [n.strip() for value in flag_values(argv, FLAG_TASKS, many=True)
+             for n in value.split(",") if n.strip()]
+    replies, rest = staged_selection(names)
+    if not replies or _has_replies(flag_values(argv, ("--metadata",), many=True)):
+        then(argv)
+        return
+    outputs = flag_values(argv, FLAG_OUTPUT)
+    with models_reused(), tempfile.TemporaryDirectory(prefix="calidist-replies-") as scratch:
+        folder = Path(outputs[-1]) / REPLIES_FOLDER if outputs else Path(scratch)
+        base = without_flags(without_flags(argv, FLAG_TASKS, many=True), FLAG_OUTPUT)
+        logged = [] if any(a.partition("=")[0] in FLAG_SAMPLES for a in argv) else [
+            "--log_samples"]
+        print(f"calidist reasoned tasks: replies first ({', '.join(replies)}), samples in "
+              f"{folder}", flush=True)
+        run([*base, "--tasks", ",".join(replies), "--output_path", str(folder), *logged,
+             "--metadata", json.dumps(ONE_STAGE)])
+        print(f"calidist reasoned tasks: scoring the replies ({', '.join(rest)}); the reply "
+              f"tasks' own results are in {folder}", flush=True)
+        then([*base, "--tasks", ",".join(rest), *(["--output_path", outputs[-1]] if outputs
+                                                   else []),
+              "--metadata", json.dumps({"replies": str(folder)})])
+
+
+def evaluate_with_replies(evaluate: Callable[..., Any], model: Any, tasks: Sequence[str],
+                          metadata: Mapping[str, Any] | None,
+                          replies_dir: str | os.PathLike | None,
+                          **kwargs: Any) -> dict[str, Any] | None:
+    """``calidist_tasks.evaluate`` of a selection with reasoned tasks: the reply tasks, saved to
+    ``replies_dir`` (default: a temporary folder), then the rest reading them; one results dict
+    holding every selected task (the reply tasks' entries from the first run)."""
+    from calidist_tasks.lm_eval_compat import models_reused
+    from calidist_tasks.run_files import save_like_lm_eval
+
+    metadata = dict(metadata or {})
+    replies, rest = staged_selection(tasks)
+    if not replies or "replies" in metadata:
+        return evaluate(model, list(tasks), metadata, **kwargs)
+    with models_reused(), tempfile.TemporaryDirectory(prefix="calidist-replies-") as scratch:
+        folder = Path(replies_dir or scratch)
+        first = evaluate(model, replies, {**metadata, **ONE_STAGE},
+                         **{**kwargs, "log_samples": True, "two_stage": False})
+        if first is None:
+            raise RuntimeError("reasoned tasks run their replies first in one process; under a "
+                               "multi-process launcher run the two stages as two commands")
+        save_like_lm_eval(first, folder, "replies")
+        second = evaluate(model, rest, {**metadata, "replies": str(folder)}, **kwargs)
+    if second is not None:
+        selected = set(tasks) | {name for name, _ in expand_tasks(tasks)}
+        for key in PER_TASK_KEYS:
+            kept = {task: value for task, value in (first.get(key) or {}).items()
+                    if task in selected and (key != "samples" or kwargs.get("log_samples", True))}
+            if key in second or kept:
+                second[key] = {**kept, **(second.get(key) or {})}
+    return second
