@@ -24,6 +24,7 @@ from conftest import write_mnli
 from calidist_tasks import cli
 from calidist_tasks.aggregation import summarize_baselines, summarize_calidist
 from calidist_tasks.methods import metric_names
+from calidist_tasks.reasoned_stages import REPLIES_FOLDER
 from calidist_tasks.settings import RunSettings
 from calidist_tasks.summary import calibration_table, latest_results
 
@@ -63,7 +64,8 @@ def model_flags(model_dir: Path, metadata: dict, output: Path) -> list[str]:
 
 
 def results_of(output: Path) -> dict:
-    (path,) = output.rglob("results_*.json")
+    """The run's results file; the reply run of its reasoned tasks is beside it in replies/."""
+    (path,) = (p for p in output.rglob("results_*.json") if REPLIES_FOLDER not in p.parts)
     return json.loads(path.read_text())
 
 
@@ -92,7 +94,13 @@ def first_run(tmp_path_factory, tiny_model_dir, data_dir) -> Path:
 def test_every_task_reports_every_metric_in_range(first_run):
     results = results_of(first_run)
     assert set(TASKS) <= set(results["results"])
-    assert {"calidist_mnli_all", "calidist_ppdb_all"} <= set(results["group_subtasks"])
+    # the groups hold reasoned (_cot) tasks: calidist eval ran their replies (the _verbalized
+    # tasks) first, into replies/, then every other task of the groups
+    (replies,) = first_run.rglob(f"{REPLIES_FOLDER}/**/results_*.json")
+    replied = json.loads(replies.read_text())["results"]
+    for benchmark in LABELS:
+        assert f"calidist_{benchmark}_assertion_verbalized" in replied
+        assert f"calidist_{benchmark}_assertion_cot" in results["results"]
     for task in TASKS:
         style = style_of(task)
         values = results["results"][task]

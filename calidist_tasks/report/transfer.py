@@ -15,8 +15,8 @@ from dataclasses import replace
 from calidist_metrics import CalibrationWarning, CaliDistCalibrator
 from calidist_tasks.fits import calidist_calibrator, column, split_records
 from calidist_tasks.methods import SCORES
-from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.report.methods import run_context, settings_of
+from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.report.tables import LEADERBOARD_SCORES, Table
 
 CONFIDENCES = ("vanilla", "in-domain", "transferred")
