@@ -186,7 +186,9 @@ def _overhead(o: dict) -> list[str]:
         f"- process_results: {o['process_results_s']:.2f} s; aggregation: "
         f"{o['aggregation_s']:.2f} s; **{o['seconds_per_100k']:.1f} s per 100,000 "
         f"documents** (target: under 2 s: {'met' if o['seconds_per_100k'] < 2 else 'NOT met'}).",
-        f"- seconds are the median of {len(o.get('passes_s', [0]))} passes "
+        f"- seconds are CPU seconds of the measuring thread (`time.thread_time`: the machine "
+        "is shared, and its wall clock also counts other jobs), the median of "
+        f"{len(o.get('passes_s', [0]))} passes "
         f"({', '.join(f'{v:.2f}' for v in o.get('passes_s', []))} s); lm-eval's own work "
         "between our calls is not timed, and the synthetic fixture is frozen out of the "
         "garbage collector. Not in the target: building each document's prompt plan (in "

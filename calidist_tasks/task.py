@@ -19,6 +19,7 @@ import hashlib
 import importlib
 import json
 import logging
+import operator
 from typing import Any
 
 import datasets
@@ -380,7 +381,7 @@ class CaliDistTask(ConfigurableTask):
         # then, never on the first call: hashing 100k records cost more than fitting on them.
         last = self._summary
         if last is not None and len(last[0]) == len(items) and all(
-                a is b for a, b in zip(last[0], items, strict=True)):
+                map(operator.is_, last[0], items)):
             return last[1][name]
         if last is not None and _fingerprint(items) == _fingerprint(last[0]):
             self._summary = (list(items), last[1])
