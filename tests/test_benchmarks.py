@@ -123,6 +123,24 @@ def test_generation_tasks_run_at_their_own_batch_size(tmp_path):
     assert command[command.index("--device") + 1] == "cuda"
 
 
+def test_generation_tasks_can_run_on_vllm_and_the_default_follows_what_runs(tmp_path,
+                                                                           monkeypatch):
+    from benchmarks import commands as run
+
+    args = run.parse_args(["--backend", "hf-prefix-cache", "--gen-backend", "vllm"])
+    logit = run.task_command(args, "/model", "calidist_ppdb", "", "ppdb", tmp_path)
+    generation = run.task_command(args, "/model", "calidist_ppdb_verbalized", "_verbalized",
+                                  "ppdb", tmp_path)
+    assert logit[logit.index("--model") + 1] == "hf-prefix-cache"
+    assert generation[generation.index("--model") + 1] == "vllm"
+    assert generation[generation.index("--model_args") + 1] == (
+        "pretrained=/model,dtype=float32," + run.VLLM_MODEL_ARGS)
+    assert generation[generation.index("--batch_size") + 1] == "auto"
+    for runs, expected in ((True, "vllm"), (False, "hf")):
+        monkeypatch.setattr(run, "vllm_runs", lambda runs=runs: runs)
+        assert run.parse_args(["--backend", "hf"]).gen_backend == expected
+
+
 # --------------------------------------------------------------------------- analysis fixture
 STAMP = "2026-01-01T10-00-00.000001"
 CALIB, EVAL, M = 60, 80, 2
