@@ -104,6 +104,73 @@ def measure_overhead(n_docs: int, calib_size: int = 200, repeats: int = 3) -> di
             "passes_s": [round(sum(p), 3) for p in passes]}
 
 
+# our hooks lm-eval calls (prompt building, requests, joining, fitting and scoring) and the
+# model's calls, timed on one run (``own_share``)
+OWN_HOOKS = ("fewshot_context", "construct_requests", "process_results", "_aggregate")
+MODEL_CALLS = ("loglikelihood", "generate_until")
+
+
+def own_share(out: Path, metadata: dict | None = None) -> dict:
+    """calidist's own CPU seconds against the model's on one lm-eval run of the tiny model.
+
+    ``calidist_ppdb_assertion`` on ``SAMPLE`` through ``lm_eval.simple_evaluate`` with ``hf``;
+    our hooks (``OWN_HOOKS``: the prompts with their exemplars and hints, the requests, each
+    document's record, the aggregation's fits and scores) and the model's calls (``MODEL_CALLS``)
+    are timed in process CPU seconds (``time.process_time``: every thread, so the model's
+    intra-op threads count), a hook called inside another counted once. lm-eval's own work
+    (task loading, batching, logging) is in neither.
+    """
+    import lm_eval
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    from calidist_tasks import task_folder
+    from calidist_tasks.offline_models import build_tiny_model
+    from calidist_tasks.task import CaliDistTask
+
+    model = out / "tiny_model"
+    if not (model / "config.json").exists():
+        build_tiny_model(model)
+    (out / "data" / "ppdb").mkdir(parents=True, exist_ok=True)
+    shutil.copy(SAMPLE, out / "data" / "ppdb" / "test.tsv")
+    metadata = {"data_dir": str(out / "data"), "calib_size": 20, "eval_size": 40,
+                **(metadata or {})}
+    seconds = {"calidist": 0.0, "model": 0.0}
+    depth = [0]
+
+    def timed(function, key: str):
+        def wrapper(*args, **kwargs):
+            depth[0] += 1
+            start = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:
+                    seconds[key] += time.process_time() - start
+        return wrapper
+
+    patched = [(CaliDistTask, name, "calidist") for name in OWN_HOOKS] + \
+              [(HFLM, name, "model") for name in MODEL_CALLS]
+    originals = [(owner, name, owner.__dict__[name]) for owner, name, _ in patched]
+    for owner, name, key in patched:
+        setattr(owner, name, timed(owner.__dict__[name], key))
+    try:
+        manager = TaskManager(include_path=task_folder(), include_defaults=False,
+                              metadata=metadata)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={model},dtype=float32",
+                                    tasks=["calidist_ppdb_assertion"], task_manager=manager,
+                                    batch_size=8, device="cpu", bootstrap_iters=0)
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
+    return {"documents": metadata["calib_size"] + metadata["eval_size"],
+            "calidist_s": seconds["calidist"], "model_s": seconds["model"],
+            "share": seconds["calidist"] / seconds["model"]}
+
+
 def _metrics(output: Path) -> dict:
     found = sorted(output.rglob("results_*.json"))
     results = json.loads(found[-1].read_text())["results"]

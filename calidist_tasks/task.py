@@ -78,6 +78,7 @@ class CaliDistTask(ConfigurableTask):
     """An lm-eval ConfigurableTask that asks each question again under misleading hints."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        lm_eval_compat.cache_compiled_templates()  # our prompts render templates many times
         config = dict(config or {})
         own = {key: config.pop(key, None) for key in OWN_KEYS}
         name = config.get("task")
