@@ -195,8 +195,21 @@ def _overhead(o: dict) -> list[str]:
         f"`construct_requests`, once per document): {o.get('prompt_plans_s', math.nan):.2f} "
         "s for the same documents.",
         f"- peak Python memory (tracemalloc) of one such pass: {o['peak_mib']:.0f} MiB.",
+        *own_share_line(o.get("own_share")),
         slow_note(o),
     ]
+
+
+def own_share_line(share: dict | None) -> list[str]:
+    """Our hooks' CPU seconds against the model's on one tiny-model run (``own_share``)."""
+    if not share:
+        return []
+    return [f"- against the model, on one run of the tiny test model (`calidist_ppdb_assertion`, "
+            f"{share['documents']} documents, `hf`): calidist's own work (prompts with exemplars "
+            f"and hints, requests, records, fits and scores) {share['calidist_s']:.2f} CPU s, "
+            f"the model's calls {share['model_s']:.1f} CPU s: **{100 * share['share']:.1f}%** "
+            f"(target: at most 1%: {'met' if share['share'] <= 0.01 else 'NOT met'}); with a "
+            "real model the model's share only grows."]
 
 
 def _per_style_run(state: State, result: an.Analysis, what: str, rows_of) -> Iterator:
