@@ -182,7 +182,8 @@ def _overhead(o: dict) -> list[str]:
         f"{o['documents']:,} synthetic documents of `calidist_ppdb_assertion` "
         f"({o['requests_per_doc']} log-likelihoods each, random values, "
         f"{o['calibration']} calibration documents) through the task's `process_results` and "
-        f"the {o['metrics']} metric aggregations exactly as lm-eval calls them:\n",
+        f"the {o['metrics']} metric aggregations exactly as lm-eval calls them "
+        "(`python benchmarks/run.py --steps overhead`):\n",
         f"- process_results: {o['process_results_s']:.2f} s; aggregation: "
         f"{o['aggregation_s']:.2f} s; **{o['seconds_per_100k']:.1f} s per 100,000 "
         f"documents** (target: under 2 s: {'met' if o['seconds_per_100k'] < 2 else 'NOT met'}).",
