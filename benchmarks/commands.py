@@ -235,14 +235,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="batch of the generation tasks: each decoding step reads every "
                              "weight, so on a CPU a step of 64 rows costs little more than one "
                              "of 8 (benchmarks/backend_speed.py measures both)")
-    parser.add_argument("--backend", default="hf-prefix-cache", choices=LOCAL_BACKENDS,
-                        help="lm-eval model backend of the logit tasks; hf-prefix-cache gives "
-                             "hf's log-likelihoods and runs each document's shared prompt "
-                             "prefix once (benchmarks/backend_speed.py measures every backend)")
+    parser.add_argument("--backend", default=None, choices=LOCAL_BACKENDS,
+                        help="lm-eval model backend of the logit tasks; default: vllm (lm-eval's "
+                             "in-process engine, the fastest backend whose numbers match hf's: "
+                             "BENCHMARKS.md, 'Backends') where this Python can run it "
+                             "(scripts/setup_vllm.sh), else hf-prefix-cache (hf's "
+                             "log-likelihoods, each document's shared prompt prefix run once)")
     parser.add_argument("--gen-backend", default=None, choices=LOCAL_BACKENDS,
                         help="lm-eval model backend of the generation tasks (verbalized, "
-                             "consistency); default: vllm (lm-eval's in-process engine) where "
-                             "this Python can run it (scripts/setup_vllm.sh), else --backend")
+                             "consistency); default: --backend")
     parser.add_argument("--device", default="cpu",
                         help="lm-eval's --device (cuda on a GPU machine)")
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
@@ -269,8 +270,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             args.results = args.out / "results"
         if args.markdown == ROOT / "BENCHMARKS.md":  # ... nor the report
             args.markdown = args.out / "BENCHMARKS.md"
+    if args.backend is None:
+        args.backend = "vllm" if vllm_runs() else "hf-prefix-cache"
     if args.gen_backend is None:
-        args.gen_backend = "vllm" if vllm_runs() else args.backend
+        args.gen_backend = args.backend
     args.argv = sys.argv[1:] if argv is None else argv
     return args
 

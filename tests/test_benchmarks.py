@@ -156,9 +156,11 @@ def test_generation_tasks_can_run_on_vllm_and_the_default_follows_what_runs(tmp_
     assert generation[generation.index("--model_args") + 1] == (
         "pretrained=/model,dtype=float32," + run.VLLM_MODEL_ARGS)
     assert generation[generation.index("--batch_size") + 1] == "auto"
-    for runs, expected in ((True, "vllm"), (False, "hf")):
+    for runs, expected in ((True, "vllm"), (False, "hf-prefix-cache")):
         monkeypatch.setattr(run, "vllm_runs", lambda runs=runs: runs)
-        assert run.parse_args(["--backend", "hf"]).gen_backend == expected
+        found = run.parse_args([])
+        assert (found.backend, found.gen_backend) == (expected, expected)
+    assert run.parse_args(["--backend", "hf"]).gen_backend == "hf"
 
 
 # --------------------------------------------------------------------------- analysis fixture
