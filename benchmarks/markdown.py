@@ -183,19 +183,35 @@ def _overhead(o: dict) -> list[str]:
         f"{o['documents']:,} synthetic documents of `calidist_ppdb_assertion` "
         f"({o['requests_per_doc']} log-likelihoods each, random values, "
         f"{o['calibration']} calibration documents) through the task's `process_results` and "
-        f"the {o['metrics']} metric aggregations exactly as lm-eval calls them:\n",
+        f"the {o['metrics']} metric aggregations exactly as lm-eval calls them "
+        "(`python benchmarks/run.py --steps overhead`):\n",
         f"- process_results: {o['process_results_s']:.2f} s; aggregation: "
         f"{o['aggregation_s']:.2f} s; **{o['seconds_per_100k']:.1f} s per 100,000 "
         f"documents** (target: under 2 s: {'met' if o['seconds_per_100k'] < 2 else 'NOT met'}).",
-        f"- seconds are the median of {len(o.get('passes_s', [0]))} passes "
+        f"- seconds are CPU seconds of the measuring thread (`time.thread_time`: the machine "
+        "is shared, and its wall clock also counts other jobs), the median of "
+        f"{len(o.get('passes_s', [0]))} passes "
         f"({', '.join(f'{v:.2f}' for v in o.get('passes_s', []))} s); lm-eval's own work "
         "between our calls is not timed, and the synthetic fixture is frozen out of the "
         "garbage collector. Not in the target: building each document's prompt plan (in "
         f"`construct_requests`, once per document): {o.get('prompt_plans_s', math.nan):.2f} "
         "s for the same documents.",
         f"- peak Python memory (tracemalloc) of one such pass: {o['peak_mib']:.0f} MiB.",
+        *own_share_line(o.get("own_share")),
         slow_note(o),
     ]
+
+
+def own_share_line(share: dict | None) -> list[str]:
+    """Our hooks' CPU seconds against the model's on one tiny-model run (``own_share``)."""
+    if not share:
+        return []
+    return [f"- against the model, on one run of the tiny test model (`calidist_ppdb_assertion`, "
+            f"{share['documents']} documents, `hf`): calidist's own work (prompts with exemplars "
+            f"and hints, requests, records, fits and scores) {share['calidist_s']:.2f} CPU s, "
+            f"the model's calls {share['model_s']:.1f} CPU s: **{100 * share['share']:.1f}%** "
+            f"(target: at most 1%: {'met' if share['share'] <= 0.01 else 'NOT met'}); with a "
+            "real model the model's share only grows."]
 
 
 def _per_style_run(state: State, result: an.Analysis, what: str, rows_of) -> Iterator:

@@ -36,33 +36,35 @@ def _task(metadata: dict):
 
 
 def _pass(task, docs: list[dict], results: list[list]) -> tuple[float, float]:
-    """(seconds in process_results, seconds in the aggregations) for one evaluation.
+    """(CPU seconds in process_results, CPU seconds in the aggregations) for one evaluation.
 
-    Only our calls are timed: lm-eval's own work around them (collecting each metric's values)
-    happens between the timed calls.
+    CPU seconds of this thread (``time.thread_time``), not wall time: on a machine shared with
+    other jobs the wall clock also counts the time the CPU ran them. Only our calls are timed:
+    lm-eval's own work around them (collecting each metric's values, as it does right after
+    each call) happens between the timed calls.
     """
     process = 0.0
     items: dict[str, list] = {}
+    clock = time.thread_time
     for doc, doc_results in zip(docs, results, strict=True):
-        start = time.perf_counter()
+        start = clock()
         metrics = task.process_results(doc, doc_results)
-        process += time.perf_counter() - start
+        process += clock() - start
         for name, value in metrics.items():
             items.setdefault(name, []).append(value)
-    start = time.perf_counter()
+    start = time.thread_time()
     aggregations = task.aggregation()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name, values in items.items():
             aggregations[name](values)
-    return process, time.perf_counter() - start
+    return process, time.thread_time() - start
 
 
 def measure_overhead(n_docs: int, calib_size: int = 200, repeats: int = 3) -> dict:
-    """Seconds and peak Python memory of process_results + aggregation for ``n_docs`` documents.
-
-    The seconds are the median of ``repeats`` passes (this machine is shared and noisy).
-    """
+    """CPU seconds and peak Python memory of process_results + aggregation for ``n_docs``
+    documents. The seconds are the median of ``repeats`` passes (this machine is shared and
+    noisy)."""
     data = Path(tempfile.mkdtemp(prefix="calidist-overhead-"))
     try:
         (data / "ppdb").mkdir()
@@ -73,9 +75,9 @@ def measure_overhead(n_docs: int, calib_size: int = 200, repeats: int = 3) -> di
                  SPLIT_FIELD: CALIBRATION if i < calib_size else EVALUATION}
                 for i in range(n_docs)]
         # construct_requests builds (and caches) each document's prompt plan; timed apart
-        start = time.perf_counter()
+        start = time.thread_time()
         plans_per_doc = max(len(task.prompt_plans(doc)) for doc in docs)
-        plans = time.perf_counter() - start
+        plans = time.thread_time() - start
         per_doc = plans_per_doc * len(task.doc_to_choice(docs[0]))
         results = np.log(np.random.default_rng(0).dirichlet([1, 1], size=n_docs * per_doc // 2))
         # as lm-eval hands them over: one (log-likelihood, is_greedy) pair per request
@@ -102,6 +104,73 @@ def measure_overhead(n_docs: int, calib_size: int = 200, repeats: int = 3) -> di
             "seconds_per_100k": (process + aggregate) * 100_000 / n_docs,
             "peak_mib": peak / 2**20, "metrics": len(task.aggregation()),
             "passes_s": [round(sum(p), 3) for p in passes]}
+
+
+# our hooks lm-eval calls (prompt building, requests, joining, fitting and scoring) and the
+# model's calls, timed on one run (``own_share``)
+OWN_HOOKS = ("fewshot_context", "construct_requests", "process_results", "_aggregate")
+MODEL_CALLS = ("loglikelihood", "generate_until")
+
+
+def own_share(out: Path, metadata: dict | None = None) -> dict:
+    """calidist's own CPU seconds against the model's on one lm-eval run of the tiny model.
+
+    ``calidist_ppdb_assertion`` on ``SAMPLE`` through ``lm_eval.simple_evaluate`` with ``hf``;
+    our hooks (``OWN_HOOKS``: the prompts with their exemplars and hints, the requests, each
+    document's record, the aggregation's fits and scores) and the model's calls (``MODEL_CALLS``)
+    are timed in process CPU seconds (``time.process_time``: every thread, so the model's
+    intra-op threads count), a hook called inside another counted once. lm-eval's own work
+    (task loading, batching, logging) is in neither.
+    """
+    import lm_eval
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    from calidist_tasks import task_folder
+    from calidist_tasks.offline_models import build_tiny_model
+    from calidist_tasks.task import CaliDistTask
+
+    model = out / "tiny_model"
+    if not (model / "config.json").exists():
+        build_tiny_model(model)
+    (out / "data" / "ppdb").mkdir(parents=True, exist_ok=True)
+    shutil.copy(SAMPLE, out / "data" / "ppdb" / "test.tsv")
+    metadata = {"data_dir": str(out / "data"), "calib_size": 20, "eval_size": 40,
+                **(metadata or {})}
+    seconds = {"calidist": 0.0, "model": 0.0}
+    depth = [0]
+
+    def timed(function, key: str):
+        def wrapper(*args, **kwargs):
+            depth[0] += 1
+            start = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:
+                    seconds[key] += time.process_time() - start
+        return wrapper
+
+    patched = [(CaliDistTask, name, "calidist") for name in OWN_HOOKS] + \
+              [(HFLM, name, "model") for name in MODEL_CALLS]
+    originals = [(owner, name, owner.__dict__[name]) for owner, name, _ in patched]
+    for owner, name, key in patched:
+        setattr(owner, name, timed(owner.__dict__[name], key))
+    try:
+        manager = TaskManager(include_path=task_folder(), include_defaults=False,
+                              metadata=metadata)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={model},dtype=float32",
+                                    tasks=["calidist_ppdb_assertion"], task_manager=manager,
+                                    batch_size=8, device="cpu", bootstrap_iters=0)
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
+    return {"documents": metadata["calib_size"] + metadata["eval_size"],
+            "calidist_s": seconds["calidist"], "model_s": seconds["model"],
+            "share": seconds["calidist"] / seconds["model"]}
 
 
 def _metrics(output: Path) -> dict:

@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     saved = Path(args.results) / "overhead.json"  # committed, so the analysis alone shows it
     if "overhead" in steps:
         state.overhead = overhead.measure_overhead(args.overhead_docs)
+        state.overhead["own_share"] = overhead.own_share(args.out / "own-share")
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_text(json.dumps(state.overhead, indent=1) + "\n")
     elif saved.exists():

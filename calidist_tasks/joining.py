@@ -89,13 +89,15 @@ def outcomes_from_loglikelihoods(
     for i in range(0, len(values), n_choices):
         chunk = tuple(values[i:i + n_choices])
         top = max(chunk)
-        outcomes.append(Outcome(chunk.index(top), 1.0 / sum([exp(v - top) for v in chunk]), chunk))
+        outcomes.append(_new_outcome(Outcome, (chunk.index(top),
+                                               1.0 / sum([exp(v - top) for v in chunk]), chunk,
+                                               True)))
     return outcomes
 
 
-# Hint(...) without the NamedTuple's Python-level __new__ (the same tuple, in Hint's field
-# order): a document has one hint per hinted prompt and this halves their cost.
-_new_hint = tuple.__new__
+# Hint(...) and Outcome(...) without the NamedTuple's Python-level __new__ (the same tuple, every
+# field given in field order): a document has one per prompt and this halves their cost.
+_new_hint = _new_outcome = tuple.__new__
 
 
 def hint_instability(

@@ -38,6 +38,9 @@ and ``save_results_samples`` (``TRACKER_SAVES``), which log a failure instead of
 the files they name from ``output_path``, ``date_id`` and the sanitized model name
 (``tracker_file``).
 
+Prompt building: ``lm_eval.utils.env``, the Jinja environment whose ``from_string`` lm-eval's
+``utils.apply_template`` calls for every YAML template it renders (``cache_compiled_templates``).
+
 Two-stage runs (``calidist_tasks.two_stage``): ``simple_evaluate`` builds a model named by string
 as ``lm_eval.api.registry.get_model(name).create_from_arg_string(...)`` (or
 ``create_from_arg_obj``), looked up on the registry module at call time; ``models_reused``
@@ -49,7 +52,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from functools import partial
+from functools import lru_cache, partial
 from importlib import import_module
 from pathlib import Path
 from typing import Any
@@ -340,3 +343,31 @@ def rank_share(pairs: Iterator[Any], rank: int, world_size: int) -> Iterator[Any
 def without_request_cache(build_kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """``build_all_requests``' keywords with lm-eval's request cache off."""
     return {**build_kwargs, **dict.fromkeys(REQUEST_CACHE_KWARGS, False)}
+
+
+# ---------------------------------------------------------------------- prompt templates
+TEMPLATE_ENV = "lm_eval.utils.env"
+
+
+def cache_compiled_templates() -> None:
+    """Make lm-eval compile each YAML template source once.
+
+    ``lm_eval.utils.apply_template`` compiles its template with ``env.from_string`` on every
+    call; compiling was nine tenths of building a CaliDist prompt, which renders the question and
+    the answer prefix of every exemplar in every prompt. A compiled ``jinja2.Template`` keeps no
+    state between renders, so reusing it renders the same text. Idempotent.
+    """
+    module_name, _, attribute = TEMPLATE_ENV.rpartition(".")
+    env = getattr(import_module(module_name), attribute)
+    if getattr(env.from_string, "compiled_once", False):
+        return
+    compile_source = env.from_string
+    compiled = lru_cache(maxsize=4096)(compile_source)
+
+    def from_string(source: Any, globals: Any = None, template_class: Any = None) -> Any:
+        if globals is None and template_class is None and isinstance(source, str):
+            return compiled(source)
+        return compile_source(source, globals, template_class)
+
+    from_string.compiled_once = True  # type: ignore[attr-defined]
+    env.from_string = from_string

@@ -269,13 +269,14 @@ def _tiny_corpus() -> list[str]:
     return lines
 
 
-def build_tiny_model(dest: str | Path) -> Path:
+def build_tiny_model(dest: str | Path, *, head_dim: int = 8) -> Path:
     """Build a tiny random Llama causal LM with a byte-level BPE tokenizer into ``dest``.
 
-    Two layers, hidden size 32, vocabulary of about 500 tokens, a ChatML-style chat template
-    (so ``--apply_chat_template`` works). Weights come from ``torch.manual_seed(0)``, so two
-    builds write identical files. Loads with ``lm_eval --model hf --model_args
-    pretrained=DEST`` offline. Returns ``dest``.
+    Two layers, four attention heads of ``head_dim`` (hidden size 32 by default; vLLM's CPU
+    attention needs a head size of at least 32), vocabulary of about 500 tokens, a ChatML-style
+    chat template (so ``--apply_chat_template`` works). Weights come from
+    ``torch.manual_seed(0)``, so two builds write identical files. Loads with ``lm_eval --model
+    hf --model_args pretrained=DEST`` offline. Returns ``dest``.
     """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -311,8 +312,8 @@ def build_tiny_model(dest: str | Path) -> Path:
 
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
+        hidden_size=4 * head_dim,
+        intermediate_size=8 * head_dim,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,

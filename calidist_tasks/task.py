@@ -20,6 +20,7 @@ import importlib
 import json
 import logging
 import math
+import operator
 from typing import Any
 
 import datasets
@@ -86,6 +87,7 @@ class CaliDistTask(ConfigurableTask):
     confidence: str = LOGIT  # the confidence source (``methods.Variant``); subclasses set theirs
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        lm_eval_compat.cache_compiled_templates()  # our prompts render templates many times
         config = dict(config or {})
         own = {key: config.pop(key, None) for key in OWN_KEYS}
         name = config.get("task")
@@ -430,7 +432,7 @@ class CaliDistTask(ConfigurableTask):
                     "aggregates the metrics in the order process_results returns them)")
             return last[1][name]
         if last is not None and len(last[0]) == len(items) and all(
-                a is b for a, b in zip(last[0], items, strict=True)):
+                map(operator.is_, last[0], items)):
             return last[1][name]
         if last is not None and _fingerprint(items) == _fingerprint(last[0]):
             self._summary = (list(items), last[1])

@@ -29,6 +29,26 @@ def test_overhead_runs_our_calls_on_synthetic_documents():
     assert found["seconds_per_100k"] == pytest.approx(seconds * 100_000 / 300)
 
 
+def test_own_share_times_our_hooks_against_the_models_calls(tmp_path):
+    from lm_eval.models.huggingface import HFLM
+
+    from benchmarks.markdown import own_share_line
+    from benchmarks.overhead import MODEL_CALLS, OWN_HOOKS, own_share
+    from calidist_tasks.task import CaliDistTask
+
+    before = [CaliDistTask.__dict__[name] for name in OWN_HOOKS] + \
+        [HFLM.__dict__[name] for name in MODEL_CALLS]
+    found = own_share(tmp_path, {"calib_size": 4, "eval_size": 4})
+    assert found["documents"] == 8 and found["calidist_s"] > 0 and found["model_s"] > 0
+    assert found["share"] == found["calidist_s"] / found["model_s"]
+    # the timers are gone after the run
+    assert before == [CaliDistTask.__dict__[name] for name in OWN_HOOKS] + \
+        [HFLM.__dict__[name] for name in MODEL_CALLS]
+    line = own_share_line({"documents": 60, "calidist_s": 0.05, "model_s": 20.0,
+                           "share": 0.0025})[0]
+    assert "**0.2%** (target: at most 1%: met)" in line and own_share_line(None) == []
+
+
 def test_default_run_estimate_scales_measured_seconds_per_token():
     row = {"seconds": 1.0, "prompt_tokens": 100.0, "passes": 1.0, "generated_tokens": 0.0,
            "estimated": False}
@@ -44,33 +64,26 @@ def test_default_run_estimate_scales_measured_seconds_per_token():
     assert default_run_estimate({}) == ""
 
 
-def test_backend_speed_section_projects_hours_and_survives_a_rewrite(tmp_path):
+def test_backend_speed_table_gives_ratios_to_hf_and_to_the_prefix_sharing_limit(tmp_path):
     from benchmarks.backend_speed import BEGIN, END, kept_section, render, write_section
 
-    rows = [{"model": "tiny", "benchmark": "ppdb", "documents": 24, "hf_s_per_doc": 3.0,
-             "cached_s_per_doc": 1.5, "max_loglikelihood_difference": 2e-5,
-             "same_predictions": True, "consistency_documents": 4, "batch_sizes": (8, 64),
-             "consistency_hf_small_batch_s_per_doc": 36.0, "consistency_hf_s_per_doc": 20.0,
-             "consistency_cached_s_per_doc": 12.0, "same_samples": 0.9, "fixed_s": [20.0, 26.0]},
-            {"model": "tiny", "benchmark": "aqua", "documents": 15, "hf_s_per_doc": 7.2,
-             "cached_s_per_doc": 3.6, "max_loglikelihood_difference": 3e-5,
-             "same_predictions": False, "consistency_documents": 4, "batch_sizes": (8, 64),
-             "consistency_hf_small_batch_s_per_doc": 18.0, "consistency_hf_s_per_doc": 18.0,
-             "consistency_cached_s_per_doc": 18.0, "same_samples": 1.0}]
-    section = render(rows, "python benchmarks/backend_speed.py --models tiny")
-    # PPDB default 1200 documents: 3.0 s -> 1.0 h, 1.5 s -> 0.5 h; AQuA 508: 7.2 s -> 1.0 h
-    assert "| tiny | PPDB | 24 | 3.00 | 1.50 | 2.00x | 2.0e-05 | yes | 1200 docs: 1.0 h -> 0.5 h |"\
+    rows = [{"model": "tiny", "benchmark": "ppdb", "workload": "scoring", "backend": "hf",
+             "documents": 10, "seconds": 40.0, "tokens": 8000, "limit_tokens": 2000,
+             "hf_seconds": 40.0, "agreement": "(reference)"},
+            {"model": "tiny", "benchmark": "ppdb", "workload": "scoring", "backend": "vllm",
+             "documents": 10, "seconds": 20.0, "tokens": 8000, "limit_tokens": 2000,
+             "hf_seconds": 40.0, "agreement": "max abs letter log-likelihood difference 3.0e-05"},
+            {"model": "tiny", "benchmark": "ppdb", "workload": "scoring",
+             "backend": "vllm-server", "skipped": "not run (vllm is not importable)"}]
+    section = render(rows, "python benchmarks/backend_speed.py --models tiny", "idle")
+    # 10 docs in 20 s: 0.5 docs/s, 400 tokens/s; 40/20 = 2x hf; the limit computes 2000 of
+    # 8000 tokens: 4x hf, so the backend reaches half of it
+    assert ("| tiny | PPDB | scoring | vllm | 10 | 20 | 0.500 | 400 | 2.00x | 4.00x | 0.50 | "
+            "max abs letter log-likelihood difference 3.0e-05 |") in section
+    assert "| tiny | PPDB | scoring | hf | 10 | 40 | 0.250 | 200 | 1.00x | 4.00x | 0.25 |" \
         in section
-    assert "| tiny | AQuA | 15 | 7.20 | 3.60 | 2.00x | 3.0e-05 | NO | 508 docs: 1.0 h -> 0.5 h |"\
+    assert "| vllm-server | - | - | - | - | - | - | - | not run (vllm is not importable) |" \
         in section
-    # consistency: 100 default evaluation documents: 36 s -> 1.0 h, 12 s -> 0.33 h
-    assert ("| tiny | PPDB | 4 | 36.00 (8) | 20.00 (64) | 12.00 (64) | 3.00x | 90% | "
-            "100 docs: 1.0 h -> 0.3 h |") in section
-    assert ("| tiny | AQuA | 4 | 18.00 (8) | 18.00 (64) | 18.00 (64) | 1.00x | 100% | "
-            "100 docs: 0.5 h -> 0.5 h |") in section
-    # logit 1.0 + 1.0 and consistency 1.0 + 0.5 h with hf; 0.5 + 0.5 + 0.33 + 0.5 h cached
-    assert "tiny 3.5 h -> 1.8 h" in section
-    assert "spent 20 to 26 s (median 23 s)" in section
     markdown = tmp_path / "BENCHMARKS.md"
     markdown.write_text("# Benchmarks\n\nother sections\n")
     write_section(markdown, section)
@@ -81,14 +94,37 @@ def test_backend_speed_section_projects_hours_and_survives_a_rewrite(tmp_path):
     assert kept_section(tmp_path / "missing.md") == ""
 
 
+def test_prefix_sharing_limit_counts_each_documents_shared_prefix_once():
+    from benchmarks.backend_speed import agreement, token_work
+
+    tokenize = str.split  # one token per word
+    # document 0: two prompts sharing "a b c" (P = 3), H = 1 and 2; document 1: one prompt
+    docs = {0: {"prompts": ["a b c x", "a b c y z"], "answers": [-0.5, -1.0, -0.25, -2.0],
+                "predictions": [0, 1]},
+            1: {"prompts": ["q r"], "answers": ["one two three"], "predictions": [0]}}
+    # without sharing 4 + 5 + 2 prompt tokens + 3 generated; the limit 3 + 1 + 2, 2, + 3
+    assert token_work(docs, docs, tokenize) == (14, 11)
+    shifted = {0: {**docs[0], "answers": [-0.5, -1.0, -0.25, -2.00004]}, 1: docs[1]}
+    assert agreement({0: shifted[0]}, {0: docs[0]}) == (
+        "max abs letter log-likelihood difference 4.0e-05; same predictions")
+    assert agreement({1: {**docs[1], "answers": ["one two"]}}, {1: docs[1]}) == \
+        "0 of 1 greedy replies identical"
+    assert agreement({0: {**docs[0], "prompts": ["other"]}}, {0: docs[0]}) == \
+        "other prompts than hf's"
+
+
 def test_request_seconds_read_the_final_progress_bars():
     from benchmarks.backend_speed import request_seconds
 
     log = ("Tokenizing inputs: 100%|##| 825/825 [00:03<00:00]\n"
            "Running loglikelihood requests: 40%|#| 330/825 [01:02<01:30]\r"
            "Running loglikelihood requests: 100%|##| 825/825 [03:24<00:00,  4.03it/s]\n"
-           "Running generate_until requests (x): 100%|##| 60/60 [1:00:18<00:00]\n")
-    assert request_seconds(log) == 204 + 3600 + 18
+           "Running loglikelihood requests: 100%|##| 825/825 [03:24<00:00,  4.03it/s]\n"
+           "Running generate_until requests (x): 100%|##| 60/60 [1:00:18<00:00]\n"
+           "Running loglikelihood requests: 100%|##| 20/20 [00:10<00:00]\n"
+           "Requesting API: 100%|##| 4/4 [00:07<00:00]\n")
+    # the repeated final state counts once; a second stage's bar and the API's bar count
+    assert request_seconds(log) == 204 + 3600 + 18 + 10 + 7
     with pytest.raises(ValueError, match="progress bar"):
         request_seconds("Tokenizing inputs: 100%|##| 825/825 [00:03<00:00]\n")
 
@@ -105,6 +141,26 @@ def test_generation_tasks_run_at_their_own_batch_size(tmp_path):
     command = run.task_command(run.parse_args(["--device", "cuda"]), "/model", "calidist_ppdb",
                                "", "ppdb", tmp_path)
     assert command[command.index("--device") + 1] == "cuda"
+
+
+def test_generation_tasks_can_run_on_vllm_and_the_default_follows_what_runs(tmp_path,
+                                                                           monkeypatch):
+    from benchmarks import commands as run
+
+    args = run.parse_args(["--backend", "hf-prefix-cache", "--gen-backend", "vllm"])
+    logit = run.task_command(args, "/model", "calidist_ppdb", "", "ppdb", tmp_path)
+    generation = run.task_command(args, "/model", "calidist_ppdb_verbalized", "_verbalized",
+                                  "ppdb", tmp_path)
+    assert logit[logit.index("--model") + 1] == "hf-prefix-cache"
+    assert generation[generation.index("--model") + 1] == "vllm"
+    assert generation[generation.index("--model_args") + 1] == (
+        "pretrained=/model,dtype=float32," + run.VLLM_MODEL_ARGS)
+    assert generation[generation.index("--batch_size") + 1] == "auto"
+    for runs, expected in ((True, "vllm"), (False, "hf-prefix-cache")):
+        monkeypatch.setattr(run, "vllm_runs", lambda runs=runs: runs)
+        found = run.parse_args([])
+        assert (found.backend, found.gen_backend) == (expected, expected)
+    assert run.parse_args(["--backend", "hf"]).gen_backend == "hf"
 
 
 # --------------------------------------------------------------------------- analysis fixture

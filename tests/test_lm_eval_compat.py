@@ -266,3 +266,20 @@ def test_api_backend_names_are_lm_evals(qualified: str, name: str) -> None:
 
     module, owner = qualified.rsplit(".", 1)
     assert get_model(name) is getattr(import_module(module), owner)
+
+
+def test_templates_compile_once_and_render_what_lm_eval_renders():
+    from lm_eval import utils
+
+    template = "{{sentence1}} / {{sentence2 | upper}}"
+    doc = {"sentence1": "a", "sentence2": "b"}
+    expected = utils.Environment(loader=utils.BaseLoader, undefined=utils.StrictUndefined,
+                                 keep_trailing_newline=True).from_string(template).render(**doc)
+    compat.cache_compiled_templates()
+    compat.cache_compiled_templates()  # idempotent: wrapped once
+    assert utils.apply_template(template, doc) == expected == "a / B"
+    assert utils.env.from_string(template) is utils.env.from_string(template)
+    assert utils.env.from_string(template, globals={"x": 1}) is not \
+        utils.env.from_string(template, globals={"x": 1})  # other arguments: not cached
+    with pytest.raises(Exception, match="sentence2"):  # StrictUndefined kept
+        utils.apply_template(template, {"sentence1": "a"})
