@@ -35,7 +35,7 @@ from calidist_tasks.aggregation import (
 )
 from calidist_tasks.cli import main
 from calidist_tasks.methods import METHODS, task_variant, variant_named
-from calidist_tasks.records import RECORD_IN, VERBALIZED, is_record
+from calidist_tasks.records import RECORD_IN, SOURCE_FIELD, VERBALIZED, is_record
 from calidist_tasks.report import write_report
 from calidist_tasks.report.identity import short_names
 from calidist_tasks.report.latex import latex_escape
@@ -825,6 +825,29 @@ def test_runs_of_one_model_with_other_settings_are_separate_blocks(tmp_path: Pat
     assert {r["model"] for r in board} == {"model-a [toy: 0-shot, no limit]",
                                            "model-a [toy: 1-shot, limit 12]"}
     assert {r["method"] for r in board} == {"Vanilla", "CaliDist (As.)"}
+
+
+def _with_sources(results: Path, name: str) -> None:
+    """Give every document of the run's samples an origin in file ``name`` (SOURCE_FIELD)."""
+    for samples in results.parent.glob("samples_*.jsonl"):
+        lines = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+        for line in lines:
+            line["doc"][SOURCE_FIELD] = f"{name}:{line['doc_id']}"
+        samples.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+def test_runs_of_the_same_settings_on_other_documents_are_separate_blocks(tmp_path) -> None:
+    """Same model and settings, but the evaluation documents came from other rows: two blocks
+    labelled by their documents, never compared; the same rows again: the newer run only."""
+    root = tmp_path / "runs"
+    _with_sources(write_run(root / "old", "org/model-a", ["toy"], STAMP_A), "test.jsonl")
+    _with_sources(write_run(root / "new", "org/model-a", ["toy"], STAMP_B), "other.jsonl")
+    result, files = report(root, tmp_path / "out")
+    blocks = {r["model"] for r in read_csv(files["leaderboard.csv"])}
+    assert len(blocks) == 2 and all(b.startswith("model-a [toy: documents=") for b in blocks)
+    _with_sources(root / "new" / f"results_{STAMP_B}.json", "test.jsonl")
+    result, files = report(root, tmp_path / "again")
+    assert {r["model"] for r in read_csv(files["leaderboard.csv"])} == {"model-a"}
 
 
 def report_filtered(root: Path, out: Path, **patterns):

@@ -11,6 +11,7 @@ block is labelled with the settings that tell it apart from the model's other bl
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -18,7 +19,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from calidist_tasks.methods import Variant, task_variant
-from calidist_tasks.records import CONSISTENCY, SPUQ, VERBALIZED
+from calidist_tasks.records import CONSISTENCY, EVALUATION, SPUQ, VERBALIZED
 from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.report.tables import Table
 from calidist_tasks.run_files import MODEL_KEYS
@@ -103,6 +104,19 @@ def run_identity(data: Mapping[str, Any], task: str) -> dict[str, Any]:
     return identity
 
 
+def documents_key(run: TaskRun) -> str | None:
+    """A short digest of the evaluation documents a run scored (their logged origins, file and
+    line: ``records.SOURCE_FIELD``), so that runs of the same settings on other documents (other
+    data behind the same data_dir, another lm-eval --samples) are other blocks; None when its
+    samples were not read or logged no origin."""
+    if not run.records or not run.sources or not any(run.sources):
+        return None
+    evaluated = sorted(str(source) for record, source in zip(run.records, run.sources,
+                                                              strict=True)
+                       if record.get("split") == EVALUATION)
+    return hashlib.sha256("\n".join(evaluated).encode("utf-8")).hexdigest()[:8]
+
+
 def _scoped(run: TaskRun) -> dict[str, Any]:
     """The run's identity with each key scoped to its benchmark (``ppdb:m``): settings are
     compared only between runs of the same benchmark, the unit a leaderboard column compares
@@ -118,9 +132,13 @@ def assign_groups(runs: Iterable[TaskRun]) -> list[TaskRun]:
     benchmark (two ``m``, a 0-shot and a 1-shot run, two ``--limit``): then one block per
     combination of the differing settings, and a task the setting does not change (the
     original task for ``m``) joins each of them (as a copy). A block's identity is the union of
-    its runs' settings, scoped per benchmark (``_scoped``)."""
+    its runs' settings, scoped per benchmark (``_scoped``), and the evaluation documents it
+    scored where its samples say (``documents_key``)."""
     by_model: dict[str, list[TaskRun]] = {}
     for run in runs:
+        documents = documents_key(run)
+        if documents is not None:
+            run = replace(run, identity={**run.identity, "documents": documents})
         by_model.setdefault(run.model, []).append(run)
     placed = []
     for members in by_model.values():

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from calidist_tasks.records import SOURCE_FIELD, STAGE1_FOLDER, Record, is_failed, is_record
+from calidist_tasks.report.identity import assign_groups, run_identity
 from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.run_files import RESULTS_NAME, SAMPLES_NAME, json_lines, model_name
 
@@ -87,8 +88,6 @@ def _read_stored(path: Path, problems: list[str]) -> list[TaskRun]:
 
 
 def _read_results(path: Path, problems: list[str]) -> list[TaskRun]:
-    from calidist_tasks.report.identity import run_identity  # it imports this module
-
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -285,8 +284,6 @@ def load_runs(paths: Sequence[str | Path],
               keep: Callable[[TaskRun], bool] | None = None) -> Loaded:
     """Every calidist task in the results files under ``paths``, with its logged documents;
     ``keep`` chooses runs before their samples are read (``calidist report --tasks``)."""
-    from calidist_tasks.report.identity import assign_groups  # it imports this module
-
     loaded = Loaded()
     results_files, samples_files, stored = _find(paths, loaded.problems)
     runs = [run for path in results_files for run in _read_results(path, loaded.problems)]
@@ -298,6 +295,9 @@ def load_runs(paths: Sequence[str | Path],
         if (results_files or stored) and not runs:
             loaded.problems.append("no calidist task under " + ", ".join(map(str, paths))
                                    + " matches --tasks / --models")
+    for run in runs:  # before grouping: the documents a run evaluated are part of its identity
+        if run.prompt_tokens is None and run.samples_file is not None:
+            _read_samples(run, loaded.problems)
     runs = assign_groups(runs)
     newest: dict[tuple[str, str], TaskRun] = {}
     stage1: dict[Path, Loaded] = {}
@@ -317,7 +317,6 @@ def load_runs(paths: Sequence[str | Path],
                 "--log_samples?): results-file numbers only, no intervals, diagrams or transfer"
             )
         else:
-            _read_samples(run, loaded.problems)
             add_stage1_prompts(run, loaded.problems, stage1)
     loaded.runs = sorted(newest.values(), key=lambda r: (r.model, r.group, r.task))
     if not results_files and not stored:
