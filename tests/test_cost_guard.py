@@ -48,7 +48,7 @@ PROMPT_TOKENS = {
     "calidist_ppdb_corruption_verbalized": 19097, "calidist_aqua": 3185,
     "calidist_aqua_assertion": 53301, "calidist_aqua_probe": 29011,
     "calidist_aqua_corruption": 20475, "calidist_aqua_verbalized": 5396,
-    "calidist_ppdb_consistency": 2782,
+    "calidist_ppdb_consistency": 4240,  # the vanilla reply's step-by-step prompt (reasoned samples)
 }
 
 

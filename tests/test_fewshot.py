@@ -143,7 +143,7 @@ def _requested(format_line: str) -> re.Pattern[str]:
     ("calidist_mscinli_assertion_verbalized", {}, 3),
     ("calidist_mscinli_verbalized", {"verbalized_prompt": "short"}, 2),  # letter, N
     ("calidist_mscinli_probe_verbalized", {"verbalized_prompt": "short"}, 2),
-    ("calidist_mscinli_consistency", {}, 1),  # letter
+    ("calidist_mscinli_consistency", {}, 3),  # the vanilla reply's paper prompt: reasoned samples
     ("calidist_mscinli_spuq", {"verbalized_prompt": "short"}, 1),
 ])
 def test_exemplars_answer_in_the_format_the_query_asks_for(name: str, metadata: dict,
