@@ -217,6 +217,17 @@ def test_calidist_eval_runs_the_replies_and_the_scoring_in_one_command(
         record = json.loads(line)["acc"]
         assert [r["reply"] for r in record["replies"]] == [
             r[0] for r in generated[record["index"]]]
+    # calidist report finds both runs' rows in the registry and rebuilds them from the records
+    # with the aggregation's own fits (a mismatch with lm-eval's numbers is a problem line)
+    from calidist_tasks.report import write_report
+
+    report = write_report([out], tmp_path / "report", n_resamples=20, figures=False)
+    assert not [p for p in report.problems if "reproduce" in p or "rebuild" in p or "no "
+                "leaderboard row" in p], report.problems
+    rows = (tmp_path / "report" / "leaderboard.csv").read_text(encoding="utf-8")
+    for label in ("Vanilla (reasoned)", "Verbalized (reasoned)", "CaliDist reasoned (Pr.)",
+                  "CaliDist reasoned verbalized (Pr.)", "CaliDist verbalized (Pr.)"):
+        assert f",{label}" in rows, label  # (⚠: mostly unreadable replies of the tiny model)
 
 
 def test_evaluate_runs_the_replies_first_and_returns_every_selected_task(
