@@ -9,7 +9,7 @@ from __future__ import annotations
 from calidist_tasks.report.tables import Table
 
 # characters of names and titles that LaTeX would read as markup, and symbols of the tables
-LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
            "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
            "^": r"\textasciicircum{}", "↓": r"$\downarrow$", "↑": r"$\uparrow$",
            "†": r"$^\dagger$", "⚠": r"$^{!}$", "×": r"$\times$", "Δ": r"$\Delta$",
@@ -18,7 +18,7 @@ LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
 
 def latex_escape(text: str) -> str:
     """``text`` as LaTeX source that prints it (names from files cannot add markup)."""
-    return "".join(LATEX_SPECIALS.get(char, char) for char in " ".join(text.split()))
+    return "".join(LATEX_ESCAPES.get(char, char) for char in " ".join(text.split()))
 
 
 def latex_table(table: Table, caption: str, label: str) -> str:
