@@ -132,7 +132,9 @@ def task_command(args: argparse.Namespace, model_dir: str, task: str, suffix: st
     if args.two_stage and suffix in TWO_STAGE_SUFFIXES:
         command.append("--two-stage")
     if suffix not in LOGIT:
-        budget = args.reasoned_max_gen_toks if suffix in REASONED else args.max_gen_toks
+        # self-consistency samples the vanilla reasoned reply: the same budget (Table 4: 15 x)
+        reasoned = suffix in REASONED or suffix == "_consistency"
+        budget = args.reasoned_max_gen_toks if reasoned else args.max_gen_toks
         command += ["--gen_kwargs", f"max_gen_toks={budget}"]
         if args.chat_template:  # instruct models answer in the asked format only in their template
             command.append("--apply_chat_template")
@@ -234,10 +236,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--consistency-calib", type=int, default=50)
     parser.add_argument("--consistency-eval", type=int, default=100)
     parser.add_argument("--max-gen-toks", type=int, default=32,
-                        help="generation cap (the consistency YAML samples 32 tokens)")
+                        help="generation cap of the verbalized tasks of the generate step")
     parser.add_argument("--reasoned-max-gen-toks", type=int, default=512,
-                        help="generation cap of the reasoned tasks' replies (the verbalized "
-                             "YAML's budget for the paper's step-by-step reply)")
+                        help="generation cap of the reasoned tasks' replies and of the "
+                             "consistency samples (the verbalized YAML's budget for the paper's "
+                             "step-by-step reply)")
     parser.add_argument("--reasoned-m", type=int, default=2,
                         help="assertion distractors per label of the reasoned tasks (paper: 2)")
     parser.add_argument("--chat-template", action=argparse.BooleanOptionalAction, default=True,

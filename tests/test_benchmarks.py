@@ -143,6 +143,17 @@ def test_generation_tasks_run_at_their_own_batch_size(tmp_path):
     assert command[command.index("--device") + 1] == "cuda"
 
 
+def test_consistency_samples_get_the_reasoned_replys_budget(tmp_path):
+    from benchmarks import commands as run
+
+    args = run.parse_args(["--max-gen-toks", "32", "--reasoned-max-gen-toks", "300"])
+    budget = {suffix: run.task_command(args, "/model", f"calidist_ppdb{suffix}", suffix,
+                                       "ppdb", tmp_path)[-2]
+              for suffix in ("_verbalized", "_consistency", "_cot")}
+    assert budget == {"_verbalized": "max_gen_toks=32", "_consistency": "max_gen_toks=300",
+                      "_cot": "max_gen_toks=300"}
+
+
 def test_generation_tasks_can_run_on_vllm_and_the_default_follows_what_runs(tmp_path,
                                                                            monkeypatch):
     from benchmarks import commands as run
