@@ -317,6 +317,29 @@ def models_reused() -> Iterator[dict[str, Any]]:
         yield loaded
     finally:
         setattr(registry, attribute, original)
+        for model in loaded.values():
+            stop_engine(model)
+        loaded.clear()
+
+
+# lm-eval's in-process vLLM (``lm_eval.models.vllm_causallms.VLLM``) keeps a ``vllm.LLM`` as
+# ``.model``; its engine runs in a child process, stopped by ``llm_engine.engine_core.shutdown()``.
+ENGINE_SHUTDOWN = ("model", "llm_engine", "engine_core", "shutdown")
+
+
+def stop_engine(model: Any) -> bool:
+    """Stop a model's engine process if it has one (vLLM); whether one was stopped.
+
+    A model shared by ``models_reused`` outlives lm-eval's run, and a vLLM engine process still
+    alive when Python exits makes the interpreter wait for it forever (multiprocessing joins its
+    children at exit), after the results are printed but before the command returns."""
+    found = model
+    for attribute in ENGINE_SHUTDOWN:
+        found = getattr(found, attribute, None)
+        if found is None:
+            return False
+    found()
+    return True
 
 
 # ---------------------------------------------------------------------- --limit (document choice)

@@ -283,3 +283,35 @@ def test_templates_compile_once_and_render_what_lm_eval_renders():
         utils.env.from_string(template, globals={"x": 1})  # other arguments: not cached
     with pytest.raises(Exception, match="sentence2"):  # StrictUndefined kept
         utils.apply_template(template, {"sentence1": "a"})
+
+
+def test_models_reused_share_one_object_and_stop_its_engine_at_the_end(monkeypatch) -> None:
+    """Two runs asking for the same model get one object; leaving the block stops an engine
+    process the object holds (vLLM's), else Python waits for it at exit."""
+    stopped = []
+
+    class Engine:
+        def shutdown(self) -> None:
+            stopped.append(self)
+
+    class Model:
+        built = 0
+
+        def __init__(self) -> None:
+            Model.built += 1
+            self.model = SimpleNamespace(llm_engine=SimpleNamespace(engine_core=Engine()))
+
+        @classmethod
+        def create_from_arg_string(cls, arguments, additional_config=None):
+            return cls()
+
+    module_name, _, attribute = compat.MODEL_FACTORY.rpartition(".")
+    monkeypatch.setattr(import_module(module_name), attribute, lambda name: Model)
+    factory = import_module(module_name)
+    with compat.models_reused() as loaded:
+        first = getattr(factory, attribute)("vllm").create_from_arg_string("pretrained=x")
+        second = getattr(factory, attribute)("vllm").create_from_arg_string("pretrained=x")
+        assert first is second and Model.built == 1 and not stopped
+    assert stopped == [first.model.llm_engine.engine_core] and loaded == {}
+    assert getattr(factory, attribute)("vllm") is Model  # the factory is lm-eval's again
+    assert not compat.stop_engine(SimpleNamespace(model=object()))  # hf: nothing to stop
