@@ -4,6 +4,7 @@ model and a scripted chat API."""
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from pathlib import Path
@@ -16,6 +17,7 @@ from calidist_tasks.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.methods import metric_names
 from calidist_tasks.open_ended_verbalized import NumberFilter, number_vote, parse_number_response
 from calidist_tasks.records import CONSISTENCY_KINDS
+from calidist_tasks.report import write_report_from_results
 
 TASK = "calidist_gsm8k_consistency"
 
@@ -167,9 +169,11 @@ def _chat_reply(body: dict) -> str:
     return f"{a} + {b} = {total}.\nThe answer is {total:,}. Confidence: 90%"
 
 
-def test_consistency_through_a_chat_api(tiny_model_dir: Path, metadata):
+def test_consistency_through_a_chat_api_and_its_report(tiny_model_dir: Path, metadata,
+                                                       tmp_path: Path):
     """local-chat-completions: 15 seeded requests per document at temperature 1.5; 10 of the 15
-    seeds (0..14, seed % 3 != 2) give the right sum."""
+    seeds (0..14, seed % 3 != 2) give the right sum. `calidist report` shows the registry's rows
+    (Consistency, Entropy, FSD) for GSM8K with the run's scores."""
     from openai_server import ModelServer
 
     server = ModelServer(tiny_model_dir, idle_timeout=300, chat_reply=_chat_reply)
@@ -190,3 +194,11 @@ def test_consistency_through_a_chat_api(tiny_model_dir: Path, metadata):
     # every document: consistency 10/15, FSD (10 - 5)/15, all right
     assert results["ece_consistency,none"] == pytest.approx(1 - 10 / 15)
     assert results["ece_fsd,none"] == pytest.approx(1 - 5 / 15)
+    report = write_report_from_results(out, tmp_path / "report", n_resamples=0, figures=False)
+    assert report.problems == []
+    with open(report.out / "leaderboard.csv", encoding="utf-8") as file:
+        board = {row["method"]: row for row in csv.DictReader(file)}
+    assert set(board) == {"Consistency", "Entropy", "FSD"}
+    for method, kind in (("Consistency", "consistency"), ("Entropy", "entropy"), ("FSD", "fsd")):
+        assert float(board[method]["gsm8k_ece"]) == pytest.approx(
+            100 * results[f"ece_{kind},none"], abs=1e-4)
