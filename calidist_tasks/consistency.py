@@ -11,7 +11,9 @@ counts in N and is one more category for the entropy and FSD, but it is never th
 (so FSD is floored at 0: "no answer" may outvote the readable prediction).
 The prediction is the most frequent readable answer, ties going to the one sampled first. A
 question with no readable sample at all is answered wrong (-1) with every confidence 1/c, the
-same rule as a single unreadable verbalized answer.
+same rule as a single unreadable verbalized answer. The answers may be any values that compare
+equal when they are one answer: option indices, or GSM8K's canonical numbers, whose open answer
+has no option set (c = ∞, so 1/c = 0; ``open_ended_verbalized.number_vote``).
 
 Decoding (paper, Appendix I): top_k 50 / top_p 0.95 for local models; temperature 1.5 where an
 API allows only a temperature. lm-eval's API backends send one fixed ``seed`` with every
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from calidist_tasks.records import CONSISTENCY, CONSISTENCY_KINDS, ENTROPY, FSD
@@ -38,8 +40,9 @@ API_TEMPERATURE = 1.5  # paper, Appendix I, for APIs that take a temperature onl
 IDENTICAL_LIMIT = 0.9
 
 
-def vote(answers: Sequence[int | None], n_choices: int) -> dict[str, Any]:
-    """Majority prediction and the three confidences of one question's sampled answers."""
+def vote(answers: Sequence[Hashable | None], n_choices: float) -> dict[str, Any]:
+    """Majority prediction and the three confidences of one question's sampled answers
+    (``n_choices``: c, for the floor 1/c of a question with no readable answer)."""
     if not answers:
         raise ValueError("no sampled answers to vote on")
     counts = Counter(answers)
@@ -53,7 +56,7 @@ def vote(answers: Sequence[int | None], n_choices: int) -> dict[str, Any]:
     entropy = -sum(p * math.log(p) for p in shares)
     others = [c for a, c in counts.items() if a != prediction]
     return {
-        "prediction": int(prediction),
+        "prediction": prediction,
         "parsed": True,
         CONSISTENCY: counts[prediction] / n,
         # clipped: uniform shares give 1 - H/log k a round-off below 0
@@ -83,7 +86,7 @@ def sample_requests(
     return [({**gen_kwargs, "seed": seed * 1000 + i}, 1) for i in range(n)]
 
 
-def _identical(answers: Sequence[int | None]) -> bool:
+def _identical(answers: Sequence[Hashable | None]) -> bool:
     return len(answers) > 1 and len(set(answers)) == 1
 
 

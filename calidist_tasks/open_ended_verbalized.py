@@ -13,10 +13,18 @@ see docs/gsm8k.md.
    ``joining.join_document`` and calibrated as every CaliDist task. The confidence is in the
    reply, so unlike the logit path no scoring stage follows.
 
+3. ``calidist_gsm8k_consistency``: the consistency baselines (paper, Appendix D), N = 15 worked
+   answers sampled for stage 1's prompt, within its budget and with the classification families'
+   decoding (``confidence_sources.Consistency``, Appendix I). Each reply's number is read as in
+   stage 1; the votes over their values (``number_vote``) give the prediction (the majority
+   number, right when it equals the gold number) and the self-consistency, entropy and FSD
+   confidences. Reports what every family's ``*_consistency`` task reports.
+
 Unreadable replies follow ``verbalized.outcome_from_parse`` with c = ∞, since an open answer has
 no finite option set: no number = wrong (a hinted reply: a changed answer) at confidence 0; a
 number without a readable confidence = that number at confidence 0 (as ``calidist_gsm8k_assertion``
-gives a stage-1 answer without a number confidence 0). Both count in ``parse_fail_rate``.
+gives a stage-1 answer without a number confidence 0). Both count in ``parse_fail_rate``. A
+sampled reply without a number is a vote for "no answer", as in ``consistency.vote``.
 """
 
 from __future__ import annotations
@@ -30,16 +38,26 @@ from lm_eval.api.filter import Filter
 from lm_eval.api.instance import Instance
 from lm_eval.api.registry import register_filter
 
-from calidist_tasks import lm_eval_compat, verbalized
+from calidist_tasks import consistency, lm_eval_compat, verbalized
 from calidist_tasks.aggregation import summarize_generations
+from calidist_tasks.confidence_sources import SOURCES
 from calidist_tasks.joining import Outcome, PromptPlan, join_document
 from calidist_tasks.methods import metric_names
-from calidist_tasks.open_ended import ANSWER_FIELD, OpenEndedTask, parse_number, same_number
+from calidist_tasks.open_ended import (
+    ANSWER_FIELD,
+    OpenEndedTask,
+    canonical_number,
+    parse_number,
+    same_number,
+)
 from calidist_tasks.prompts import HINT
 from calidist_tasks.records import (
+    CONSISTENCY,
+    CONSISTENCY_KINDS,
     INDEX_FIELD,
     VERBALIZED,
     Record,
+    answer_record,
     bookkeeping,
     unreadable_record,
 )
@@ -72,6 +90,20 @@ def number_outcome(reading: Mapping[str, Any], candidates: Sequence[str]) -> Out
         (i for i, c in enumerate(candidates) if same_number(number, c)), len(candidates))
     return verbalized.outcome_from_parse({"answer": index, "confidence": reading["confidence"]},
                                          OPEN)
+
+
+def number_values(numbers: Sequence[str | None]) -> list[str | None]:
+    """Each number's canonical value ('1,000' and '1000.0' -> '1000'); None for no number or a
+    text that is none."""
+    return [None if n is None else canonical_number(n) for n in numbers]
+
+
+def number_vote(numbers: Sequence[str | None]) -> dict[str, Any]:
+    """``consistency.vote`` over sampled final numbers by value (``number_values``; None is a
+    vote for "no answer"). An open answer has no option set, so c = ∞: a document with no
+    readable number has prediction None and every confidence 1/c = 0."""
+    votes = consistency.vote(number_values(numbers), OPEN)
+    return {**votes, "prediction": votes["prediction"] if votes["parsed"] else None}
 
 
 @register_filter("calidist_verbalized_number")
@@ -119,11 +151,17 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
                          arguments=(prompt, deepcopy(gen_kwargs)), idx=i, **kwargs)
                 for i, (prompt, gen_kwargs, request_doc) in enumerate(requests)]
 
-    def document_record(self, doc: dict[str, Any], results: list[Any]) -> Record:
+    def readings(self, doc: dict[str, Any], results: list[Any]) -> list[dict[str, Any]]:
+        """The parsed replies of ``doc``, in the order sent."""
         readings = [r for per_request in results for r in per_request]
         if not all(isinstance(r, dict) and "answer" in r for r in readings):
-            raise ValueError(f"{self.config.task}: expected parsed replies; the task's "
-                             "filter_list must use the calidist_verbalized_number filter")
+            raise ValueError(f"{self.config.task} document {doc[INDEX_FIELD]}: expected parsed "
+                             "replies; the task's filter_list must use the "
+                             "calidist_verbalized_number filter")
+        return readings
+
+    def document_record(self, doc: dict[str, Any], results: list[Any]) -> Record:
+        readings = self.readings(doc, results)
         target = doc[self.config.doc_to_target]
         where = bookkeeping(doc, len(readings))
         if not self.stage2:  # the gold number is the one candidate: prediction 0 = correct
@@ -150,8 +188,52 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
         return record
 
     def reported_metrics(self) -> list[str]:
-        return metric_names(self.stage2, VERBALIZED)
+        return metric_names(self.stage2, self.confidence)
 
     def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
         return summarize_generations(items, self.settings, self.calibrator_context(),
-                                     VERBALIZED, self.stage2)
+                                     self.confidence, self.stage2)
+
+
+class ConsistencyOpenEndedTask(VerbalizedOpenEndedTask):
+    """``calidist_gsm8k_consistency``: N sampled worked answers to stage 1's prompt, voted by
+    number (``number_vote``). The requests and the reported sampling temperature are the
+    classification families' (``confidence_sources.Consistency``)."""
+
+    confidence = CONSISTENCY
+    confidence_source = SOURCES[CONSISTENCY]
+
+    def sends_calibration_documents(self) -> bool:
+        """The baselines fit nothing: calibration documents would be wasted calls."""
+        return False
+
+    def construct_requests(self, doc: dict[str, Any], ctx: Any, **kwargs: Any) -> list[Instance]:
+        """One request repeated N times, or N seeded requests on an API (``Consistency.asks``)."""
+        kwargs = lm_eval_compat.instance_kwargs(kwargs)
+        # lm-eval's evaluator passes (task, doc_id, repeats); its own task tests pass nothing
+        metadata = kwargs.pop("metadata", (self.config.task, None, self.config.repeats))
+        asks = self.confidence_source.asks(doc, [], dict(self.config.generation_kwargs or {}),
+                                           lm_eval_compat.metadata_repeats(metadata),
+                                           self.settings)
+        return [Instance(request_type="generate_until", doc=doc,
+                         arguments=(ctx, dict(ask.gen_kwargs)), idx=i,
+                         metadata=lm_eval_compat.with_repeats(metadata, ask.repeats), **kwargs)
+                for i, ask in enumerate(asks)]
+
+    def document_record(self, doc: dict[str, Any], results: list[Any]) -> Record:
+        """The majority number (right when it equals the gold number) at its vote share, with
+        the three confidences and every sampled number."""
+        answers = number_values([r["answer"] for r in self.readings(doc, results)])
+        votes = number_vote(answers)
+        target = doc[self.config.doc_to_target]
+        record = answer_record(target, votes["prediction"], votes[CONSISTENCY],
+                               same_number(votes["prediction"], target), votes["parsed"])
+        record.update(confidences={kind: votes[kind] for kind in CONSISTENCY_KINDS},
+                      answers=answers, generations=len(answers),
+                      parse_failures=answers.count(None), **bookkeeping(doc, len(answers)))
+        return record
+
+    def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
+        extras = self.confidence_source.summary_extras(self.config.generation_kwargs or {},
+                                                       self.settings)
+        return {**super().summarize(items), **extras}
