@@ -25,6 +25,7 @@ from calidist_tasks import consistency
 from calidist_tasks.fits import (
     calibrator_path,
     calidist_calibrator,
+    calidist_inputs,
     column,
     split_records,
 )
@@ -128,9 +129,7 @@ def summarize_calidist(
         path.parent.mkdir(parents=True, exist_ok=True)
         save_calibrator(calibrator, path, **context)
     correct = column(evaluation, "correct")
-    calibrated = calibrator.predict(
-        column(evaluation, "lambda_raw"), column(evaluation, "confidence")
-    )
+    calibrated = calibrator.predict(calidist_inputs(evaluation))
     return {
         **_common(calibration, evaluation),
         **_scores(calibrated, correct),

@@ -287,7 +287,7 @@ def test_lambda_bounds_leave_out_documents_that_did_not_move():
     """Issue #15.2: a document whose confidence did not move has lambda_raw = 1/epsilon = 1e10;
     the printed bounds are those of the documents that moved, stable_fraction counts the rest,
     and the fit (min-max up to 1e10) and every calibrated score are unchanged."""
-    from calidist_metrics import CaliDistCalibrator
+    from calidist_metrics import CALIDIST_COLUMNS, CaliDistCalibrator, stack_columns
 
     records = make_records()
     stable = {0, 3, 7}  # calibration documents with mu = delta = 0 (one of them: mu > 0)
@@ -299,11 +299,14 @@ def test_lambda_bounds_leave_out_documents_that_did_not_move():
     moved = [r["lambda_raw"] for i, r in enumerate(cal) if i not in stable]
     assert (out["lambda_min"], out["lambda_max"]) == (min(moved), max(moved))
     assert out["lambda_max"] < 1e3 and out["stable_fraction"] == 3 / 30
-    fit = CaliDistCalibrator().fit(column(cal, "lambda_raw"), column(cal, "confidence"),
-                                   column(cal, "correct"))
+    def inputs(records):
+        return stack_columns(CALIDIST_COLUMNS, reliability_raw=column(records, "lambda_raw"),
+                             confidence=column(records, "confidence"))
+
+    fit = CaliDistCalibrator().fit(inputs(cal), column(cal, "correct"))
     assert fit.lambda_max_ == 1e10 and (out["alpha"], out["beta"]) == (fit.alpha_, fit.beta_)
     ev = [r for r in records if r["split"] == "evaluation"]
-    calibrated = fit.predict(column(ev, "lambda_raw"), column(ev, "confidence"))
+    calibrated = fit.predict(inputs(ev))
     for name, value in hand_scores(calibrated, column(ev, "correct")).items():
         assert out[name] == pytest.approx(value, abs=1e-12), name
     # without such documents the bounds are the fit's own and stable_fraction is 0
