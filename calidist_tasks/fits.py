@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -27,6 +28,7 @@ from calidist_metrics import (
     TemperatureScaling,
     VectorScaling,
     load_calibrator,
+    save_calibrator,
     stack_columns,
 )
 from calidist_tasks.records import CALIBRATION, EVALUATION
@@ -88,6 +90,16 @@ def behaviour_inputs(records: Sequence[Mapping[str, Any]]) -> np.ndarray:
     """``BehaviourCalibrator``'s X of the records: their confidence, mu and delta."""
     return stack_columns(BEHAVIOUR_COLUMNS,
                          **{name: column(records, name) for name in BEHAVIOUR_COLUMNS})
+
+
+def save_fit(calibrator: CaliDistCalibrator, settings: RunSettings,
+             context: Mapping[str, Any]) -> None:
+    """Write the fit to ``--metadata save_calibrator`` (its folder made if missing), with
+    ``context``, so that ``--metadata calibrator`` can apply it; nothing when unset."""
+    if settings.save_calibrator:
+        path = Path(calibrator_path(settings.save_calibrator, context))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_calibrator(calibrator, path, **context)
 
 
 def calibrator_path(template: str, context: Mapping[str, Any]) -> str:

@@ -269,7 +269,7 @@ def test_calibration_warnings_name_the_task(ppdb_data_dir, caplog):
 
 
 def test_warning_lines_merge_one_cause_of_several_estimators():
-    from calidist_tasks.aggregation import warning_lines
+    from calidist_tasks.calibration_warnings import warning_lines
 
     one_class = "the calibration set is all-correct; the fit is defined but degenerate"
     lines = warning_lines("t", [f"PlattScaling: {one_class}", f"IsotonicCalibration: {one_class}",

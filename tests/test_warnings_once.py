@@ -59,7 +59,7 @@ def test_grid_edge_warning_is_one_short_line_with_the_docs():
     import numpy as np
 
     from calidist_metrics import CALIDIST_COLUMNS, CaliDistCalibrator, stack_columns
-    from calidist_tasks.aggregation import GRID_EDGE_DOCS, warning_lines
+    from calidist_tasks.calibration_warnings import GRID_EDGE_DOCS, warning_lines
 
     lam, conf = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0]), np.full(6, 0.9)
     with warnings.catch_warnings(record=True) as caught:
