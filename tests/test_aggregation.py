@@ -432,3 +432,24 @@ def test_markers_resolve_to_the_records_of_the_carrier(ppdb_data_dir):
                       {"data_dir": str(ppdb_data_dir), "calib_size": 10, "eval_size": 20})
     with pytest.raises(RuntimeError, match="did not aggregate first"):
         fresh.aggregation()["ece"]([r["ece"] for r in returned])
+
+
+@pytest.mark.filterwarnings("ignore::calidist_metrics.CalibrationWarning")
+def test_the_behaviour_fit_reads_confidence_mu_and_delta_of_the_records():
+    """fits.behaviour_calibrated (BENCHMARKS.md's behaviour-calibrator variant): fitted on the
+    calibration records' p, mu and delta, applied to the evaluation records'; no calibration
+    records is NoCalibration."""
+    from calidist_metrics import BehaviourCalibrator
+    from calidist_tasks.fits import NoCalibration, behaviour_calibrated
+
+    records = make_records()
+    cal = [r for r in records if r["split"] == "calibration"]
+    ev = [r for r in records if r["split"] == "evaluation"]
+    fitted = behaviour_calibrated(cal, ev, RunSettings(), CONTEXT)
+    X_cal, X_ev = (np.column_stack([column(rs, "confidence"), column(rs, "mu"),
+                                    column(rs, "delta")]) for rs in (cal, ev))
+    expected = BehaviourCalibrator().fit(X_cal, column(cal, "correct")).predict(X_ev)
+    np.testing.assert_array_equal(fitted.confidence, expected)
+    np.testing.assert_array_equal(fitted.correct, column(ev, "correct"))
+    with pytest.raises(NoCalibration):
+        behaviour_calibrated([], ev, RunSettings(), CONTEXT)
