@@ -32,8 +32,8 @@ from benchmarks.commands import (
 )
 from benchmarks.commands import LOGIT as LOGIT_SUFFIXES
 from benchmarks.records import Stored
-from calidist_metrics import BehaviourCalibrator, CalibrationWarning
-from calidist_tasks.fits import column, split_records
+from calidist_metrics import CalibrationWarning
+from calidist_tasks.fits import behaviour_calibrated, column, split_records
 from calidist_tasks.methods import LOGIT, METHODS, SCORES, VARIANTS
 from calidist_tasks.records import EVALUATION, hints_of
 from calidist_tasks.report.methods import (
@@ -277,12 +277,9 @@ def variants(stored: Stored, notes: list[str]) -> tuple[list[Variant], np.ndarra
                  + f"; {100 * np.mean(scaled < 1):.0f}% lambda<1")
         as_run = (chosen.lambda_scale, chosen.fit) == (settings.lambda_scale, settings.fit)
         found.append(Variant(label, confidence, shown, as_run))
-    behaviour = quietly(BehaviourCalibrator().fit, notes, f"{run.name} behaviour")(
-        column(calibration, "confidence"), column(calibration, "mu"),
-        column(calibration, "delta"), column(calibration, "correct"))
-    found.append(Variant("behaviour calibrator (LR on logit p, mu, delta)",
-                         behaviour.predict(column(evaluation, "confidence"),
-                                           column(evaluation, "mu"), column(evaluation, "delta"))))
+    behaviour = quietly(behaviour_calibrated, notes, f"{run.name} behaviour")(
+        calibration, evaluation, settings, context)
+    found.append(Variant("behaviour calibrator (LR on logit p, mu, delta)", behaviour.confidence))
     return found, column(evaluation, "correct"), evaluation_sources(run)
 
 

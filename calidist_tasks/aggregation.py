@@ -1,31 +1,33 @@
-"""Aggregation: fit calibrators on the calibration records, score the evaluation records.
+"""Aggregation: a task's metrics from its per-document records.
 
-Pure functions of the per-document records that ``joining`` builds; the task class only routes
-lm-eval's aggregation calls here. Each method's confidence comes from its fit in the registry
-(``methods.Method.fit``, functions in ``fits``), the same call ``calidist report`` makes.
-Numbers are fractions in [0, 1] (the paper prints them x100).
+Pure functions of the records that ``joining`` builds; the task class only routes lm-eval's
+aggregation calls here. Each method's confidence comes from its fit in the registry
+(``methods.Method.fit``, functions in ``fits``, which also keeps the saved-fit policy), the same
+call ``calidist report`` makes; the metric names and their directions are the registry's
+(``methods``); a task logs the calibration warnings with ``calibration_warnings``. Numbers are
+fractions in [0, 1] (the paper prints them x100).
 """
 
 from __future__ import annotations
 
-import logging
 import math
-import re
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from calidist_metrics import CalibrationWarning, save_calibrator
+from calidist_metrics import CalibrationWarning
 from calidist_tasks import consistency
+
+# task.py imports warnings_named from here (it is defined in calibration_warnings)
+from calidist_tasks.calibration_warnings import warnings_named  # noqa: F401
 from calidist_tasks.fits import (
-    calibrator_path,
     calidist_calibrator,
+    calidist_inputs,
     column,
+    save_fit,
     split_records,
 )
 from calidist_tasks.methods import LOGIT, SCORES, Method, fitted_methods, metric_names
@@ -40,8 +42,6 @@ from calidist_tasks.records import (
     metric_name,
 )
 from calidist_tasks.settings import RunSettings
-
-log = logging.getLogger(__name__)
 
 # reliability_score's epsilon: a document whose delta is below it (0 up to rounding) did not move,
 # and its lambda_raw = (1 - mu) / (delta + epsilon) is set by epsilon (STABLE_LAMBDA_RAW = 1 /
@@ -65,72 +65,15 @@ def _common(calibration: list, evaluation: list) -> dict[str, float]:
     }
 
 
-@contextmanager
-def warnings_named(task: str) -> Iterator[None]:
-    """Log the calibration warnings (``CalibrationWarning``) raised in the block once each, as
-    one line naming the task (``warning_lines``): a group run fits one set per task, and the same
-    cause (a one-class calibration set for Platt and isotonic, AUROC of one class for every
-    confidence) is one line, with no source line echoed. Other warnings pass on unchanged."""
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            yield
-    finally:  # also when the block fails: what it warned about may explain why
-        ours = [str(w.message) for w in caught if issubclass(w.category, CalibrationWarning)]
-        for line in warning_lines(task, ours):
-            log.warning("%s", line)
-        for w in caught:
-            if not issubclass(w.category, CalibrationWarning):
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-
-
-_OWNER = re.compile(r"^(\w+): (.+)$", re.S)  # "PlattScaling: the calibration set is all-correct"
-
-
-def warning_lines(task: str, messages: Sequence[str]) -> list[str]:
-    """One line per distinct warning of ``task``, in order: messages that differ only in the
-    estimator or score they start with ("IsotonicCalibration: ...") are one line naming them all;
-    line breaks are folded."""
-    grouped: dict[str, list[str]] = {}
-    for message in messages:
-        text = short_warning(" ".join(str(message).split()))
-        match = _OWNER.match(text)
-        owner, rest = (match[1], match[2]) if match else ("", text)
-        owners = grouped.setdefault(rest, [])
-        if owner and owner not in owners:
-            owners.append(owner)
-    return [f"{task}: {', '.join(owners) + ': ' if owners else ''}{rest}"
-            for rest, owners in grouped.items()]
-
-
-GRID_EDGE = "the fit landed on a grid edge"
-GRID_EDGE_DOCS = "docs/method.md, \"A known weakness of min-max λ\""
-
-
-def short_warning(text: str) -> str:
-    """The one line a task logs for a calibration warning: a grid-edge fit (common on small
-    runs, and not an error) keeps where it landed and names the docs instead of the paragraph
-    ``CaliDistCalibrator`` warns with (library users and ``calidist report`` keep that)."""
-    if GRID_EDGE not in text:
-        return text
-    head, _, _ = text.partition("): ")
-    return f"{head}); see {GRID_EDGE_DOCS}"
-
-
 def summarize_calidist(
     records: Sequence[Mapping[str, Any]], settings: RunSettings, context: Mapping[str, Any]
 ) -> dict[str, float]:
     """CaliDist metrics on the evaluation documents, fitted on the calibration documents."""
     calibration, evaluation = split_records(records)
     calibrator = calidist_calibrator(calibration, settings, context)
-    if settings.save_calibrator:
-        path = Path(calibrator_path(settings.save_calibrator, context))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_calibrator(calibrator, path, **context)
+    save_fit(calibrator, settings, context)
     correct = column(evaluation, "correct")
-    calibrated = calibrator.predict(
-        column(evaluation, "lambda_raw"), column(evaluation, "confidence")
-    )
+    calibrated = calibrator.predict(calidist_inputs(evaluation))
     return {
         **_common(calibration, evaluation),
         **_scores(calibrated, correct),

@@ -12,11 +12,15 @@ import dataclasses
 import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from calidist_metrics import (
+    BEHAVIOUR_COLUMNS,
+    CALIDIST_COLUMNS,
+    BehaviourCalibrator,
     CalibrationWarning,
     CaliDistCalibrator,
     IsotonicCalibration,
@@ -24,6 +28,8 @@ from calidist_metrics import (
     TemperatureScaling,
     VectorScaling,
     load_calibrator,
+    save_calibrator,
+    stack_columns,
 )
 from calidist_tasks.records import CALIBRATION, EVALUATION
 from calidist_tasks.settings import RunSettings
@@ -72,6 +78,28 @@ def split_records(records: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
 def column(records: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
     """One field of every record, as floats."""
     return np.asarray([r[key] for r in records], dtype=float)
+
+
+def calidist_inputs(records: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """``CaliDistCalibrator``'s X of the records: their lambda_raw and confidence."""
+    return stack_columns(CALIDIST_COLUMNS, reliability_raw=column(records, "lambda_raw"),
+                         confidence=column(records, "confidence"))
+
+
+def behaviour_inputs(records: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """``BehaviourCalibrator``'s X of the records: their confidence, mu and delta."""
+    return stack_columns(BEHAVIOUR_COLUMNS,
+                         **{name: column(records, name) for name in BEHAVIOUR_COLUMNS})
+
+
+def save_fit(calibrator: CaliDistCalibrator, settings: RunSettings,
+             context: Mapping[str, Any]) -> None:
+    """Write the fit to ``--metadata save_calibrator`` (its folder made if missing), with
+    ``context``, so that ``--metadata calibrator`` can apply it; nothing when unset."""
+    if settings.save_calibrator:
+        path = Path(calibrator_path(settings.save_calibrator, context))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_calibrator(calibrator, path, **context)
 
 
 def calibrator_path(template: str, context: Mapping[str, Any]) -> str:
@@ -158,10 +186,7 @@ def calidist_calibrator(
             "or pass a saved fit with --metadata calibrator=FILE"
         )
     return CaliDistCalibrator(lambda_scale=settings.lambda_scale, method=settings.fit).fit(
-        column(calibration, "lambda_raw"),
-        column(calibration, "confidence"),
-        column(calibration, "correct"),
-    )
+        calidist_inputs(calibration), column(calibration, "correct"))
 
 
 def check_calibrator_context(
@@ -213,9 +238,21 @@ def calidist_fit(calibration: Sequence[Mapping[str, Any]],
     """CaliDist's calibrated confidence (``calidist_calibrator``: a saved fit, else a fit on the
     calibration records with the run's settings)."""
     calibrator = calidist_calibrator(list(calibration), settings, context)
-    calibrated = calibrator.predict(column(evaluation, "lambda_raw"),
-                                    column(evaluation, "confidence"))
+    calibrated = calibrator.predict(calidist_inputs(evaluation))
     return Fitted(np.asarray(calibrated, dtype=float), column(evaluation, "correct"), calibrator)
+
+
+def behaviour_calibrated(calibration: Sequence[Mapping[str, Any]],
+                         evaluation: Sequence[Mapping[str, Any]], settings: RunSettings,
+                         context: Mapping[str, Any]) -> Fitted:
+    """The behaviour calibrator (beyond the paper: a logistic regression of correctness on
+    logit(p), mu and delta), fitted on the calibration records; a calibrator variant of
+    BENCHMARKS.md, no task's metric."""
+    _fit_on(calibration, "the behaviour calibrator")
+    behaviour = BehaviourCalibrator().fit(behaviour_inputs(calibration),
+                                          column(calibration, "correct"))
+    return Fitted(behaviour.predict(behaviour_inputs(evaluation)),
+                  column(evaluation, "correct"), behaviour)
 
 
 def platt_scaled(calibration: Sequence[Mapping[str, Any]],

@@ -2,6 +2,9 @@
 
 from ._validation import CalibrationWarning
 from .calibrators import (
+    BEHAVIOUR_COLUMNS,
+    CALIDIST_COLUMNS,
+    CONFIDENCE_COLUMNS,
     FIT_METHODS,
     LAMBDA_SCALES,
     BehaviourCalibrator,
@@ -16,6 +19,7 @@ from .calibrators import (
     load_calibrator,
     reliability_sigmoid,
     save_calibrator,
+    stack_columns,
 )
 from .instability import (
     DELTA_MODES,
@@ -41,7 +45,10 @@ from .scores import (
 )
 
 __all__ = [
+    "BEHAVIOUR_COLUMNS",
     "BehaviourCalibrator",
+    "CALIDIST_COLUMNS",
+    "CONFIDENCE_COLUMNS",
     "DELTA_MODES",
     "FIT_METHODS",
     "CaliDistCalibrator",
@@ -74,4 +81,5 @@ __all__ = [
     "save_calibrator",
     "smooth_ece",
     "smooth_ece_bandwidth",
+    "stack_columns",
 ]

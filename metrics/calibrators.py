@@ -1,9 +1,9 @@
 """Post-hoc calibrators: CaliDist and the logit / confidence baselines.
 
-Each estimator is a :class:`Calibrator` (scikit-learn's shape: ``fit`` on the calibration data
-returns the estimator, ``predict`` gives the calibrated confidence of new data), the logit
-scalers also ``predict_proba``; each has ``to_dict`` / ``from_dict`` with a ``"kind"`` field and
-is saved as JSON (never pickle) by :func:`save_calibrator`.
+Each estimator is a :class:`Calibrator` (scikit-learn's shape: ``fit(X, y)`` on the calibration
+data returns the estimator, ``predict(X)`` gives the calibrated confidence of new data), the
+logit scalers also ``predict_proba``; each has ``to_dict`` / ``from_dict`` with a ``"kind"``
+field and is saved as JSON (never pickle) by :func:`save_calibrator`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -29,7 +30,10 @@ from ._validation import (
 )
 
 __all__ = [
+    "BEHAVIOUR_COLUMNS",
     "BehaviourCalibrator",
+    "CALIDIST_COLUMNS",
+    "CONFIDENCE_COLUMNS",
     "CaliDistCalibrator",
     "Calibrator",
     "FIT_METHODS",
@@ -43,6 +47,7 @@ __all__ = [
     "load_calibrator",
     "reliability_sigmoid",
     "save_calibrator",
+    "stack_columns",
 ]
 
 LAMBDA_SCALES = ("minmax", "log", "rank")
@@ -54,17 +59,68 @@ LAMBDA_RANGE = 10.0
 _MISSING = object()
 
 
+# The columns of X, in order, of the estimators whose inputs are named per document
+# (``stack_columns`` builds X from named arrays).
+CONFIDENCE_COLUMNS = ("confidence",)  # Platt scaling, isotonic regression
+CALIDIST_COLUMNS = ("reliability_raw", "confidence")
+BEHAVIOUR_COLUMNS = ("confidence", "mu", "delta")
+
+
 @runtime_checkable
 class Calibrator(Protocol):
-    """What every estimator here is: ``fit(*inputs, target)`` learns from the calibration
-    documents and returns the fitted estimator; ``predict(*inputs)`` takes the same inputs of
-    new documents (without the target) and returns each one's calibrated confidence, shape (n,).
-    The inputs are the estimator's own (logits; a confidence; lambda_raw and a confidence; a
-    confidence, mu and delta), the target is the labels or the 0/1 correctness."""
+    """What every estimator here is, in scikit-learn's shape: ``fit(X, y)`` learns from the
+    calibration documents and returns the fitted estimator; ``predict(X)`` takes X of new
+    documents and returns each one's calibrated confidence, shape (n,).
 
-    def fit(self, *arrays: ArrayLike) -> Calibrator: ...
+    X is one array of the estimator's inputs: where ``columns`` is None the logits (n, c), else
+    (n, len(columns)) with those columns in that order (a single column may be given as (n,)):
+    ``CONFIDENCE_COLUMNS``, ``CALIDIST_COLUMNS`` or ``BEHAVIOUR_COLUMNS``. y is the labels (the
+    logit scalers) or the 0/1 correctness."""
 
-    def predict(self, *arrays: ArrayLike) -> np.ndarray: ...
+    columns: tuple[str, ...] | None
+
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Calibrator: ...
+
+    def predict(self, X: ArrayLike) -> np.ndarray: ...
+
+
+def stack_columns(columns: Sequence[str], **values: ArrayLike) -> np.ndarray:
+    """X for an estimator whose ``columns`` are these: the named 1-D arrays side by side in
+    that order, e.g. ``stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=p)``."""
+    if set(values) != set(columns):
+        raise ValueError(f"expected the columns {', '.join(columns)}; got "
+                         f"{', '.join(values) or 'none'}")
+    arrays = [as_float_array(values[name], name, allow_empty=True) for name in columns]
+    check_same_length(**dict(zip(columns, arrays, strict=True)))
+    return np.column_stack(arrays)
+
+
+def _nonnegative(values, name: str) -> np.ndarray:
+    array = as_float_array(values, name)
+    if np.any(array < 0):
+        raise ValueError(f"{name} must be >= 0")
+    return array
+
+
+# How each named column of X is checked: mu is a confidence-weighted share, in [0, 1] too.
+_COLUMN_CHECKS = {"reliability_raw": as_float_array, "confidence": check_confidence,
+                  "mu": check_confidence, "delta": _nonnegative}
+
+
+def _columns(X: ArrayLike, columns: tuple[str, ...]) -> list[np.ndarray]:
+    """X's columns, each checked as ``_COLUMN_CHECKS`` says; an error names the column
+    ("X[:, 1] (confidence) must lie in [0, 1]")."""
+    try:
+        array = np.asarray(X, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"X must be numeric: {exc}") from None
+    if array.ndim == 1 and len(columns) == 1:
+        array = array[:, None]
+    if array.ndim != 2 or array.shape[1] != len(columns):
+        raise ValueError(f"X must have shape (n, {len(columns)}), columns "
+                         f"{', '.join(columns)}; got shape {array.shape}")
+    return [_COLUMN_CHECKS[name](array[:, i], f"X[:, {i}] ({name})")
+            for i, name in enumerate(columns)]
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -77,6 +133,13 @@ def _check_fitted(estimator, attribute: str) -> None:
             f"this {type(estimator).__name__} is not fitted yet: call fit() first "
             "(or build one with from_dict())"
         )
+
+
+def _check_correct(y: ArrayLike, X: np.ndarray) -> np.ndarray:
+    """y as 0/1 correctness, one per row of X."""
+    correct = check_correct(y, "y (correct)")
+    check_same_length(X=X, y=correct)
+    return correct
 
 
 def _warn_degenerate_labels(correct: np.ndarray, owner: str) -> None:
@@ -245,6 +308,7 @@ class CaliDistCalibrator:
     """
 
     kind = "calidist"
+    columns = CALIDIST_COLUMNS
 
     def __init__(
         self,
@@ -293,19 +357,17 @@ class CaliDistCalibrator:
 
     # -- fit / predict ----------------------------------------------------------------------
 
-    def fit(
-        self, reliability_raw: ArrayLike, confidence: ArrayLike, correct: ArrayLike
-    ) -> CaliDistCalibrator:
-        """Fit the lambda bounds, alpha and beta on calibration documents; return self."""
+    def fit(self, X: ArrayLike, y: ArrayLike) -> CaliDistCalibrator:
+        """Fit the lambda bounds, alpha and beta on calibration documents (X: columns
+        ``CALIDIST_COLUMNS``, y: 0/1 correctness); return self."""
         if self.lambda_scale not in LAMBDA_SCALES:
             raise ValueError(f"lambda_scale must be one of {LAMBDA_SCALES}, "
                              f"got {self.lambda_scale!r}")
         if self.method not in FIT_METHODS:
             raise ValueError(f"method must be one of {FIT_METHODS}, got {self.method!r}")
-        raw = as_float_array(reliability_raw, "reliability_raw")
-        confidence = check_confidence(confidence, "confidence")
-        correct = check_correct(correct, "correct")
-        n = check_same_length(reliability_raw=raw, confidence=confidence, correct=correct)
+        raw, confidence = _columns(X, self.columns)
+        correct = _check_correct(y, raw)
+        n = correct.size
         alphas = _check_grid(self.alpha_grid, DEFAULT_ALPHA_GRID, "alpha_grid", positive=False)
         betas = _check_grid(self.beta_grid, DEFAULT_BETA_GRID, "beta_grid", positive=True)
         if n < 5:
@@ -373,12 +435,11 @@ class CaliDistCalibrator:
                 edges.append(f"{name}={value:.4g} at the upper edge {grid[-1]:.4g}")
         return edges
 
-    def predict(self, reliability_raw: ArrayLike, confidence: ArrayLike) -> np.ndarray:
-        """Calibrated confidence sigmoid(beta * (lambda - alpha)) * p, in [0, p]."""
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """Calibrated confidence sigmoid(beta * (lambda - alpha)) * p, in [0, p] (X: columns
+        ``CALIDIST_COLUMNS``)."""
         _check_fitted(self, "alpha_")
-        raw = as_float_array(reliability_raw, "reliability_raw")
-        confidence = check_confidence(confidence, "confidence")
-        check_same_length(reliability_raw=raw, confidence=confidence)
+        raw, confidence = _columns(X, self.columns)
         return reliability_sigmoid(self._scale(raw), self.alpha_, self.beta_) * confidence
 
     # -- JSON -------------------------------------------------------------------------------
@@ -490,7 +551,7 @@ def _is_ragged(logits) -> bool:
     return len({len(row) for row in logits}) > 1
 
 
-def _check_logits(logits, name: str = "logits", *, ragged: bool = False) -> np.ndarray:
+def _check_logits(logits, name: str = "X (logits)", *, ragged: bool = False) -> np.ndarray:
     """(n, c) logits; with ``ragged``, rows of different lengths (documents whose option count
     varies) are accepted and padded with -inf, a class of probability 0."""
     if ragged and _is_ragged(logits):
@@ -508,11 +569,11 @@ def _check_logits(logits, name: str = "logits", *, ragged: bool = False) -> np.n
 
 
 def _check_labels(labels, n: int, n_classes: int) -> np.ndarray:
-    array = as_float_array(labels, "labels")
+    array = as_float_array(labels, "y (labels)")
     if array.size != n:
-        raise ValueError(f"length mismatch: logits={n}, labels={array.size}")
+        raise ValueError(f"length mismatch: X={n}, y={array.size}")
     if np.any(array != np.round(array)) or np.any(array < 0) or np.any(array >= n_classes):
-        raise ValueError(f"labels must be integers in [0, {n_classes})")
+        raise ValueError(f"y (labels) must be integers in [0, {n_classes})")
     return array.astype(int)
 
 
@@ -532,17 +593,20 @@ class TemperatureScaling:
     """
 
     kind = "temperature"
+    columns = None  # X: the logits
     _LOG_BOUND = np.log(1e3)
 
     def __init__(self) -> None:
         self.temperature_: float | None = None
 
-    def fit(self, logits: ArrayLike, labels: ArrayLike) -> TemperatureScaling:
-        """Fit T on (n, c) logits (or ragged rows) and (n,) integer labels; return self."""
-        logits = _check_logits(logits, ragged=True)
-        labels = _check_labels(labels, logits.shape[0], logits.shape[1])
+    def fit(self, X: ArrayLike, y: ArrayLike) -> TemperatureScaling:
+        """Fit T on X, (n, c) logits (or ragged rows), and y, (n,) integer labels; return
+        self."""
+        logits = _check_logits(X, ragged=True)
+        labels = _check_labels(y, logits.shape[0], logits.shape[1])
         if not np.all(np.isfinite(logits[np.arange(labels.size), labels])):
-            raise ValueError("labels name an option that a row of ragged logits does not have")
+            raise ValueError("y (labels) name an option that a row of ragged logits does not "
+                             "have")
         rows = np.arange(labels.size)
         margins = logits - logits[rows, labels][:, None]
         margins[rows, labels] = -np.inf
@@ -564,14 +628,14 @@ class TemperatureScaling:
         self.temperature_ = float(np.exp(log_t))
         return self
 
-    def predict_proba(self, logits: ArrayLike) -> np.ndarray:
-        """Calibrated class probabilities softmax(logits / T), shape (n, c)."""
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        """Calibrated class probabilities softmax(logits / T) of X, the logits; shape (n, c)."""
         _check_fitted(self, "temperature_")
-        return np.exp(_log_softmax(_check_logits(logits, ragged=True) / self.temperature_))
+        return np.exp(_log_softmax(_check_logits(X, ragged=True) / self.temperature_))
 
-    def predict(self, logits: ArrayLike) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """The calibrated confidence of each row's predicted option (its largest probability)."""
-        return self.predict_proba(logits).max(axis=1)
+        return self.predict_proba(X).max(axis=1)
 
     def to_dict(self) -> dict:
         """JSON-serialisable state."""
@@ -600,17 +664,18 @@ class VectorScaling:
     """
 
     kind = "vector"
+    columns = None  # X: the logits
 
     def __init__(self, l2: float = 1e-3) -> None:
         self.l2 = l2
         self.weights_: np.ndarray | None = None
         self.bias_: np.ndarray | None = None
 
-    def fit(self, logits: ArrayLike, labels: ArrayLike) -> VectorScaling:
-        """Fit w and b on (n, c) logits and (n,) integer labels; return self."""
-        logits = _check_logits(logits)
+    def fit(self, X: ArrayLike, y: ArrayLike) -> VectorScaling:
+        """Fit w and b on X, (n, c) logits, and y, (n,) integer labels; return self."""
+        logits = _check_logits(X)
         n, c = logits.shape
-        labels = _check_labels(labels, n, c)
+        labels = _check_labels(y, n, c)
         l2 = check_finite_number(self.l2, "l2")
         if l2 < 0:
             raise ValueError(f"l2 must be >= 0, got {l2!r}")
@@ -632,19 +697,20 @@ class VectorScaling:
         self.weights_, self.bias_ = params[:c].copy(), params[c:].copy()
         return self
 
-    def predict_proba(self, logits: ArrayLike) -> np.ndarray:
-        """Calibrated class probabilities softmax(w * logits + b), shape (n, c)."""
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        """Calibrated class probabilities softmax(w * logits + b) of X, the logits; shape
+        (n, c)."""
         _check_fitted(self, "weights_")
-        logits = _check_logits(logits)
+        logits = _check_logits(X)
         if logits.shape[1] != self.weights_.size:
-            raise ValueError(f"logits has {logits.shape[1]} columns, the calibrator was fitted "
-                             f"on {self.weights_.size}")
+            raise ValueError(f"X (logits) has {logits.shape[1]} columns, the calibrator was "
+                             f"fitted on {self.weights_.size}")
         return np.exp(_log_softmax(logits * self.weights_ + self.bias_))
 
-    def predict(self, logits: ArrayLike) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """The calibrated confidence of each row's predicted option (its largest probability;
         vector scaling may predict another option than the logits' argmax)."""
-        return self.predict_proba(logits).max(axis=1)
+        return self.predict_proba(X).max(axis=1)
 
     def to_dict(self) -> dict:
         """JSON-serialisable state."""
@@ -686,16 +752,17 @@ class PlattScaling:
     """
 
     kind = "platt"
+    columns = CONFIDENCE_COLUMNS
 
     def __init__(self) -> None:
         self.coef_: float | None = None
         self.intercept_: float | None = None
 
-    def fit(self, confidence: ArrayLike, correct: ArrayLike) -> PlattScaling:
-        """Fit coef and intercept on top-label confidences and 0/1 correctness; return self."""
-        confidence = check_confidence(confidence, "confidence")
-        correct = check_correct(correct, "correct")
-        check_same_length(confidence=confidence, correct=correct)
+    def fit(self, X: ArrayLike, y: ArrayLike) -> PlattScaling:
+        """Fit coef and intercept on top-label confidences X, (n,) or (n, 1), and 0/1
+        correctness y; return self."""
+        (confidence,) = _columns(X, self.columns)
+        correct = _check_correct(y, confidence)
         _warn_degenerate_labels(correct, "PlattScaling")
         x = _logit(confidence)
         n_pos = correct.sum()
@@ -714,10 +781,10 @@ class PlattScaling:
         self.coef_, self.intercept_ = float(params[0]), float(params[1])
         return self
 
-    def predict(self, confidence: ArrayLike) -> np.ndarray:
-        """Calibrated confidence sigmoid(coef * logit(conf) + intercept)."""
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """Calibrated confidence sigmoid(coef * logit(conf) + intercept) of X, the confidences."""
         _check_fitted(self, "coef_")
-        confidence = check_confidence(confidence, "confidence")
+        (confidence,) = _columns(X, self.columns)
         return expit(self.coef_ * _logit(confidence) + self.intercept_)
 
     def to_dict(self) -> dict:
@@ -761,16 +828,16 @@ class IsotonicCalibration:
     """
 
     kind = "isotonic"
+    columns = CONFIDENCE_COLUMNS
 
     def __init__(self) -> None:
         self.x_: np.ndarray | None = None
         self.y_: np.ndarray | None = None
 
-    def fit(self, confidence: ArrayLike, correct: ArrayLike) -> IsotonicCalibration:
-        """Fit on top-label confidences and 0/1 correctness; return self."""
-        confidence = check_confidence(confidence, "confidence")
-        correct = check_correct(correct, "correct")
-        check_same_length(confidence=confidence, correct=correct)
+    def fit(self, X: ArrayLike, y: ArrayLike) -> IsotonicCalibration:
+        """Fit on top-label confidences X, (n,) or (n, 1), and 0/1 correctness y; return self."""
+        (confidence,) = _columns(X, self.columns)
+        correct = _check_correct(y, confidence)
         _warn_degenerate_labels(correct, "IsotonicCalibration")
         x, inverse = np.unique(confidence, return_inverse=True)
         counts = np.bincount(inverse).astype(float)
@@ -779,10 +846,11 @@ class IsotonicCalibration:
         self.y_ = np.clip(_pool_adjacent_violators(means, counts), 0.0, 1.0)
         return self
 
-    def predict(self, confidence: ArrayLike) -> np.ndarray:
-        """Calibrated confidence by linear interpolation of the fitted steps."""
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """Calibrated confidence of X, the confidences, by linear interpolation of the fitted
+        steps."""
         _check_fitted(self, "x_")
-        confidence = check_confidence(confidence, "confidence")
+        (confidence,) = _columns(X, self.columns)
         return np.interp(confidence, self.x_, self.y_)
 
     def to_dict(self) -> dict:
@@ -831,7 +899,8 @@ class BehaviourCalibrator:
     """
 
     kind = "behaviour"
-    features = ("logit_confidence", "mu", "delta")
+    columns = BEHAVIOUR_COLUMNS
+    features = ("logit_confidence", "mu", "delta")  # what ``coef_`` weighs, saved in its file
 
     def __init__(self, l2: float = 1e-2) -> None:
         self.l2 = l2
@@ -840,22 +909,15 @@ class BehaviourCalibrator:
         self.coef_: np.ndarray | None = None
         self.intercept_: float | None = None
 
-    @staticmethod
-    def _features(confidence: ArrayLike, mu: ArrayLike, delta: ArrayLike) -> np.ndarray:
-        confidence = check_confidence(confidence, "confidence")
-        mu = check_confidence(mu, "mu")  # mu is a confidence-weighted share: in [0, 1]
-        delta = as_float_array(delta, "delta")
-        if np.any(delta < 0):
-            raise ValueError("delta must be >= 0")
-        check_same_length(confidence=confidence, mu=mu, delta=delta)
+    def _features(self, X: ArrayLike) -> np.ndarray:
+        confidence, mu, delta = _columns(X, self.columns)
         return np.column_stack([_logit(confidence), mu, delta])
 
-    def fit(self, confidence: ArrayLike, mu: ArrayLike, delta: ArrayLike,
-            correct: ArrayLike) -> BehaviourCalibrator:
-        """Fit on calibration documents' p, mu, delta and 0/1 correctness; return self."""
-        x = self._features(confidence, mu, delta)
-        correct = check_correct(correct, "correct")
-        check_same_length(features=x, correct=correct)
+    def fit(self, X: ArrayLike, y: ArrayLike) -> BehaviourCalibrator:
+        """Fit on calibration documents' p, mu, delta (X: columns ``BEHAVIOUR_COLUMNS``) and
+        0/1 correctness y; return self."""
+        x = self._features(X)
+        correct = _check_correct(y, x)
         l2 = check_finite_number(self.l2, "l2")
         if l2 < 0:
             raise ValueError(f"l2 must be >= 0, got {l2!r}")
@@ -884,10 +946,11 @@ class BehaviourCalibrator:
         self.coef_, self.intercept_ = params[:-1].copy(), float(params[-1])
         return self
 
-    def predict(self, confidence: ArrayLike, mu: ArrayLike, delta: ArrayLike) -> np.ndarray:
-        """Calibrated top-label confidence in (0, 1); the prediction itself is unchanged."""
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """Calibrated top-label confidence in (0, 1) (X: columns ``BEHAVIOUR_COLUMNS``); the
+        prediction itself is unchanged."""
         _check_fitted(self, "coef_")
-        z = (self._features(confidence, mu, delta) - self.mean_) / self.scale_
+        z = (self._features(X) - self.mean_) / self.scale_
         return expit(z @ self.coef_ + self.intercept_)
 
     def to_dict(self) -> dict:

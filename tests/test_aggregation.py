@@ -269,7 +269,7 @@ def test_calibration_warnings_name_the_task(ppdb_data_dir, caplog):
 
 
 def test_warning_lines_merge_one_cause_of_several_estimators():
-    from calidist_tasks.aggregation import warning_lines
+    from calidist_tasks.calibration_warnings import warning_lines
 
     one_class = "the calibration set is all-correct; the fit is defined but degenerate"
     lines = warning_lines("t", [f"PlattScaling: {one_class}", f"IsotonicCalibration: {one_class}",
@@ -287,7 +287,7 @@ def test_lambda_bounds_leave_out_documents_that_did_not_move():
     """Issue #15.2: a document whose confidence did not move has lambda_raw = 1/epsilon = 1e10;
     the printed bounds are those of the documents that moved, stable_fraction counts the rest,
     and the fit (min-max up to 1e10) and every calibrated score are unchanged."""
-    from calidist_metrics import CaliDistCalibrator
+    from calidist_metrics import CALIDIST_COLUMNS, CaliDistCalibrator, stack_columns
 
     records = make_records()
     stable = {0, 3, 7}  # calibration documents with mu = delta = 0 (one of them: mu > 0)
@@ -299,11 +299,14 @@ def test_lambda_bounds_leave_out_documents_that_did_not_move():
     moved = [r["lambda_raw"] for i, r in enumerate(cal) if i not in stable]
     assert (out["lambda_min"], out["lambda_max"]) == (min(moved), max(moved))
     assert out["lambda_max"] < 1e3 and out["stable_fraction"] == 3 / 30
-    fit = CaliDistCalibrator().fit(column(cal, "lambda_raw"), column(cal, "confidence"),
-                                   column(cal, "correct"))
+    def inputs(records):
+        return stack_columns(CALIDIST_COLUMNS, reliability_raw=column(records, "lambda_raw"),
+                             confidence=column(records, "confidence"))
+
+    fit = CaliDistCalibrator().fit(inputs(cal), column(cal, "correct"))
     assert fit.lambda_max_ == 1e10 and (out["alpha"], out["beta"]) == (fit.alpha_, fit.beta_)
     ev = [r for r in records if r["split"] == "evaluation"]
-    calibrated = fit.predict(column(ev, "lambda_raw"), column(ev, "confidence"))
+    calibrated = fit.predict(inputs(ev))
     for name, value in hand_scores(calibrated, column(ev, "correct")).items():
         assert out[name] == pytest.approx(value, abs=1e-12), name
     # without such documents the bounds are the fit's own and stable_fraction is 0
@@ -429,3 +432,24 @@ def test_markers_resolve_to_the_records_of_the_carrier(ppdb_data_dir):
                       {"data_dir": str(ppdb_data_dir), "calib_size": 10, "eval_size": 20})
     with pytest.raises(RuntimeError, match="did not aggregate first"):
         fresh.aggregation()["ece"]([r["ece"] for r in returned])
+
+
+@pytest.mark.filterwarnings("ignore::calidist_metrics.CalibrationWarning")
+def test_the_behaviour_fit_reads_confidence_mu_and_delta_of_the_records():
+    """fits.behaviour_calibrated (BENCHMARKS.md's behaviour-calibrator variant): fitted on the
+    calibration records' p, mu and delta, applied to the evaluation records'; no calibration
+    records is NoCalibration."""
+    from calidist_metrics import BehaviourCalibrator
+    from calidist_tasks.fits import NoCalibration, behaviour_calibrated
+
+    records = make_records()
+    cal = [r for r in records if r["split"] == "calibration"]
+    ev = [r for r in records if r["split"] == "evaluation"]
+    fitted = behaviour_calibrated(cal, ev, RunSettings(), CONTEXT)
+    X_cal, X_ev = (np.column_stack([column(rs, "confidence"), column(rs, "mu"),
+                                    column(rs, "delta")]) for rs in (cal, ev))
+    expected = BehaviourCalibrator().fit(X_cal, column(cal, "correct")).predict(X_ev)
+    np.testing.assert_array_equal(fitted.confidence, expected)
+    np.testing.assert_array_equal(fitted.correct, column(ev, "correct"))
+    with pytest.raises(NoCalibration):
+        behaviour_calibrated([], ev, RunSettings(), CONTEXT)

@@ -14,12 +14,14 @@ import yaml
 from conftest import load_task
 
 from calidist_metrics import (
+    CALIDIST_COLUMNS,
     CaliDistCalibrator,
     brier_score,
     confidence_instability,
     expected_calibration_error,
     prediction_instability,
     reliability_score,
+    stack_columns,
 )
 from calidist_tasks import consistency, distractors, styles
 from calidist_tasks.settings import RunSettings
@@ -71,17 +73,19 @@ def test_delta_default_is_the_mean_and_worst_case_is_opt_in() -> None:
 def test_minmax_lambda_on_the_calibration_set_clipped_to_0_10() -> None:
     assert RunSettings().lambda_scale == "minmax"
     raw = np.array([1.0, 3.0, 5.0, 2.0, 4.0, 2.5])
-    fit = CaliDistCalibrator().fit(raw, np.full(6, 0.9), [1, 0, 1, 1, 0, 1])
+    X = stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=np.full(6, 0.9))
+    fit = CaliDistCalibrator().fit(X, [1, 0, 1, 1, 0, 1])
     assert fit.scaled_reliability([1.0, 3.0, 5.0, -7.0, 99.0]).tolist() == [0, 5, 10, 0, 10]
 
 
 def test_calibrated_confidence_is_sigmoid_times_p() -> None:
     rng = np.random.default_rng(0)
     raw, conf = rng.uniform(0, 10, 40), rng.uniform(0.3, 1, 40)
-    fit = CaliDistCalibrator().fit(raw, conf, rng.integers(0, 2, 40))
+    X = stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=conf)
+    fit = CaliDistCalibrator().fit(X, rng.integers(0, 2, 40))
     lam = fit.scaled_reliability(raw)
     expected = conf / (1 + np.exp(-fit.beta_ * (lam - fit.alpha_)))
-    np.testing.assert_allclose(fit.predict(raw, conf), expected)
+    np.testing.assert_allclose(fit.predict(X), expected)
 
 
 def _paper_grid_search(raw, conf, correct):
@@ -103,7 +107,8 @@ def test_fit_is_the_papers_grid_search_alone(seed: int) -> None:
     raw = rng.lognormal(0, 2, 60)
     conf = rng.uniform(0.3, 1, 60)
     correct = (rng.uniform(size=60) < conf * 0.8).astype(float)
-    fit = CaliDistCalibrator().fit(raw, conf, correct)
+    fit = CaliDistCalibrator().fit(
+        stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=conf), correct)
     alpha, beta = _paper_grid_search(raw, conf, correct)
     assert (fit.alpha_, fit.beta_) == pytest.approx((alpha, beta), abs=1e-12)
     assert fit.alpha_ in np.linspace(-5, 5, 100) and fit.beta_ in np.linspace(0.1, 5, 100)
@@ -111,8 +116,9 @@ def test_fit_is_the_papers_grid_search_alone(seed: int) -> None:
 
 def test_default_sigmoid_ablation_is_alpha_0_beta_1() -> None:
     rng = np.random.default_rng(3)
-    fit = CaliDistCalibrator(method="default_sigmoid").fit(
-        rng.uniform(0, 9, 30), rng.uniform(0.4, 1, 30), rng.integers(0, 2, 30))
+    X = stack_columns(CALIDIST_COLUMNS, reliability_raw=rng.uniform(0, 9, 30),
+                      confidence=rng.uniform(0.4, 1, 30))
+    fit = CaliDistCalibrator(method="default_sigmoid").fit(X, rng.integers(0, 2, 30))
     assert (fit.alpha_, fit.beta_) == (0.0, 1.0)
 
 

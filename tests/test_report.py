@@ -20,11 +20,13 @@ import numpy as np
 import pytest
 
 from calidist_metrics import (
+    CALIDIST_COLUMNS,
     CalibrationWarning,
     CaliDistCalibrator,
     bootstrap_interval,
     expected_calibration_error,
     smooth_ece,
+    stack_columns,
 )
 from calidist_tasks.aggregation import (
     SCORES,
@@ -530,10 +532,12 @@ def test_transfer_table(full) -> None:
     assert float(moved["ece_vanilla"]) == pytest.approx(10.8333, abs=1e-4)
     source = _records("org/model-a", "toy", True)[:6]
     target = _records("org/model-a", "pair", True)[6:]
-    fit = CaliDistCalibrator().fit([r["lambda_raw"] for r in source],
-                                   [r["confidence"] for r in source],
-                                   [r["correct"] for r in source])
-    calibrated = fit.predict([r["lambda_raw"] for r in target], [r["confidence"] for r in target])
+    def inputs(records):
+        return stack_columns(CALIDIST_COLUMNS, reliability_raw=[r["lambda_raw"] for r in records],
+                             confidence=[r["confidence"] for r in records])
+
+    fit = CaliDistCalibrator().fit(inputs(source), [r["correct"] for r in source])
+    calibrated = fit.predict(inputs(target))
     expected = expected_calibration_error(calibrated, [r["correct"] for r in target])
     assert float(moved["ece_transferred"]) == pytest.approx(100 * expected, abs=1e-4)
     assert float(moved["alpha_source"]) == pytest.approx(fit.alpha_, abs=1e-4)

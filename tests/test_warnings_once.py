@@ -58,13 +58,14 @@ def test_grid_edge_warning_is_one_short_line_with_the_docs():
     that keeps where the fit landed and names the docs."""
     import numpy as np
 
-    from calidist_metrics import CaliDistCalibrator
-    from calidist_tasks.aggregation import GRID_EDGE_DOCS, warning_lines
+    from calidist_metrics import CALIDIST_COLUMNS, CaliDistCalibrator, stack_columns
+    from calidist_tasks.calibration_warnings import GRID_EDGE_DOCS, warning_lines
 
     lam, conf = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0]), np.full(6, 0.9)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        CaliDistCalibrator().fit(lam, conf, np.zeros(6))  # all wrong: the flattest shrink
+        X = stack_columns(CALIDIST_COLUMNS, reliability_raw=lam, confidence=conf)
+        CaliDistCalibrator().fit(X, np.zeros(6))  # all wrong: the flattest shrink
     edge = [str(w.message) for w in caught if "grid edge" in str(w.message)]
     assert edge and len(edge[0]) > 300  # the library keeps its explanation
     (line,) = warning_lines("calidist_x", edge)

@@ -13,7 +13,7 @@ import warnings
 from dataclasses import replace
 
 from calidist_metrics import CalibrationWarning, CaliDistCalibrator
-from calidist_tasks.fits import calidist_calibrator, column, split_records
+from calidist_tasks.fits import calidist_calibrator, calidist_inputs, column, split_records
 from calidist_tasks.methods import SCORES
 from calidist_tasks.report.methods import run_context, settings_of
 from calidist_tasks.report.runs import TaskRun
@@ -72,9 +72,9 @@ def transfer_table(pairs: list[tuple[str, str]], runs: list[TaskRun], names: dic
                     warnings.simplefilter("ignore", CalibrationWarning)  # the leaderboard notes
                     fits = [refit_calidist(r) for r in pair]
                 _, evaluation = split_records(pair[1].records)
-                lam, conf = column(evaluation, "lambda_raw"), column(evaluation, "confidence")
-                correct = column(evaluation, "correct")
-                confidences = [conf, fits[1].predict(lam, conf), fits[0].predict(lam, conf)]
+                inputs, correct = calidist_inputs(evaluation), column(evaluation, "correct")
+                confidences = [column(evaluation, "confidence"), fits[1].predict(inputs),
+                               fits[0].predict(inputs)]
             except (KeyError, TypeError, ValueError) as error:
                 problems.append(f"{where}: cannot refit ({type(error).__name__}: {error})")
                 continue

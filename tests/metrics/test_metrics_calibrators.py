@@ -1,5 +1,6 @@
 """Calibrators: the paper's worked cases, CaliDist properties, baselines vs scikit-learn, JSON."""
 
+import inspect
 import json
 import warnings
 
@@ -10,8 +11,10 @@ from hypothesis import strategies as st
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
+import calidist_metrics
 from calidist_metrics import (
-    BehaviourCalibrator,
+    BEHAVIOUR_COLUMNS,
+    CALIDIST_COLUMNS,
     CalibrationWarning,
     CaliDistCalibrator,
     IsotonicCalibration,
@@ -27,6 +30,7 @@ from calidist_metrics import (
     reliability_score,
     reliability_sigmoid,
     save_calibrator,
+    stack_columns,
 )
 
 
@@ -42,10 +46,15 @@ def _calidist_data(n=200, seed=0):
     return raw, confidence, correct
 
 
-def _fit_quietly(calibrator, *args):
+def _x(raw, confidence):
+    """CaliDistCalibrator's X of these lambda_raw and confidences."""
+    return stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=confidence)
+
+
+def _fit_quietly(calibrator, X, y):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CalibrationWarning)
-        return calibrator.fit(*args)
+        return calibrator.fit(X, y)
 
 
 # -- paper Appendix C: three worked cases with alpha = 2, beta = 1 ------------------------------
@@ -83,7 +92,7 @@ def test_appendix_c_cases_through_calibrator(case):
         "kind": "calidist", "lambda_scale": "minmax", "alpha": 2.0, "beta": 1.0,
         "lambda_min": 0.0, "lambda_max": 10.0,
     })
-    assert round(float(calibrator.predict([raw], [p])[0]), 2) == expected
+    assert round(float(calibrator.predict(_x([raw], [p]))[0]), 2) == expected
 
 
 def test_appendix_c_intermediate_values():
@@ -98,8 +107,9 @@ def test_appendix_c_intermediate_values():
 @pytest.mark.parametrize("scale", ["minmax", "log", "rank"])
 def test_calidist_fit_improves_brier_and_keeps_bounds(scale):
     raw, confidence, correct = _calidist_data()
-    calibrator = _fit_quietly(CaliDistCalibrator(lambda_scale=scale), raw, confidence, correct)
-    calibrated = calibrator.predict(raw, confidence)
+    calibrator = _fit_quietly(CaliDistCalibrator(lambda_scale=scale), _x(raw, confidence),
+                              correct)
+    calibrated = calibrator.predict(_x(raw, confidence))
     assert calibrator.calibration_brier_ == pytest.approx(brier_score(calibrated, correct))
     assert calibrator.calibration_brier_ < brier_score(confidence, correct) - 0.01
     assert calibrator.lambda_min_ == raw.min() and calibrator.lambda_max_ == raw.max()
@@ -117,8 +127,8 @@ def test_calidist_fit_improves_brier_and_keeps_bounds(scale):
 def test_calidist_minmax_squeezes_heavy_tail_log_and_rank_spread():
     raw, confidence, correct = _calidist_data()
     lam = {
-        scale: _fit_quietly(CaliDistCalibrator(lambda_scale=scale), raw, confidence, correct)
-        .scaled_reliability(raw)
+        scale: _fit_quietly(CaliDistCalibrator(lambda_scale=scale), _x(raw, confidence),
+                            correct).scaled_reliability(raw)
         for scale in ("minmax", "log", "rank")
     }
     assert np.median(lam["minmax"]) < 1.0  # the paper's Eq. 4: most documents below 1 of 10
@@ -128,17 +138,17 @@ def test_calidist_minmax_squeezes_heavy_tail_log_and_rank_spread():
 
 def test_calidist_new_documents_are_clipped():
     raw, confidence, correct = _calidist_data()
-    calibrator = _fit_quietly(CaliDistCalibrator(), raw, confidence, correct)
+    calibrator = _fit_quietly(CaliDistCalibrator(), _x(raw, confidence), correct)
     lam = calibrator.scaled_reliability([raw.min() - 5, raw.max() * 10, 0.0])
     np.testing.assert_array_equal(lam, [0.0, 10.0, 0.0])
-    rank = _fit_quietly(CaliDistCalibrator(lambda_scale="rank"), raw, confidence, correct)
+    rank = _fit_quietly(CaliDistCalibrator(lambda_scale="rank"), _x(raw, confidence), correct)
     np.testing.assert_array_equal(rank.scaled_reliability([-1.0, 1e12]), [0.0, 10.0])
 
 
 def test_calidist_refine_never_worse_than_grid():
     raw, confidence, correct = _calidist_data(seed=1)
-    grid = _fit_quietly(CaliDistCalibrator(), raw, confidence, correct)
-    refined = _fit_quietly(CaliDistCalibrator(method="refine"), raw, confidence, correct)
+    grid = _fit_quietly(CaliDistCalibrator(), _x(raw, confidence), correct)
+    refined = _fit_quietly(CaliDistCalibrator(method="refine"), _x(raw, confidence), correct)
     assert grid.method == "grid"  # the paper's search alone by default
     assert refined.calibration_brier_ <= grid.calibration_brier_
     alphas, betas = np.linspace(-5, 5, 100), np.linspace(0.1, 5, 100)
@@ -150,7 +160,7 @@ def test_calidist_grid_matches_brute_force():
     alphas, betas = np.linspace(-5, 5, 11), np.linspace(0.5, 3, 6)
     calibrator = _fit_quietly(
         CaliDistCalibrator(alpha_grid=alphas, beta_grid=betas, method="grid"),
-        raw, confidence, correct,
+        _x(raw, confidence), correct,
     )
     lam = calibrator.scaled_reliability(raw)
     losses = {
@@ -179,8 +189,8 @@ def calibration_sets(draw):
 def test_calidist_properties(data, scale, method):
     raw, confidence, correct = data
     calibrator = _fit_quietly(CaliDistCalibrator(lambda_scale=scale, method=method),
-                              raw, confidence, correct)
-    calibrated = calibrator.predict(raw, confidence)
+                              _x(raw, confidence), correct)
+    calibrated = calibrator.predict(_x(raw, confidence))
     # calibrated confidence lies in [0, p] for every document
     assert np.all(np.isfinite(calibrated))
     assert np.all(calibrated >= 0) and np.all(calibrated <= confidence)
@@ -202,11 +212,10 @@ def test_calidist_properties(data, scale, method):
     # JSON round trip gives identical predictions
     restored = calibrator_from_dict(json.loads(json.dumps(calibrator.to_dict())))
     assert restored.method == method
-    np.testing.assert_array_equal(restored.predict(raw, confidence), calibrated)
+    np.testing.assert_array_equal(restored.predict(_x(raw, confidence)), calibrated)
     new_raw = np.array([0.0, 0.5, 3.0, 1e3, 1e10])
-    np.testing.assert_array_equal(
-        restored.predict(new_raw, np.full(5, 0.8)), calibrator.predict(new_raw, np.full(5, 0.8))
-    )
+    new = _x(new_raw, np.full(5, 0.8))
+    np.testing.assert_array_equal(restored.predict(new), calibrator.predict(new))
 
 
 # -- CaliDist degenerate cases -------------------------------------------------------------
@@ -215,9 +224,9 @@ def test_calidist_properties(data, scale, method):
 def test_calidist_constant_reliability_sets_lambda_to_midpoint():
     raw, confidence, correct = np.full(20, 3.0), np.linspace(0.5, 1, 20), np.arange(20) % 2
     with pytest.warns(CalibrationWarning, match="5.0"):
-        calibrator = CaliDistCalibrator().fit(raw, confidence, correct)
+        calibrator = CaliDistCalibrator().fit(_x(raw, confidence), correct)
     np.testing.assert_array_equal(calibrator.scaled_reliability([0.0, 3.0, 100.0]), [5.0] * 3)
-    factor = calibrator.predict(raw, confidence) / confidence
+    factor = calibrator.predict(_x(raw, confidence)) / confidence
     assert np.all(np.isfinite(factor)) and np.ptp(factor) < 1e-12
     # the best constant factor s minimises sum (s p - y)^2: s = sum(p y) / sum(p^2)
     best = np.sum(confidence * correct) / np.sum(confidence**2)
@@ -229,12 +238,12 @@ def test_calidist_one_class_warns_and_fits(label):
     raw, confidence, _ = _calidist_data(n=50)
     correct = np.full(50, label)
     with pytest.warns(CalibrationWarning) as record:
-        calibrator = CaliDistCalibrator().fit(raw, confidence, correct)
+        calibrator = CaliDistCalibrator().fit(_x(raw, confidence), correct)
     messages = " ".join(str(w.message) for w in record)
     assert ("all-correct" if label else "all-wrong") in messages
     # all correct: the identity (alpha -5, beta 5); all wrong: the smallest factor (alpha 5)
     assert ("alpha=-5 at the lower edge" if label else "alpha=5 at the upper edge") in messages
-    calibrated = calibrator.predict(raw, confidence)
+    calibrated = calibrator.predict(_x(raw, confidence))
     assert np.all(np.isfinite(calibrated))
     if label == 1:  # all correct: keep confidences as high as the grid allows
         assert calibrator.calibration_brier_ <= brier_score(confidence, correct) + 1e-9
@@ -245,24 +254,24 @@ def test_calidist_one_class_warns_and_fits(label):
 
 def test_calidist_tiny_calibration_set_warns():
     with pytest.warns(CalibrationWarning) as record:
-        calibrator = CaliDistCalibrator().fit([1.0, 2.0, 3.0], [0.9, 0.8, 0.7], [1, 0, 1])
+        calibrator = CaliDistCalibrator().fit(_x([1.0, 2.0, 3.0], [0.9, 0.8, 0.7]), [1, 0, 1])
     assert any("only 3 calibration documents" in str(w.message) for w in record)
-    assert np.all(np.isfinite(calibrator.predict([1.5], [0.9])))
+    assert np.all(np.isfinite(calibrator.predict(_x([1.5], [0.9]))))
 
 
 def test_calidist_single_document():
     with pytest.warns(CalibrationWarning) as record:
-        calibrator = CaliDistCalibrator().fit([2.0], [0.9], [1])
+        calibrator = CaliDistCalibrator().fit(_x([2.0], [0.9]), [1])
     messages = " ".join(str(w.message) for w in record)
     assert "only 1 calibration" in messages and "5.0" in messages and "all-correct" in messages
-    assert 0 <= calibrator.predict([2.0], [0.9])[0] <= 0.9
+    assert 0 <= calibrator.predict(_x([2.0], [0.9]))[0] <= 0.9
 
 
 def test_calidist_grid_edge_warns_with_edge_name():
     raw, confidence, _ = _calidist_data(n=80)
     correct = np.zeros(80, dtype=int)  # all wrong: smallest factor needs alpha at its top edge
     with pytest.warns(CalibrationWarning) as record:
-        calibrator = CaliDistCalibrator().fit(raw, confidence, correct)
+        calibrator = CaliDistCalibrator().fit(_x(raw, confidence), correct)
     edge = [str(w.message) for w in record if "grid edge" in str(w.message)]
     assert len(edge) == 1 and "alpha=5 at the upper edge 5" in edge[0]
     assert calibrator.grid_edge_ is True
@@ -278,38 +287,45 @@ def test_calidist_interior_fit_has_no_edge_warning():
     correct = (rng.uniform(size=400) < 0.9 / (1 + np.exp(-1.5 * (raw - 4)))).astype(int)
     with warnings.catch_warnings():
         warnings.simplefilter("error", CalibrationWarning)
-        calibrator = CaliDistCalibrator().fit(raw, confidence, correct)
+        calibrator = CaliDistCalibrator().fit(_x(raw, confidence), correct)
     assert calibrator.grid_edge_ is False
     assert calibrator.alpha_ == pytest.approx(4, abs=1.0)
     assert calibrator.beta_ == pytest.approx(1.5, abs=1.0)
 
 
+GOOD_X = [[1.0, 0.5], [2.0, 0.5]]
+
+
 @pytest.mark.parametrize(
-    ("args", "kwargs", "message"),
+    ("X", "y", "kwargs", "message"),
     [
-        (([], [], []), {}, "reliability_raw is empty"),
-        (([1.0, 2.0], [0.5], [1]), {}, "length mismatch"),
-        (([1.0, np.nan], [0.5, 0.5], [1, 0]), {}, "reliability_raw contains NaN"),
-        (([1.0, np.inf], [0.5, 0.5], [1, 0]), {}, "reliability_raw"),
-        (([1.0, 2.0], [0.5, 1.5], [1, 0]), {}, "confidence"),
-        (([1.0, 2.0], [0.5, 0.5], [1, 3]), {}, "correct"),
-        (([1.0, 2.0], [0.5, 0.5], [1, 0]), {"lambda_scale": "sqrt"}, "lambda_scale"),
-        (([1.0, 2.0], [0.5, 0.5], [1, 0]), {"beta_grid": [0.0, 1.0]}, "beta_grid"),
-        (([1.0, 2.0], [0.5, 0.5], [1, 0]), {"alpha_grid": []}, "alpha_grid is empty"),
-        (([1.0, 2.0], [0.5, 0.5], [1, 0]), {"method": "lbfgs"}, "method must be one of"),
+        (np.empty((0, 2)), [], {}, r"X\[:, 0\] \(reliability_raw\) is empty"),
+        ([[1.0, 0.5, 0.1], [2.0, 0.5, 0.1]], [1, 0], {}, r"X must have shape \(n, 2\)"),
+        (GOOD_X, [1], {}, "length mismatch: X=2, y=1"),
+        ([[1.0, 0.5], [np.nan, 0.5]], [1, 0], {},
+         r"X\[:, 0\] \(reliability_raw\) contains NaN"),
+        ([[1.0, 0.5], [np.inf, 0.5]], [1, 0], {}, r"X\[:, 0\] \(reliability_raw\)"),
+        ([[1.0, 0.5], [2.0, 1.5]], [1, 0], {}, r"X\[:, 1\] \(confidence\) must lie in"),
+        ([["a", 0.5], [2.0, 0.5]], [1, 0], {}, "X must be numeric"),
+        (GOOD_X, [1, 3], {}, r"y \(correct\) must contain only 0/1"),
+        (GOOD_X, [1, 0], {"lambda_scale": "sqrt"}, "lambda_scale"),
+        (GOOD_X, [1, 0], {"beta_grid": [0.0, 1.0]}, "beta_grid"),
+        (GOOD_X, [1, 0], {"alpha_grid": []}, "alpha_grid is empty"),
+        (GOOD_X, [1, 0], {"method": "lbfgs"}, "method must be one of"),
     ],
 )
-def test_calidist_bad_inputs(args, kwargs, message):
+def test_calidist_bad_inputs(X, y, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        CaliDistCalibrator(**kwargs).fit(*args)
+        CaliDistCalibrator(**kwargs).fit(X, y)
 
 
 def test_calidist_predict_checks_inputs():
-    calibrator = _fit_quietly(CaliDistCalibrator(), *_calidist_data(n=30))
-    with pytest.raises(ValueError, match="length mismatch"):
-        calibrator.predict([1.0, 2.0], [0.5])
-    with pytest.raises(ValueError, match="confidence"):
-        calibrator.predict([1.0], [2.0])
+    raw, confidence, correct = _calidist_data(n=30)
+    calibrator = _fit_quietly(CaliDistCalibrator(), _x(raw, confidence), correct)
+    with pytest.raises(ValueError, match=r"X must have shape \(n, 2\)"):
+        calibrator.predict([1.0, 2.0])
+    with pytest.raises(ValueError, match=r"X\[:, 1\] \(confidence\) must lie in"):
+        calibrator.predict(_x([1.0], [2.0]))
 
 
 # -- unfitted and JSON -----------------------------------------------------------------------
@@ -318,7 +334,7 @@ def test_calidist_predict_checks_inputs():
 @pytest.mark.parametrize(
     ("calibrator", "call"),
     [
-        (CaliDistCalibrator(), lambda c: c.predict([1.0], [0.5])),
+        (CaliDistCalibrator(), lambda c: c.predict(_x([1.0], [0.5]))),
         (TemperatureScaling(), lambda c: c.predict_proba([[1.0, 0.0]])),
         (VectorScaling(), lambda c: c.predict_proba([[1.0, 0.0]])),
         (PlattScaling(), lambda c: c.predict([0.5])),
@@ -339,10 +355,10 @@ def _fitted_calibrators():
     correct = (rng.uniform(size=100) < confidence).astype(int)
     raw = np.exp(rng.normal(0, 2, 100))
     return [
-        (_fit_quietly(CaliDistCalibrator(lambda_scale="rank"), raw, confidence, correct),
-         lambda c: c.predict(raw, confidence)),
-        (_fit_quietly(CaliDistCalibrator(lambda_scale="log"), raw, confidence, correct),
-         lambda c: c.predict(raw, confidence)),
+        (_fit_quietly(CaliDistCalibrator(lambda_scale="rank"), _x(raw, confidence), correct),
+         lambda c: c.predict(_x(raw, confidence))),
+        (_fit_quietly(CaliDistCalibrator(lambda_scale="log"), _x(raw, confidence), correct),
+         lambda c: c.predict(_x(raw, confidence))),
         (TemperatureScaling().fit(logits, labels), lambda c: c.predict_proba(logits)),
         (VectorScaling().fit(logits, labels), lambda c: c.predict_proba(logits)),
         (PlattScaling().fit(confidence, correct), lambda c: c.predict(confidence)),
@@ -551,12 +567,12 @@ def test_vector_scaling_missing_class_stays_finite():
 @pytest.mark.parametrize(
     ("logits", "labels", "message"),
     [
-        ([[1.0], [2.0]], [0, 0], "at least 2 columns"),
-        ([1.0, 2.0], [0, 1], "logits must be 2-dimensional"),
-        ([[1.0, np.nan]], [0], "logits contains NaN"),
-        ([[1.0, 0.0]], [0, 1], "length mismatch"),
-        ([[1.0, 0.0]], [2], "labels must be integers"),
-        ([[1.0, 0.0]], [0.5], "labels must be integers"),
+        ([[1.0], [2.0]], [0, 0], r"X \(logits\) must have at least 2 columns"),
+        ([1.0, 2.0], [0, 1], r"X \(logits\) must be 2-dimensional"),
+        ([[1.0, np.nan]], [0], r"X \(logits\) contains NaN"),
+        ([[1.0, 0.0]], [0, 1], "length mismatch: X=1, y=2"),
+        ([[1.0, 0.0]], [2], r"y \(labels\) must be integers"),
+        ([[1.0, 0.0]], [0.5], r"y \(labels\) must be integers"),
     ],
 )
 @pytest.mark.parametrize("cls", [TemperatureScaling, VectorScaling])
@@ -567,38 +583,75 @@ def test_logit_calibrators_bad_inputs(cls, logits, labels, message):
 
 @pytest.mark.parametrize("cls", [PlattScaling, IsotonicCalibration])
 def test_confidence_calibrators_bad_inputs(cls):
-    with pytest.raises(ValueError, match="confidence is empty"):
+    with pytest.raises(ValueError, match=r"X\[:, 0\] \(confidence\) is empty"):
         cls().fit([], [])
-    with pytest.raises(ValueError, match="length mismatch"):
+    with pytest.raises(ValueError, match="length mismatch: X=2, y=1"):
         cls().fit([0.5, 0.6], [1])
-    with pytest.raises(ValueError, match="confidence must lie"):
+    with pytest.raises(ValueError, match=r"X\[:, 0\] \(confidence\) must lie"):
         cls().fit([0.5, 1.6], [1, 0])
+    with pytest.raises(ValueError, match=r"X must have shape \(n, 1\), columns confidence"):
+        cls().fit([[0.5, 0.6], [0.7, 0.8]], [1, 0])
 
 
-def test_every_calibrator_is_a_calibrator_with_fit_and_predict():
-    """One shape (``Calibrator``): fit on calibration data returns the estimator, predict gives
-    one calibrated confidence per new document, in [0, 1]; the logit scalers' is the largest
-    class probability of ``predict_proba``."""
-    from calidist_metrics import Calibrator
+@pytest.mark.parametrize("cls", [PlattScaling, IsotonicCalibration])
+def test_confidence_calibrators_take_a_column_or_a_vector(cls):
+    confidence = np.linspace(0.3, 1.0, 12)
+    correct = np.arange(12) % 3 > 0
+    column = cls().fit(confidence[:, None], correct).predict(confidence[:, None])
+    np.testing.assert_array_equal(column, cls().fit(confidence, correct).predict(confidence))
 
+
+# Every estimator calidist_metrics exports: a class with fit (the Protocol itself aside).
+ESTIMATORS = [obj for name in calidist_metrics.__all__
+              if isinstance(obj := getattr(calidist_metrics, name), type)
+              and hasattr(obj, "fit") and obj is not calidist_metrics.Calibrator]
+
+
+def test_the_public_estimators_are_all_found():
+    assert {cls.__name__ for cls in ESTIMATORS} == {
+        "BehaviourCalibrator", "CaliDistCalibrator", "IsotonicCalibration", "PlattScaling",
+        "TemperatureScaling", "VectorScaling"}
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda cls: cls.__name__)
+def test_every_public_estimator_has_one_call_shape(cls):
+    """One shape (``Calibrator``): ``fit(X, y)`` on calibration data returns the estimator,
+    ``predict(X)`` gives one calibrated confidence per new document, in [0, 1], and so does
+    the estimator rebuilt from its saved state; X is the logits, or the columns the estimator
+    names (``columns``) stacked by name. The logit scalers' confidence is the largest class
+    probability of ``predict_proba``."""
+    for method, arguments in (("fit", ["self", "X", "y"]), ("predict", ["self", "X"])):
+        assert list(inspect.signature(getattr(cls, method)).parameters) == arguments
     rng = np.random.default_rng(0)
     n = 40
     logits = rng.normal(size=(n, 3))
     labels = rng.integers(0, 3, n)
-    conf = rng.uniform(0.3, 1.0, n)
-    correct = (rng.uniform(size=n) < conf).astype(int)
     mu, delta = rng.uniform(size=n), rng.uniform(size=n)
-    cases = [(TemperatureScaling(), (logits,), labels), (VectorScaling(), (logits,), labels),
-             (PlattScaling(), (conf,), correct), (IsotonicCalibration(), (conf,), correct),
-             (CaliDistCalibrator(), ((1 - mu) / (delta + 1e-10), conf), correct),
-             (BehaviourCalibrator(), (conf, mu, delta), correct)]
+    named = {"confidence": rng.uniform(0.3, 1.0, n), "mu": mu, "delta": delta,
+             "reliability_raw": reliability_score(mu, delta)}
+    correct = (rng.uniform(size=n) < named["confidence"]).astype(int)
+    estimator = cls()
+    assert isinstance(estimator, calidist_metrics.Calibrator)
+    if cls.columns is None:
+        X, y = logits, labels
+    else:
+        X, y = stack_columns(cls.columns, **{name: named[name] for name in cls.columns}), correct
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CalibrationWarning)
-        for estimator, inputs, target in cases:
-            assert isinstance(estimator, Calibrator)
-            assert estimator.fit(*inputs, target) is estimator
-            predicted = estimator.predict(*inputs)
-            assert predicted.shape == (n,) and np.all((0 <= predicted) & (predicted <= 1))
-            if hasattr(estimator, "predict_proba"):
-                np.testing.assert_allclose(predicted, estimator.predict_proba(logits).max(axis=1))
-    assert not isinstance(object(), Calibrator)
+        assert estimator.fit(X, y) is estimator
+    predicted = estimator.predict(X)
+    assert predicted.shape == (n,) and np.all((0 <= predicted) & (predicted <= 1))
+    np.testing.assert_array_equal(calibrator_from_dict(estimator.to_dict()).predict(X), predicted)
+    if hasattr(estimator, "predict_proba"):
+        np.testing.assert_allclose(predicted, estimator.predict_proba(X).max(axis=1))
+    assert not isinstance(object(), calidist_metrics.Calibrator)
+
+
+def test_stack_columns_orders_by_name_and_names_what_is_wrong():
+    X = stack_columns(BEHAVIOUR_COLUMNS, delta=[0.0, 0.5], confidence=[0.9, 0.6], mu=[0.1, 1.0])
+    np.testing.assert_array_equal(X, [[0.9, 0.1, 0.0], [0.6, 1.0, 0.5]])
+    with pytest.raises(ValueError, match="expected the columns reliability_raw, confidence; "
+                                         "got confidence"):
+        stack_columns(CALIDIST_COLUMNS, confidence=[0.9])
+    with pytest.raises(ValueError, match="length mismatch: reliability_raw=2, confidence=1"):
+        stack_columns(CALIDIST_COLUMNS, reliability_raw=[1.0, 2.0], confidence=[0.9])

@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 from conftest import load_task
 
-from calidist_metrics import CaliDistCalibrator, TemperatureScaling, save_calibrator
+from calidist_metrics import (
+    CALIDIST_COLUMNS,
+    CaliDistCalibrator,
+    TemperatureScaling,
+    save_calibrator,
+    stack_columns,
+)
 from calidist_tasks.fits import applied_calibrator
 from reliability.support import refused, write
 
@@ -28,8 +34,9 @@ def context(ppdb_data_dir: Path) -> dict:
 def fitted() -> CaliDistCalibrator:
     rng = np.random.default_rng(0)
     with pytest.warns(Warning):  # the fit on made-up numbers lands on a grid edge
-        return CaliDistCalibrator().fit(rng.uniform(1, 50, 40), rng.uniform(0.5, 1, 40),
-                                        rng.integers(0, 2, 40))
+        X = stack_columns(CALIDIST_COLUMNS, reliability_raw=rng.uniform(1, 50, 40),
+                          confidence=rng.uniform(0.5, 1, 40))
+        return CaliDistCalibrator().fit(X, rng.integers(0, 2, 40))
 
 
 def good_payload(fitted: CaliDistCalibrator, context: dict) -> dict:

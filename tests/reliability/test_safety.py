@@ -16,7 +16,7 @@ import pytest
 import yaml
 from lm_eval.models.huggingface import HFLM
 
-from calidist_metrics import CaliDistCalibrator, save_calibrator
+from calidist_metrics import CALIDIST_COLUMNS, CaliDistCalibrator, save_calibrator, stack_columns
 from calidist_tasks import cli, task_folder
 from calidist_tasks.yaml_configs import task_configs
 
@@ -121,8 +121,9 @@ def test_trust_remote_code_stays_off_unless_the_user_passes_it() -> None:
 def test_saved_calibrators_are_plain_json(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     with pytest.warns(Warning):
-        fit = CaliDistCalibrator().fit(rng.uniform(1, 9, 20), rng.uniform(0.5, 1, 20),
-                                       rng.integers(0, 2, 20))
+        X = stack_columns(CALIDIST_COLUMNS, reliability_raw=rng.uniform(1, 9, 20),
+                          confidence=rng.uniform(0.5, 1, 20))
+        fit = CaliDistCalibrator().fit(X, rng.integers(0, 2, 20))
     path = save_calibrator(fit, tmp_path / "fit.json", task="t", labels=["a", "b"], model="m")
     text = path.read_text(encoding="utf-8")
     payload = json.loads(text)  # strict JSON: no NaN / Infinity tokens, no binary

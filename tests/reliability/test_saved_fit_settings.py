@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import load_task, run_lm_eval
 
-from calidist_metrics import CaliDistCalibrator, save_calibrator
+from calidist_metrics import CALIDIST_COLUMNS, CaliDistCalibrator, save_calibrator, stack_columns
 from reliability.support import refused, write
 
 TASK = "calidist_ppdb_assertion"
@@ -29,8 +29,9 @@ def fit(**kwargs) -> CaliDistCalibrator:
     rng = np.random.default_rng(1)
     with warnings.catch_warnings():  # made-up numbers: a grid edge
         warnings.simplefilter("ignore")
-        return CaliDistCalibrator(**kwargs).fit(rng.uniform(1, 50, 30), rng.uniform(0.5, 1, 30),
-                                                rng.integers(0, 2, 30))
+        X = stack_columns(CALIDIST_COLUMNS, reliability_raw=rng.uniform(1, 50, 30),
+                          confidence=rng.uniform(0.5, 1, 30))
+        return CaliDistCalibrator(**kwargs).fit(X, rng.integers(0, 2, 30))
 
 
 def metadata(ppdb_data_dir: Path, path: Path, **extra) -> dict:
