@@ -60,3 +60,22 @@ def test_vllm_answers_what_hf_answers(vllm_model, ppdb_data_dir, tmp_path, tasks
     else:
         difference = float(found.split("difference ")[1].split(";")[0])
         assert difference < 1e-4 and found.endswith("same predictions"), found
+
+
+def test_vllm_reasoned_task_scores_what_hf_scores(vllm_model, ppdb_data_dir, tmp_path):
+    """The paper's protocol on vLLM in one command: the replies' run, then the letters scored
+    after each reply; the command returns (a shared vLLM engine once kept Python waiting at
+    exit) and answers what hf answers."""
+    for model, model_args in (("hf", f"pretrained={vllm_model},dtype=float32"),
+                              ("vllm", f"pretrained={vllm_model},{VLLM_ARGS}")):
+        calidist_eval(model, model_args, tmp_path / model, ppdb_data_dir, "--tasks",
+                      "calidist_ppdb_cot", "--apply_chat_template", "--gen_kwargs",
+                      "max_gen_toks=24")
+    replies = {model: documents(tmp_path / model, "calidist_ppdb_verbalized")
+               for model in ("vllm", "hf")}
+    assert agreement(replies["vllm"], replies["hf"]) == "10 of 10 greedy replies identical"
+    scored = {model: documents(tmp_path / model, "calidist_ppdb_cot") for model in ("vllm", "hf")}
+    assert len(scored["hf"]) == 10
+    found = agreement(scored["vllm"], scored["hf"])
+    difference = float(found.split("difference ")[1].split(";")[0])
+    assert difference < 1e-4 and found.endswith("same predictions"), found
