@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from calidist_tasks import cli, lm_eval_compat
-from calidist_tasks.task import limit_sizes
+from calidist_tasks.limits import limit_sizes
 
 
 @pytest.mark.parametrize(("limit", "calibration", "evaluation", "sizes"), [
