@@ -15,6 +15,7 @@ internals are reached through ``lm_eval_compat`` only.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -151,13 +152,12 @@ class CaliDistTask(ConfigurableTask):
         Stage hints also reads (and checks) stage 1's answers to them now, before model time."""
         docs = build_documents(self.source(), self.settings)
         if self.run_stage.stage == two_stage.HINTS:
+            # from the YAML's doc_to_choice: lm-eval's self.doc_to_choice needs the built task
+            option_count = functools.partial(self.answer_mode.option_count,
+                                             self.config.doc_to_choice)
             self.run_stage.read_stage1(self.settings.original_run, docs, self.answer_mode.logits,
-                                   self.settings.model, self.option_count)
+                                       self.settings.model, option_count)
         return docs
-
-    def option_count(self, doc: dict[str, Any]) -> int:
-        """The document's number of options, before lm-eval has finished building the task."""
-        return self.answer_mode.option_count(self.config.doc_to_choice, doc)
 
     # ------------------------------------------------------------------ two-stage runs
     def splits_in_stages(self) -> bool:

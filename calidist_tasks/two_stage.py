@@ -90,7 +90,8 @@ class Stage1Answers:
 
     def get(self, doc: Mapping[str, Any]) -> Stage1:
         """``doc``'s stage-1 answer; refused naming the document when stage 1 did not log it."""
-        return self.answers[self.run.get(doc).sample["doc"][INDEX_FIELD]]
+        self.run.get(doc)  # refuses a document stage 1 did not log, naming it and the file
+        return self.answers[doc[INDEX_FIELD]]
 
     def check_prompt(self, doc: Mapping[str, Any], prompt: Any) -> None:
         """Refuse stage 1's answer when its original prompt was not this run's (another
