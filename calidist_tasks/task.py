@@ -7,8 +7,11 @@ label, each scored over the option letters; ``process_results`` joins them (``jo
 aggregation fits on the calibration documents and scores the evaluation documents
 (``aggregation``). Benchmark specifics live in YAML and in an optional adapter module.
 
-The distractor style is a strategy object (``styles``), chosen once from the YAML's
-``distractor``; every prompt is rendered from its parts by ``prompts.render``; few-shot blocks come
+The class keeps lm-eval's hooks and hands each concern to a collaborator (docs/architecture.md):
+the distractor style (``styles``, chosen once from the YAML's ``distractor``), the answer mode
+(``answer_modes``: option letters or open numbers), the stage of a two-stage run
+(``two_stage.RunStage``, reading stage 1 through ``staging``) and the ``--limit`` policy
+(``limits``). Every prompt is rendered from its parts by ``prompts.render``; few-shot blocks come
 from ``fewshot`` given the pool, the style's misleading plan and ``solved_exemplar``; lm-eval's
 internals are reached through ``lm_eval_compat`` only.
 """
@@ -116,8 +119,8 @@ class CaliDistTask(ConfigurableTask):
         self._summary: tuple[list, dict[str, float]] | None = None  # records, metrics
         # Two-stage runs (calidist_tasks.two_stage): which prompts this run sends; tasks that
         # cannot split (no hints, GSM8K's own stages) run whole whatever --metadata stage says.
-        self.run_stage = two_stage.RunStage(name, self.settings.stage if self.style.hinted
-                                        and self.splits_in_stages() else two_stage.ALL)
+        split = self.style.hinted and self.splits_in_stages()
+        self.run_stage = two_stage.RunStage(name, self.settings.stage if split else two_stage.ALL)
         if self.run_stage.stage == two_stage.HINTS and not self.settings.original_run:
             raise ValueError(f"{name}: --metadata stage hints needs original_run, the stage-1 "
                              "run of this task (its --output_path folder or samples file)")
