@@ -57,8 +57,9 @@ def described(doc: Mapping[str, Any]) -> str:
 
 def same_document(ours: Mapping[str, Any], logged: Mapping[str, Any]) -> bool:
     """Whether a logged document is this run's document: same index, same source, same content
-    in every field of ours (an earlier stage may have logged fields it added, GSM8K's ŷ)."""
-    fields = [name for name in ours if not is_own_field(name)]
+    in every field both have (an earlier stage may have logged fields it added, GSM8K's ŷ; a run
+    of an earlier version may lack a field added since)."""
+    fields = [name for name in ours if name in logged and not is_own_field(name)]
     return (logged.get(INDEX_FIELD) == ours.get(INDEX_FIELD)
             and logged.get(SOURCE_FIELD) == ours.get(SOURCE_FIELD)
             and document_key(logged, fields) == document_key(ours, fields))

@@ -80,9 +80,10 @@ def test_another_document_of_the_same_index_is_refused(tmp_path: Path) -> None:
         read(tmp_path)
 
 
-def test_fields_an_earlier_stage_added_do_not_make_another_document(tmp_path: Path) -> None:
-    added = {**DOCS[0], "original_answer": "4"}
-    assert same_document(DOCS[0], added) and not same_document(added, DOCS[0])
+def test_fields_only_one_side_has_do_not_make_another_document(tmp_path: Path) -> None:
+    added = {**DOCS[0], "original_answer": "4"}  # what an earlier GSM8K stage adds
+    assert same_document(DOCS[0], added) and same_document(added, DOCS[0])
+    assert not same_document(DOCS[0], {**added, "label": 1})
     assert read(write_run(tmp_path, [sample(added)])).get(DOCS[0]).sample["doc"] == added
 
 
