@@ -31,6 +31,7 @@ from lm_eval.api.instance import Instance
 from calidist_tasks import lm_eval_compat, verbalized
 from calidist_tasks.aggregation import logprob_metric_names, summarize_generations
 from calidist_tasks.answer_logprobs import logprob_record
+from calidist_tasks.answer_modes import LETTER_REPLIES
 from calidist_tasks.confidence_sources import (
     SHORT_MAX_GEN_TOKS,
     SOURCES,
@@ -49,7 +50,7 @@ from calidist_tasks.records import (
     is_failed,
 )
 from calidist_tasks.task import CaliDistTask
-from calidist_tasks.two_stage import ALL, HINTS, count_prompts
+from calidist_tasks.two_stage import HINTS
 
 CONFIDENCES = tuple(SOURCES)
 __all__ = ["CONFIDENCES", "DUMMY", "SHORT_MAX_GEN_TOKS", "GenerationTask"]
@@ -57,6 +58,8 @@ __all__ = ["CONFIDENCES", "DUMMY", "SHORT_MAX_GEN_TOKS", "GenerationTask"]
 
 class GenerationTask(CaliDistTask):
     """A CaliDist task answered by generation: verbalized confidence, consistency or SPUQ."""
+
+    answer_mode = LETTER_REPLIES
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         config = dict(config or {})
@@ -99,9 +102,6 @@ class GenerationTask(CaliDistTask):
     def splits_in_stages(self) -> bool:
         """Verbalized tasks run in two stages too: stage 1's outcome is the parsed reply."""
         return self.confidence_source.splits_in_stages
-
-    def logit_outcomes(self) -> bool:
-        return False
 
     # ------------------------------------------------------------------ prompts
     def reply_form(self) -> verbalized.ReplyForm:
@@ -147,14 +147,13 @@ class GenerationTask(CaliDistTask):
         choices = list(self.doc_to_choice(doc))
         plain = self._request_doc(doc, choices)
         base = dict(self.config.generation_kwargs or {})
-        self.check_stage1_prompt(doc, ctx)
+        self.run_stage.check_prompt(doc, ctx)
         plans = self.sent_plans(doc)
         variants = [self.distracted_doc(doc, plan) for plan in plans if plan.hint_label is not None]
         asks = self.confidence_source.asks(doc, variants, base,
                                            lm_eval_compat.metadata_repeats(metadata),
-                                           self.settings, original=self.cost_stage != HINTS)
-        if self.cost_stage != ALL:
-            count_prompts(self.config.task, self.cost_stage, len(asks), len(self.prompt_plans(doc)))
+                                           self.settings, original=self.run_stage.stage != HINTS)
+        self.run_stage.count(len(asks), len(self.prompt_plans(doc)))
         return [
             Instance(request_type="generate_until",
                      doc=plain if ask.shown is None else self._request_doc(ask.shown, choices),

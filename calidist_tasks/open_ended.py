@@ -33,16 +33,14 @@ import math
 import random
 import re
 from copy import deepcopy
-from dataclasses import replace
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from lm_eval.api.instance import Instance
 
 from calidist_tasks import distractors, lm_eval_compat
 from calidist_tasks.aggregation import parse_fail_rate
-from calidist_tasks.dataset import Source
+from calidist_tasks.answer_modes import OpenNumbers
 from calidist_tasks.joining import (
     Outcome,
     PromptPlan,
@@ -56,10 +54,9 @@ from calidist_tasks.records import (
     SOURCE_FIELD,
     Record,
     bookkeeping,
-    is_failed,
     unreadable_record,
 )
-from calidist_tasks.run_files import read_jsonl, samples_file_of
+from calidist_tasks.staging import EarlierRun, described
 from calidist_tasks.task import CaliDistTask
 
 HINT_NUMBERS = 4  # distinct numbers near ŷ that hints assert (the "other labels" of the paper)
@@ -77,7 +74,7 @@ _READABLE = re.compile(r"([-\u2212]?)\$?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?")
 STATED = re.compile(
     r"(?:\banswer\s*(?:is|:|=)|####)(?:\s*:)?(?:\s*\$)?\s*(" + _WRITTEN + ")", re.I)
 READOUT = "\nThe answer is"  # stage 3: asks a hinted chain that wrote no number for one
-STAGES = ("answer", "chains", "score")  # the YAML's ``stage``: 1, 2, 3
+GSM8K_STAGES = ("answer", "chains", "score")  # the YAML's ``stage``: 1, 2, 3
 # Document fields a later stage adds from the earlier stage's records.
 ANSWER_FIELD = "original_answer"  # ŷ ("" when stage 1's answer had no readable number)
 CHAIN_FIELD = "original_chain"  # stage 1's worked answer C0
@@ -178,30 +175,6 @@ def number_hint(template: int, number: str) -> str:
     return f"Hint: {distractors.ASSERTION_TEMPLATES[template]} {number}.\n{distractors.HINT_NOTE}"
 
 
-def read_original_records(
-    path: Path, fields: tuple[str, ...] = ("prediction",), task: str = "calidist_gsm8k"
-) -> dict[str, dict[str, Any]]:
-    """Question text -> the earlier stage's record (``fields`` of it) from its samples file."""
-    records: dict[str, dict[str, Any]] = {}
-    for number, sample in enumerate(read_jsonl(path), start=1):
-        where = f"{path.name}: sample {number}"
-        try:
-            record, question = sample["acc"], sample["doc"]["question"]
-            if is_failed(record):
-                raise ValueError(f"{where}: the earlier stage has no usable answer for this "
-                                 f"document ({record['error']}); run {task} again")
-            kept = {field: record[field] for field in fields}
-        except (KeyError, TypeError) as error:
-            raise ValueError(
-                f"{where}: not a sample of the earlier stage ({task} run with --log_samples): "
-                f"{type(error).__name__} {error}"
-            ) from None
-        records.setdefault(question.strip(), kept)
-    if not records:
-        raise ValueError(f"{path}: no samples")
-    return records
-
-
 class Scoring(NamedTuple):
     """How one worked answer is scored in stage 3: ``candidates`` as continuations of the prompt
     and ``text`` (the chain cut where its number starts, or the whole chain and ``READOUT``);
@@ -239,18 +212,20 @@ class OpenEndedTask(CaliDistTask):
     """One stage of GSM8K (YAML ``stage``): ``answer`` (stage 1), ``chains`` (stage 2) or
     ``score`` (stage 3)."""
 
+    answer_mode = OpenNumbers()
+
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         config = dict(config or {})
         self.original_task: str = config.pop("original_task", None) or "calidist_gsm8k"
         self.original_samples = (config.get("metadata") or {}).get("original_samples")
         hinted = config.get("distractor", "none") != "none"
-        self.stage: str = config.pop("stage", None) or ("chains" if hinted else "answer")
+        self.gsm8k_stage: str = config.pop("stage", None) or ("chains" if hinted else "answer")
         if config.get("distractor", "none") not in ("none", "assertion"):
             raise ValueError(f"{config.get('task')}: open-ended tasks have the assertion style "
                              f"only, got {config.get('distractor')!r}")
-        if self.stage not in STAGES or hinted != (self.stage != "answer"):
-            raise ValueError(f"{config.get('task')}: stage must be one of {STAGES} ('answer' "
-                             f"exactly when there is no distractor), got {self.stage!r}")
+        if self.gsm8k_stage not in GSM8K_STAGES or hinted != (self.gsm8k_stage != "answer"):
+            raise ValueError(f"{config.get('task')}: stage must be one of {GSM8K_STAGES} ('answer' "
+                             f"exactly when there is no distractor), got {self.gsm8k_stage!r}")
         super().__init__(config=config, **kwargs)
 
     def splits_in_stages(self) -> bool:
@@ -263,64 +238,62 @@ class OpenEndedTask(CaliDistTask):
         return self.distractor != "none"
 
     # ------------------------------------------------------------------ data
-    def source(self) -> Source:
-        # build_documents checks labels against a label space; an open answer has none, so every
-        # document is in the one class 0 and the gold number is in doc_to_target ("target").
-        return replace(super().source(), label_field="label", n_labels=1, answer_field="target",
-                       process_row=lambda row: {**self.adapter.process_row(row), "label": 0})
-
     def documents(self) -> list[dict[str, Any]]:
         docs = super().documents()
         return self._with_original_answers(docs) if self.stage2 else docs
 
     def _with_original_answers(self, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``docs`` with the fields this stage adds from the earlier stage's records
+        (``original_fields``), each checked (``check_original``); refused naming the file and
+        the documents when the earlier stage's run did not log all of them."""
         if not self.original_samples:
             raise ValueError(
                 f"{self.config.task} reads the samples of {self.original_task}: pass that run's "
                 f"samples with --metadata '{{\"original_samples\": \"PATH\"}}' (its "
                 "--output_path folder or samples_*.jsonl file; see docs/gsm8k.md)"
             )
-        path = samples_file_of(self.original_samples, self.original_task, "original_samples",
-                               "--log_samples and --output_path")
-        records = read_original_records(path, self.original_record_fields(), self.original_task)
-        missing = [d[SOURCE_FIELD] for d in docs if d["question"].strip() not in records]
+        run = EarlierRun.read(self.original_samples, task=self.config.task,
+                              key="original_samples", earlier_task=self.original_task,
+                              how="--log_samples and --output_path", docs=docs,
+                              model=self.settings.model)
+        missing = [d[SOURCE_FIELD] for d in run.missing(docs)]
         if missing:
             raise ValueError(
-                f"{self.config.task}: {len(missing)} document(s) have no answer in {path} (first: "
-                f"{', '.join(missing[:3])}); run {self.original_task} on the same data, "
+                f"{self.config.task}: {len(missing)} document(s) have no answer in {run.file} "
+                f"(first: {', '.join(missing[:3])}); run {self.original_task} on the same data, "
                 "calib_size, eval_size and split_seed"
             )
         out = []
         for doc in docs:
-            record = records[doc["question"].strip()]
+            logged = run.get(doc)
+            record = run.fields(logged, self.original_record_fields())
             doc = {**doc, **self.original_fields(record)}
-            where = f"{self.config.task} document {doc[SOURCE_FIELD]} ({path.name})"
+            where = f"{run.where(logged)}: {described(doc)}"
             doc[ANSWER_FIELD] = logged_answer(doc[ANSWER_FIELD], where)
-            self.check_original(doc, record, path)
+            self.check_original(doc, record, where)
             out.append(doc)
         return out
 
     def original_record_fields(self) -> tuple[str, ...]:
         """What this stage reads of the earlier stage's record."""
-        if self.stage == "score":
+        if self.gsm8k_stage == "score":
             return ("prediction", "chain", "candidates", "chains")
         return ("prediction", "chain")
 
     def original_fields(self, record: dict[str, Any]) -> dict[str, Any]:
         """The document fields this stage adds from the earlier stage's record."""
         fields = {ANSWER_FIELD: record["prediction"] or "", CHAIN_FIELD: record["chain"] or ""}
-        if self.stage == "score":
+        if self.gsm8k_stage == "score":
             fields[HINTED_FIELD] = [c or "" for c in record["chains"]]
         return fields
 
-    def check_original(self, doc: dict[str, Any], record: dict[str, Any], path: Path) -> None:
+    def check_original(self, doc: dict[str, Any], record: dict[str, Any], where: str) -> None:
         """Refuse an earlier record these prompts do not fit (another seed or m, a hand-edited
-        answer), naming the document."""
-        where = f"{self.config.task} document {doc[SOURCE_FIELD]} ({path.name})"
+        answer), naming ``where`` (the file, line and document)."""
         if doc[ANSWER_FIELD] and not same_number(parse_number(doc[CHAIN_FIELD]), doc[ANSWER_FIELD]):
             raise ValueError(f"{where}: the answer {doc[ANSWER_FIELD]!r} is not the number of its "
                              "logged worked answer ('chain')")
-        if self.stage != "score":
+        if self.gsm8k_stage != "score":
             return
         if list(record["candidates"]) != self.candidates(doc):
             raise ValueError(f"{where}: the hinted numbers {record['candidates'][1:]} are not "
@@ -378,12 +351,12 @@ class OpenEndedTask(CaliDistTask):
     def construct_requests(self, doc: dict[str, Any], ctx: str, **kwargs: Any) -> list[Instance]:
         kwargs = lm_eval_compat.instance_kwargs(kwargs)
         generation = deepcopy(self.config.generation_kwargs)
-        if self.stage == "answer":
+        if self.gsm8k_stage == "answer":
             requests = [("generate_until", (ctx, generation))]
         elif not self.candidates(doc):  # no number to distract from: a placeholder, to be logged
             requests = [("generate_until", (ctx, {**generation, "max_gen_toks": 1}))
-                        if self.stage == "chains" else ("loglikelihood", (ctx, " 0"))]
-        elif self.stage == "chains":
+                        if self.gsm8k_stage == "chains" else ("loglikelihood", (ctx, " 0"))]
+        elif self.gsm8k_stage == "chains":
             requests = [("generate_until", (prompt, deepcopy(generation)))
                         for prompt in self.hinted_prompts(doc)]
         else:
@@ -398,16 +371,16 @@ class OpenEndedTask(CaliDistTask):
     def document_record(self, doc: dict[str, Any], results: list[Any]) -> Record:
         target = doc[self.config.doc_to_target]
         where = bookkeeping(doc, len(results))
-        if self.stage == "answer":
+        if self.gsm8k_stage == "answer":
             answer = parse_number(results[0])
             record = Record(label=target, prediction=answer, parsed=answer is not None,
                             correct=int(same_number(answer, target)), chain=results[0],
                             generations=1, parse_failures=int(answer is None), **where)
         elif not self.candidates(doc):
             record = unreadable_record(target, where)
-            if self.stage == "chains":  # carried on to stage 3
+            if self.gsm8k_stage == "chains":  # carried on to stage 3
                 record.update(chain=doc[CHAIN_FIELD], candidates=[], chains=[], answers=[])
-        elif self.stage == "chains":
+        elif self.gsm8k_stage == "chains":
             record = self.chains_record(doc, results, target, where)
         else:
             record = self.scored_record(doc, results, target, where)
@@ -452,7 +425,7 @@ class OpenEndedTask(CaliDistTask):
 
     # ------------------------------------------------------------------ metrics
     def reported_metrics(self) -> list[str]:
-        if self.stage == "score":
+        if self.gsm8k_stage == "score":
             return [*super().reported_metrics(), "parse_fail_rate"]
         return ["acc", "parse_fail_rate", "requests_per_doc", "n_calibration", "n_evaluation"]
 
@@ -467,7 +440,7 @@ class OpenEndedTask(CaliDistTask):
             "n_calibration": float(len(items) - len(evaluation)),
             "n_evaluation": float(len(evaluation)),
         }
-        return {**super().summarize(items), **summary} if self.stage == "score" else summary
+        return {**super().summarize(items), **summary} if self.gsm8k_stage == "score" else summary
 
     def calibrator_context(self) -> dict[str, Any]:
         return {**super().calibrator_context(), "labels": "open-ended numbers"}

@@ -128,7 +128,7 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
         return {ANSWER_FIELD: record["prediction"] or "",
                 CONFIDENCE_FIELD: float(record["confidence"]), PARSED_FIELD: bool(record["parsed"])}
 
-    def check_original(self, doc: dict[str, Any], record: dict[str, Any], path: Any) -> None:
+    def check_original(self, doc: dict[str, Any], record: dict[str, Any], where: str) -> None:
         """Nothing to check: stage 1's reply is not logged in its record, only what was read."""
 
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:

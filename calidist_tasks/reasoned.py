@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 from lm_eval.api.instance import Instance
 
-from calidist_tasks import lm_eval_compat, two_stage, verbalized
+from calidist_tasks import lm_eval_compat, verbalized
 from calidist_tasks.aggregation import (
     parse_fail_rate,
     split_records,
@@ -51,7 +51,7 @@ from calidist_tasks.joining import Outcome, PromptPlan, join_document, outcome_a
 from calidist_tasks.methods import REASONED, STATED, metric_names
 from calidist_tasks.prompts import CHOICES, FEWSHOT, HINT
 from calidist_tasks.records import INDEX_FIELD, SOURCE_FIELD, VERBALIZED, Record, bookkeeping
-from calidist_tasks.run_files import read_jsonl, samples_file_of
+from calidist_tasks.staging import EarlierRun, Logged, described
 
 # Shared by both readings of a reply (the log-prob one under the logit tasks' names, the stated
 # one under those + ``methods.STATED``): the prediction, so acc and flip_rate, and the counts.
@@ -102,31 +102,21 @@ class LoggedReplies(NamedTuple):
     replies: list[str]
 
 
-def read_replies(path: str, task: str, reply_task: str,
-                 docs: Sequence[Mapping[str, Any]]) -> dict[int, LoggedReplies]:
-    """Document index -> its logged prompts and replies, from ``reply_task``'s samples under
-    ``path``; refused (ValueError naming the file and line) when a line is not such a sample or
-    its document is not this run's (``two_stage.matched_sample``)."""
-    file = samples_file_of(path, reply_task, "replies", "--log_samples --output_path")
-    by_index = {doc[INDEX_FIELD]: doc for doc in docs}
-    found = {}
-    for number, line in enumerate(read_jsonl(file), start=1):
-        where = f"{task}: replies {file} line {number}"
-        index, _ = two_stage.matched_sample(line, by_index, where)
-        arguments = line.get("arguments")
-        arguments = list(arguments.values()) if isinstance(arguments, Mapping) else arguments
-        try:
-            prompts = [list(a.values())[0] if isinstance(a, Mapping) else a[0] for a in arguments]
-            replies = [r[0] if isinstance(r, list) else r for r in line["resps"]]
-        except (KeyError, IndexError, TypeError):
-            raise ValueError(f"{where}: no prompts and replies (arguments, resps) logged") from None
-        if len(prompts) != len(replies) or not all(isinstance(r, str) for r in replies):
-            raise ValueError(f"{where}: expected one text reply per prompt, got "
-                             f"{len(replies)} replies to {len(prompts)} prompts")
-        found[index] = LoggedReplies(prompts, replies)
-    if not found:
-        raise ValueError(f"{task}: replies {file} holds no samples")
-    return found
+def logged_replies(run: EarlierRun, logged: Logged) -> LoggedReplies:
+    """The prompts and replies of one line of the reply task's samples; refused naming the file
+    and line when they are not there, or not one text reply per prompt."""
+    where = run.where(logged)
+    arguments = logged.sample.get("arguments")
+    arguments = list(arguments.values()) if isinstance(arguments, Mapping) else arguments
+    try:
+        prompts = [list(a.values())[0] if isinstance(a, Mapping) else a[0] for a in arguments]
+        replies = [r[0] if isinstance(r, list) else r for r in logged.sample["resps"]]
+    except (KeyError, IndexError, TypeError):
+        raise ValueError(f"{where}: no prompts and replies (arguments, resps) logged") from None
+    if len(prompts) != len(replies) or not all(isinstance(r, str) for r in replies):
+        raise ValueError(f"{where}: expected one text reply per prompt, got "
+                         f"{len(replies)} replies to {len(prompts)} prompts")
+    return LoggedReplies(prompts, replies)
 
 
 # ---------------------------------------------------------------------- the task
@@ -142,7 +132,7 @@ class ReasonedTask(GenerationTask):
         if not self.reply_task:  # yaml_tasks/_generate_configs.py writes it (Variant.reply)
             raise ValueError(f"{name}: a reasoned task needs reply_task, the task whose replies "
                              "it reads")
-        self._replies: dict[int, LoggedReplies] = {}
+        self._replies: EarlierRun | None = None  # the reply task's run, read by build_all_requests
         self._readings: dict[int, list[Reading]] = {}
         super().__init__(config={**config, "confidence": VERBALIZED}, **kwargs)
 
@@ -175,22 +165,23 @@ class ReasonedTask(GenerationTask):
                 "with --log_samples --output_path REPLIES first, then this one (or its group) "
                 "with --metadata '{\"replies\": \"REPLIES\"}'; calidist eval and "
                 "calidist_tasks.evaluate run both by themselves (README, \"The paper's protocol\")")
-        self._replies = read_replies(self.settings.replies, self.config.task, self.reply_task,
-                                     list(self.eval_docs))
+        self._replies = EarlierRun.read(
+            self.settings.replies, task=self.config.task, key="replies",
+            earlier_task=self.reply_task, how="--log_samples --output_path",
+            docs=list(self.eval_docs), model=self.settings.model)
         super().build_all_requests(**kwargs)
 
     def logged(self, doc: dict[str, Any]) -> LoggedReplies:
         """The document's logged prompts and replies, one per prompt of ``prompt_plans``."""
-        where = f"{self.config.task} document {doc[INDEX_FIELD]} ({doc[SOURCE_FIELD]})"
-        found = self._replies.get(doc[INDEX_FIELD])
-        if found is None:
-            raise ValueError(f"{where}: no reply in the run of {self.reply_task} (--metadata "
-                             "replies); run it on the same documents (the same --limit, or none)")
+        if self._replies is None:
+            raise RuntimeError(f"{self.config.task}: the replies are read by build_all_requests")
+        found = logged_replies(self._replies, self._replies.get(doc))
         expected = len(self.prompt_plans(doc))
         if len(found.replies) != expected:
             raise ValueError(
-                f"{where}: {len(found.replies)} replies logged, {expected} prompts here; run "
-                f"{self.reply_task} in one stage (not --two-stage) with the same m")
+                f"{self.config.task}: {described(doc)}: {len(found.replies)} replies logged, "
+                f"{expected} prompts here (replies {self._replies.file}); run {self.reply_task} "
+                "in one stage (not --two-stage) with the same m")
         return found
 
     # ------------------------------------------------------------------ requests
@@ -223,12 +214,7 @@ class ReasonedTask(GenerationTask):
         prompts = [ctx if plan.hint_label is None
                    else self.variant_prompt(self.distracted_doc(doc, plan)) for plan in plans]
         for j, (ours, theirs) in enumerate(zip(prompts, logged.prompts, strict=True)):
-            if isinstance(ours, str) and ours != theirs:
-                raise ValueError(
-                    f"{self.config.task} document {doc[INDEX_FIELD]} ({doc[SOURCE_FIELD]}) prompt "
-                    f"{j}: not the prompt {self.reply_task}'s reply answered; run both with the "
-                    "same --num_fewshot, --apply_chat_template, --system_instruction and "
-                    "--metadata (seed, m, verbalized_prompt)")
+            self._replies.check_prompt(doc, ours, theirs, f"prompt {j}")
         n_choices = len(self.doc_to_choice(doc))
         requests = []
         if self.letter_logprobs_source() == SCORING:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.settings import STAGES
+from calidist_tasks.settings import SPLIT_STAGES
 from calidist_tasks.two_stage import (
     FLAG_OUTPUT,
     FLAG_SAMPLES,
@@ -36,7 +36,7 @@ from calidist_tasks.two_stage import (
 from calidist_tasks.yaml_configs import task_configs
 
 REPLIES_FOLDER = "replies"  # inside --output_path: the reply tasks' run
-ONE_STAGE = {"stage": STAGES[0]}  # the reply run sends every prompt (a reasoned task reads all)
+ONE_STAGE = {"stage": SPLIT_STAGES[0]}  # the reply run sends every prompt (a _cot task reads all)
 # lm-eval's result keys holding one entry per task (merged by ``evaluate_with_replies``)
 PER_TASK_KEYS = ("results", "samples", "configs", "versions", "n-shot", "higher_is_better",
                  "n-samples")

@@ -19,10 +19,11 @@ SAMPLINGS = ("auto", "top_k", "temperature")  # consistency decoding (calidist_t
 # Verbalized prompt: "paper" is Appendix F's step-by-step wording, "short" asks for the option
 # and one confidence only (cheaper, and easier for small models).
 VERBALIZED_PROMPTS = ("paper", "short")
-# Two-stage runs (docs/method.md, "Two-stage runs"): "all" sends every prompt in one run;
+# --metadata stage: which part of a hinted task's prompts a run sends when they are split over
+# two runs (docs/method.md, "Two-stage runs"): "all" every prompt (one run, not split);
 # "original" only the original prompts; "hints" only the hints naming a label other than the
 # prediction logged by an "original" (or "all") run of the same task (``original_run``).
-STAGES = ("all", "original", "hints")
+SPLIT_STAGES = ("all", "original", "hints")
 # Other names for our keys (other tools', the paper's wording) that difflib does not find close,
 # or finds the wrong key for (calib_seed, load_calibrator): refused with ours suggested. None is a
 # constructor argument of an lm-eval model backend (those arrive in the metadata too) or another
@@ -104,7 +105,7 @@ class RunSettings:
                          "original (the original prompts only: stage 1 of a two-stage run), "
                          "hints (only the hints naming a label other than original_run's "
                          "prediction: stage 2); calidist eval --two-stage runs both",
-                         choices=STAGES)
+                         choices=SPLIT_STAGES)
     original_run: str | None = _option(None, "stage hints: the stage-1 run of the same task (its "
                                        "--output_path folder or samples_<task>_*.jsonl file)",
                                        shown="none")
@@ -185,8 +186,8 @@ class RunSettings:
         if self.verbalized_prompt not in VERBALIZED_PROMPTS:
             raise ValueError(f"--metadata verbalized_prompt must be one of {VERBALIZED_PROMPTS}, "
                              f"got {self.verbalized_prompt!r}")
-        if self.stage not in STAGES:
-            raise ValueError(f"--metadata stage must be one of {STAGES}, got {self.stage!r}")
+        if self.stage not in SPLIT_STAGES:
+            raise ValueError(f"--metadata stage must be one of {SPLIT_STAGES}, got {self.stage!r}")
         if self.delta_mode not in DELTA_MODES:
             raise ValueError(
                 f"--metadata delta_mode must be one of {DELTA_MODES}, got {self.delta_mode!r}"

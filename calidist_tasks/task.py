@@ -7,14 +7,18 @@ label, each scored over the option letters; ``process_results`` joins them (``jo
 aggregation fits on the calibration documents and scores the evaluation documents
 (``aggregation``). Benchmark specifics live in YAML and in an optional adapter module.
 
-The distractor style is a strategy object (``styles``), chosen once from the YAML's
-``distractor``; every prompt is rendered from its parts by ``prompts.render``; few-shot blocks come
+The class keeps lm-eval's hooks and hands each concern to a collaborator (docs/architecture.md):
+the distractor style (``styles``, chosen once from the YAML's ``distractor``), the answer mode
+(``answer_modes``: option letters or open numbers), the stage of a two-stage run
+(``two_stage.RunStage``, reading stage 1 through ``staging``) and the ``--limit`` policy
+(``limits``). Every prompt is rendered from its parts by ``prompts.render``; few-shot blocks come
 from ``fewshot`` given the pool, the style's misleading plan and ``solved_exemplar``; lm-eval's
 internals are reached through ``lm_eval_compat`` only.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -39,14 +43,15 @@ from calidist_tasks import (
     two_stage,
 )
 from calidist_tasks.aggregation import summarize_baselines, summarize_calidist, warnings_named
+from calidist_tasks.answer_modes import LETTER_LOGITS, AnswerMode
 from calidist_tasks.dataset import Source, build_documents
 from calidist_tasks.fits import calibrator_context, settings_with_saved_fit
 from calidist_tasks.joining import (
-    Outcome,
     PromptPlan,
     join_document,
     outcomes_from_loglikelihoods,
 )
+from calidist_tasks.limits import DocumentLimit
 from calidist_tasks.methods import LOGIT, higher_is_better, metric_names
 from calidist_tasks.prompts import (  # the fields a prompt reads; imported from here by others
     CHOICES,
@@ -85,6 +90,7 @@ class CaliDistTask(ConfigurableTask):
     """An lm-eval ConfigurableTask that asks each question again under misleading hints."""
 
     confidence: str = LOGIT  # the confidence source (``methods.Variant``); subclasses set theirs
+    answer_mode: AnswerMode = LETTER_LOGITS  # what an answer is (``answer_modes``)
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         lm_eval_compat.cache_compiled_templates()  # our prompts render templates many times
@@ -113,12 +119,11 @@ class CaliDistTask(ConfigurableTask):
         self._summary: tuple[list, dict[str, float]] | None = None  # records, metrics
         # Two-stage runs (calidist_tasks.two_stage): which prompts this run sends; tasks that
         # cannot split (no hints, GSM8K's own stages) run whole whatever --metadata stage says.
-        self.cost_stage: str = (self.settings.stage if self.style.hinted and self.splits_in_stages()
-                                else two_stage.ALL)
-        if self.cost_stage == two_stage.HINTS and not self.settings.original_run:
+        split = self.style.hinted and self.splits_in_stages()
+        self.run_stage = two_stage.RunStage(name, self.settings.stage if split else two_stage.ALL)
+        if self.run_stage.stage == two_stage.HINTS and not self.settings.original_run:
             raise ValueError(f"{name}: --metadata stage hints needs original_run, the stage-1 "
                              "run of this task (its --output_path folder or samples file)")
-        self._stage1: two_stage.Stage1Lookup | None = None
         # logged in the results file's config: what ``methods.task_variant`` reads back
         config["metadata"] = {**(config.get("metadata") or {}), "benchmark": self.benchmark,
                               "distractor": self.distractor,
@@ -149,20 +154,13 @@ class CaliDistTask(ConfigurableTask):
         """Calibration documents first, then evaluation documents (``dataset.build_documents``).
         Stage hints also reads (and checks) stage 1's answers to them now, before model time."""
         docs = build_documents(self.source(), self.settings)
-        if self.cost_stage == two_stage.HINTS:
-            task = self.config.task
-            answers = two_stage.read_stage1(
-                self.settings.original_run, task, docs, logits=self.logit_outcomes(),
-                model=self.settings.model, n_choices=self.option_count)
-            self._stage1 = two_stage.Stage1Lookup(
-                answers, str(two_stage.stage1_file(self.settings.original_run, task)), task)
+        if self.run_stage.stage == two_stage.HINTS:
+            # from the YAML's doc_to_choice: lm-eval's self.doc_to_choice needs the built task
+            option_count = functools.partial(self.answer_mode.option_count,
+                                             self.config.doc_to_choice)
+            self.run_stage.read_stage1(self.settings.original_run, docs, self.answer_mode.logits,
+                                       self.settings.model, option_count)
         return docs
-
-    def option_count(self, doc: dict[str, Any]) -> int:
-        """The document's number of options (the YAML's fixed list, or the field naming them);
-        usable before lm-eval has finished building the task."""
-        choices = self.config.doc_to_choice
-        return len(choices) if isinstance(choices, list) else len(doc[choices])
 
     # ------------------------------------------------------------------ two-stage runs
     def splits_in_stages(self) -> bool:
@@ -170,46 +168,17 @@ class CaliDistTask(ConfigurableTask):
         stage``): the log-likelihood CaliDist task; subclasses say for themselves."""
         return True
 
-    def logit_outcomes(self) -> bool:
-        """Whether the original answer is read from letter log-probabilities (stage 1's record
-        must hold them)."""
-        return True
-
     def sends_hints(self) -> bool:
         """Whether this run sends hinted prompts (a hinted task, not stage 1 of two)."""
-        return self.style.hinted and self.cost_stage != two_stage.ORIGINAL
+        return self.style.hinted and self.run_stage.stage != two_stage.ORIGINAL
 
     def stage1_answer(self, doc: dict[str, Any]) -> two_stage.Stage1 | None:
         """Stage hints: the document's answer from stage 1 (None in other stages)."""
-        return self._stage1.get(doc) if self._stage1 is not None else None
+        return self.run_stage.first(doc)
 
     def sent_plans(self, doc: dict[str, Any]) -> list[PromptPlan]:
-        """The plans of the prompts this run sends for ``doc``: every prompt (stage all), the
-        original (stage original), or the hints naming a label other than stage 1's prediction
-        (stage hints; ``two_stage.hints_sent``)."""
-        plans = self.prompt_plans(doc)
-        if self.cost_stage == two_stage.ALL:
-            return plans
-        first = self.stage1_answer(doc)
-        hinted = two_stage.hints_sent(plans, self.cost_stage, first and first.outcome.prediction)
-        return hinted if self.cost_stage == two_stage.HINTS else plans[:1]
-
-    def joined_outcomes(self, doc: dict[str, Any], outcomes: list[Outcome]
-                        ) -> tuple[list[PromptPlan], list[Outcome]]:
-        """The plans and outcomes ``join_document`` takes, the original first: those of the
-        prompts sent, with stage 1's original answer in front in stage hints."""
-        plans = self.sent_plans(doc)
-        first = self.stage1_answer(doc)
-        if first is None:
-            return plans, outcomes
-        return [PromptPlan(), *plans], [first.outcome, *outcomes]
-
-    def check_stage1_prompt(self, doc: dict[str, Any], ctx: Any) -> None:
-        """Stage hints: refuse stage 1's answer to another original prompt."""
-        first = self.stage1_answer(doc)
-        if first is not None:
-            two_stage.check_original_prompt(first, ctx, self.config.task, doc,
-                                            self._stage1.file)
+        """The plans of the prompts this run sends for ``doc`` (``two_stage.RunStage.sent``)."""
+        return self.run_stage.sent(doc, self.prompt_plans(doc))
 
     def source(self) -> Source:
         """Where the benchmark's rows come from and how they become documents (from the YAML)."""
@@ -217,7 +186,7 @@ class CaliDistTask(ConfigurableTask):
         template = self.config.doc_to_text
         fields = sorted(jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(template)))
         choices_field = fixed_choices if isinstance(fixed_choices, str) else None
-        return Source(
+        return self.answer_mode.source(Source(
             benchmark=self.benchmark,
             hub_path=self.config.dataset_path,
             hub_name=self.config.dataset_name,
@@ -230,7 +199,7 @@ class CaliDistTask(ConfigurableTask):
             choices_field=choices_field,
             read_file=getattr(self.adapter, "read_file", None),
             process_row=getattr(self.adapter, "process_row", None),
-        )
+        ))
 
     # ------------------------------------------------------------------ prompts
     def prompt_parts(self, doc: dict[str, Any], doc_to_text: Any = None) -> PromptParts:
@@ -321,11 +290,11 @@ class CaliDistTask(ConfigurableTask):
                     f"first {sum(s != EVALUATION for s in self.eval_docs[SPLIT_FIELD])} "
                     "documents calibrate); name evaluation documents too"
                 )
-        elif self.limited_sizes(limit) is not None:  # documents of both splits (doc_iterator)
+        elif self.document_limit().sizes(limit) is not None:  # both splits (doc_iterator)
             if kwargs.get("cache_requests"):  # lm-eval's request cache keeps the first N
                 kwargs = lm_eval_compat.without_request_cache(kwargs)
             if not kwargs.get("rank"):
-                log.warning("%s", self.limit_message(limit))
+                log.warning("%s", self.document_limit().message(limit))
         if self.config.num_fewshot:  # its short-of-a-label warning names the task
             fewshot.name_pool(self.fewshot_pool(), self.config.task)
         super().build_all_requests(limit=limit, **kwargs)
@@ -335,13 +304,11 @@ class CaliDistTask(ConfigurableTask):
     def construct_requests(self, doc: dict[str, Any], ctx: str, **kwargs: Any) -> list[Instance]:
         kwargs = lm_eval_compat.instance_kwargs(kwargs)
         n_choices = len(self.doc_to_choice(doc))
-        self.check_stage1_prompt(doc, ctx)
+        self.run_stage.check_prompt(doc, ctx)
         prompts = [ctx if plan.hint_label is None
                    else self.variant_prompt(self.distracted_doc(doc, plan))
                    for plan in self.sent_plans(doc)]
-        if self.cost_stage != two_stage.ALL:
-            two_stage.count_prompts(self.config.task, self.cost_stage, len(prompts),
-                                    len(self.prompt_plans(doc)))
+        self.run_stage.count(len(prompts), len(self.prompt_plans(doc)))
         return [
             Instance(
                 request_type="loglikelihood",
@@ -390,7 +357,7 @@ class CaliDistTask(ConfigurableTask):
             raise ValueError(f"{where}: expected {n_sent * n_choices} answers, got "
                              f"{len(results)}")
         outcomes = outcomes_from_loglikelihoods([ll for ll, _ in results], n_choices, where)
-        plans, outcomes = self.joined_outcomes(doc, outcomes)
+        plans, outcomes = self.run_stage.joined(doc, self.sent_plans(doc), outcomes)
         record = join_document(plans, outcomes, doc[self.config.doc_to_target],
                                self.settings.delta_mode)
         first = self.stage1_answer(doc)
@@ -466,48 +433,23 @@ class CaliDistTask(ConfigurableTask):
         nothing (the sampling baselines) sends the evaluation documents only."""
         return True
 
-    def split_indices(self) -> tuple[list[int], list[int]]:
-        """(calibration, evaluation) document indices this task sends, each in document order."""
-        splits = self.eval_docs[SPLIT_FIELD]
-        evaluation = [i for i, split in enumerate(splits) if split == EVALUATION]
-        if not self.sends_calibration_documents():
-            return [], evaluation
-        return [i for i, split in enumerate(splits) if split != EVALUATION], evaluation
-
-    def limited_sizes(self, limit: int | None) -> tuple[int, int] | None:
-        """(calibration, evaluation) documents a run with lm-eval's ``limit`` sends
-        (``limit_sizes``); None when the limit takes every document."""
-        calibration, evaluation = self.split_indices()
-        try:
-            return limit_sizes(limit, len(calibration), len(evaluation))
-        except ValueError as error:
-            raise ValueError(f"{self.config.task}: {error}") from None
-
-    def limit_message(self, limit: int) -> str:
-        """The one warning of a --limit run: how many documents of each split it takes."""
-        calibration, evaluation = self.split_indices()
-        n_cal, n_eval = self.limited_sizes(limit) or (len(calibration), len(evaluation))
-        taken = (f"{n_cal} calibration + {n_eval} evaluation documents of {len(calibration)} + "
-                 f"{len(evaluation)}" if calibration else
-                 f"{n_eval} evaluation documents of {len(evaluation)} (this task sends no "
-                 "calibration documents)")
-        return (f"{self.config.task}: --limit {limit}: {taken}; metrics from so few documents "
-                "are a smoke test, not a measurement")
+    def document_limit(self) -> DocumentLimit:
+        """Which documents a run with lm-eval's ``--limit`` sends (``limits``)."""
+        return DocumentLimit(self.config.task, self.eval_docs[SPLIT_FIELD],
+                             self.sends_calibration_documents())
 
     def doc_iterator(self, *, rank: int = 0, limit: int | None = None, world_size: int = 1,
                      samples: list[int] | None = None) -> Any:
         """(index, document) pairs this rank sends and scores. lm-eval's ``limit`` takes the first
         N documents, which are all calibration documents here; this takes both splits in their
-        proportion (``limit_sizes``). ``samples`` (lm-eval's --samples) are lm-eval's own."""
+        proportion (``limits``). ``samples`` (lm-eval's --samples) are lm-eval's own."""
         if samples:
             docs = super().doc_iterator(rank=rank, limit=limit, world_size=world_size,
                                         samples=samples)
             if self.sends_calibration_documents():
                 return docs
             return ((i, d) for i, d in docs if d[SPLIT_FIELD] == EVALUATION)
-        calibration, evaluation = self.split_indices()
-        n_cal, n_eval = self.limited_sizes(limit) or (len(calibration), len(evaluation))
-        chosen = set(calibration[:n_cal] + evaluation[:n_eval])
+        chosen = self.document_limit().chosen(limit)
         pairs = ((i, doc) for i, doc in enumerate(self.eval_docs) if i in chosen)
         return lm_eval_compat.rank_share(pairs, rank, world_size)
 
@@ -521,27 +463,6 @@ class CaliDistTask(ConfigurableTask):
                     "doc_to_choice": self.config.doc_to_choice},
             model=self.settings.model, instances=self.instances,
         )
-
-
-def limit_sizes(limit: int | None, calibration: int, evaluation: int) -> tuple[int, int] | None:
-    """(calibration, evaluation) documents a run with lm-eval's ``--limit`` sends, None when it
-    takes every document. lm-eval passes N (a fraction f of the documents as ceil(f * all)); a
-    task with ``calibration`` + ``evaluation`` documents then sends N of them: round(N * share of
-    calibration) calibration documents (halves up), at least 2 (1 when N = 2), always leaving at
-    least 1 evaluation document, the rest evaluation documents; the first ones of each split. A
-    task that sends no calibration documents takes the first N evaluation documents."""
-    total = calibration + evaluation
-    limit = int(limit) if limit else None  # lm-eval: 0 or None is no limit
-    if limit is None or limit >= total:
-        return None
-    if not calibration:
-        return 0, limit
-    if limit < 2:
-        raise ValueError(f"--limit {limit} cannot take a calibration and an evaluation document; "
-                         "use --limit 2 or more")
-    share = int(limit * calibration / total + 0.5)  # round half up (positive numbers)
-    n_cal = min(max(share, min(2, limit - 1)), calibration, limit - 1)
-    return n_cal, limit - n_cal
 
 
 def refuse_failed_documents(records: list[dict[str, Any]]) -> None:

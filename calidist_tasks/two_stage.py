@@ -2,13 +2,13 @@
 
 lm-eval builds every request before the model answers, so a single-stage hinted task sends hints
 for all c labels and ``joining`` drops the ones naming the prediction ŷ. Sending only the paper's
-prompts needs ŷ first, so the run is split (``--metadata stage``, ``settings.STAGES``):
+prompts needs ŷ first, so the run is split (``--metadata stage``, ``settings.SPLIT_STAGES``):
 
 1. ``stage: original``: a hinted task sends its original prompts only; its record is the
    original answer (prediction, confidence, letter log-probabilities), logged with
    ``--log_samples``;
 2. ``stage: hints`` with ``original_run`` (stage 1's output folder or samples file): the task reads
-   each document's stage-1 outcome (``read_stage1``: same task, same documents, checked before any
+   each document's stage-1 outcome (``Stage1Answers``: same task, same documents, checked before any
    model time) and sends only the hints naming a label other than ŷ (``hints_sent``); the record
    joins stage 1's original outcome with them (``joining.join_document``), so records and metrics
    have the single-stage form (its ``hints`` lack the hints naming ŷ, which never count).
@@ -29,23 +29,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from calidist_tasks.joining import Outcome, PromptPlan, outcome_from_loglikelihoods
-from calidist_tasks.records import (
-    INDEX_FIELD,
-    LOGPROB,
-    SOURCE_FIELD,
-    STAGE1_FOLDER,
-    is_failed,
-    is_record,
-)
-from calidist_tasks.run_files import SAMPLES_NAME, model_name, read_jsonl, samples_file_of
-from calidist_tasks.settings import STAGES
-from calidist_tasks.styles import content_key
+from calidist_tasks.records import INDEX_FIELD, LOGPROB, STAGE1_FOLDER
+from calidist_tasks.settings import SPLIT_STAGES
+from calidist_tasks.staging import EarlierRun, Logged, described
 from calidist_tasks.yaml_configs import task_configs
 
-ALL, ORIGINAL, HINTS = STAGES
+ALL, ORIGINAL, HINTS = SPLIT_STAGES
 LOGIT_CLASS = "calidist_tasks.task.CaliDistTask"
 GENERATION_CLASS = "calidist_tasks.generation.GenerationTask"
-UNKNOWN_MODEL = "unknown model"  # what run_files.model_name says when none is recorded
 
 
 class Stage1(NamedTuple):
@@ -70,80 +61,68 @@ def hints_sent(plans: Sequence[PromptPlan], stage: str,
 
 
 # ---------------------------------------------------------------------- reading stage 1
-def stage1_file(path: str | Path, task: str) -> Path:
-    """Stage 1's samples file of ``task`` (``run_files.samples_file_of``)."""
-    return samples_file_of(path, task, "original_run",
-                           "--metadata '{\"stage\": \"original\"}' --log_samples --output_path")
+class Stage1Answers:
+    """Stage 1's answers of one task (stage ``hints``), read once from its run
+    (``staging.EarlierRun``, key ``original_run``)."""
+
+    def __init__(self, run: EarlierRun, answers: dict[int, Stage1]) -> None:
+        self.run, self.answers = run, answers
+
+    @classmethod
+    def read(cls, path: str | Path, task: str, docs: Sequence[Mapping[str, Any]], logits: bool,
+             model: str | None = None,
+             n_choices: Callable[[Mapping[str, Any]], int] | None = None) -> Stage1Answers:
+        """Every document's stage-1 answer from ``task``'s samples under ``path``, checked before
+        any model time: refused (ValueError naming the file, the line and the document) where
+        ``EarlierRun.read`` refuses the run, a record has no usable answer or lacks what stage 2
+        needs (letter log-probabilities when ``logits``), or its answer is impossible
+        (``check_stage1_answer``, with the document's option count from ``n_choices``).
+        Documents stage 1 did not log (``--limit``) are refused when stage 2 builds their
+        requests (``get``)."""
+        run = EarlierRun.read(path, task=task, key="original_run", earlier_task=task,
+                              how="--metadata '{\"stage\": \"original\"}' --log_samples "
+                              "--output_path", docs=docs, model=model)
+        by_index = {doc[INDEX_FIELD]: doc for doc in docs}
+        answers = {index: stage1_answer(run, logged, logits,
+                                        n_choices(by_index[index]) if n_choices else None)
+                   for index, logged in run.logged.items()}
+        return cls(run, answers)
+
+    def get(self, doc: Mapping[str, Any]) -> Stage1:
+        """``doc``'s stage-1 answer; refused naming the document when stage 1 did not log it."""
+        self.run.get(doc)  # refuses a document stage 1 did not log, naming it and the file
+        return self.answers[doc[INDEX_FIELD]]
+
+    def check_prompt(self, doc: Mapping[str, Any], prompt: Any) -> None:
+        """Refuse stage 1's answer when its original prompt was not this run's (another
+        --num_fewshot, chat template, system instruction or seed)."""
+        from lm_eval.utils import hash_string
+
+        ours = hash_string(prompt) if isinstance(prompt, str) else prompt
+        self.run.check_prompt(doc, ours, self.get(doc).prompt_hash, "its original prompt")
 
 
-def read_stage1(path: str | Path, task: str, docs: Sequence[Mapping[str, Any]],
-                logits: bool, model: str | None = None,
-                n_choices: Callable[[Mapping[str, Any]], int] | None = None
-                ) -> dict[int, Stage1]:
-    """Document index -> its stage-1 answer, from ``task``'s samples under ``path``.
-
-    Refused (ValueError naming the file, the task and the document) when stage 1 ran another
-    ``model`` (``check_stage1_model``), a logged document is not this run's document of the same
-    index (another data, calib_size, eval_size or split_seed) or is logged twice, a record lacks
-    what stage 2 needs, or its answer is impossible (``check_stage1_answer``, with the
-    document's option count from ``n_choices``). Documents stage 1 did not log (``--limit``)
-    are refused when stage 2 builds their requests (``Stage1Lookup.get``)."""
-
-    file = stage1_file(path, task)
-    check_stage1_model(file, task, model)
-    by_index = {doc[INDEX_FIELD]: doc for doc in docs}
-    found: dict[int, Stage1] = {}
-    lines: dict[int, int] = {}  # index -> the line that logged it
-    for number, line in enumerate(read_jsonl(file), start=1):
-        where = f"{task}: original_run {file} line {number}"
-        index, record = matched_sample(line, by_index, where)
-        doc = by_index[index]
-        if index in lines:
-            raise ValueError(f"{where}: document {index} ({doc.get(SOURCE_FIELD)}) is logged "
-                             f"twice (first at line {lines[index]}); run stage 1 again")
-        lines[index] = number
-        if is_failed(record):
-            raise ValueError(f"{where}: document {index} has no usable stage-1 answer "
-                             f"({record['error']}); run stage 1 again")
-        try:
-            letters = record.get("letter_logprobs")
-            if logits and not letters:
-                raise KeyError("letter_logprobs")
-            outcome = Outcome(record["prediction"], float(record["confidence"]),
-                              tuple(letters) if letters else None, bool(record["parsed"]))
-            scored = record.get(LOGPROB)
-            logprob = None if scored is None else Outcome(
-                scored["prediction"], float(scored["confidence"]),
-                tuple(scored.get("letter_logprobs") or ()) or None, bool(scored["parsed"]))
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"{where}: the record of document {index} lacks {error} (not a "
-                             f"{task} run)") from None
-        check_stage1_answer(outcome, n_choices(doc) if n_choices else None,
-                            f"{where}: document {index} ({doc.get(SOURCE_FIELD)})")
-        # what the original prompt cost, also when stage 1 was a single-stage run
-        found[index] = Stage1(outcome, len(letters) if letters else 1, line.get("prompt_hash"),
-                              logprob)
-    if not found:
-        raise ValueError(f"{task}: original_run {file} holds no samples")
-    return found
-
-
-def check_stage1_model(file: Path, task: str, model: str | None) -> None:
-    """Refuse stage-1 samples that the results file lm-eval wrote beside them (same stamp)
-    says another model answered; nothing to compare when either model is unknown."""
-    match = SAMPLES_NAME.match(file.name)
-    results = file.parent / f"results_{match['stamp']}.json" if match else None
-    if not model or results is None or not results.is_file():
-        return
+def stage1_answer(run: EarlierRun, logged: Logged, logits: bool,
+                  n_choices: int | None) -> Stage1:
+    """One line's stage-1 answer (``Stage1Answers.read``)."""
+    record = run.record(logged)
+    where = f"{run.where(logged)}: {described(logged.sample['doc'])}"
     try:
-        config = json.loads(results.read_text(encoding="utf-8"))["config"]
-        theirs = model_name({"config": {"model_args": config["model_args"]}})  # not the backend
-    except (OSError, ValueError, AttributeError, KeyError, TypeError):
-        return
-    if theirs != UNKNOWN_MODEL and theirs != model:
-        raise ValueError(f"{task}: original_run {file} was answered by model {theirs!r} "
-                         f"({results.name}), not this run's {model!r}; run stage 1 with this "
-                         "model")
+        letters = record.get("letter_logprobs")
+        if logits and not letters:
+            raise KeyError("letter_logprobs")
+        outcome = Outcome(record["prediction"], float(record["confidence"]),
+                          tuple(letters) if letters else None, bool(record["parsed"]))
+        scored = record.get(LOGPROB)
+        logprob = None if scored is None else Outcome(
+            scored["prediction"], float(scored["confidence"]),
+            tuple(scored.get("letter_logprobs") or ()) or None, bool(scored["parsed"]))
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{where}: its record lacks {error} (not a {run.task} run)") from None
+    check_stage1_answer(outcome, n_choices, where)
+    # what the original prompt cost, also when stage 1 was a single-stage run
+    return Stage1(outcome, len(letters) if letters else 1, logged.sample.get("prompt_hash"),
+                  logprob)
 
 
 def check_stage1_answer(outcome: Outcome, n_choices: int | None, where: str) -> None:
@@ -172,57 +151,56 @@ def check_stage1_answer(outcome: Outcome, n_choices: int | None, where: str) -> 
                          f"{outcome.confidence!r} contradicts its own letter log-probabilities "
                          f"{list(letters)} (prediction {own.prediction}, confidence "
                          f"{own.confidence:.6g})")
-def matched_sample(line: Any, by_index: Mapping[int, Mapping[str, Any]],
-                   where: str) -> tuple[int, dict[str, Any]]:
-    """(document index, record) of one line of an earlier run's samples file. Refused
-    (ValueError naming ``where``) when it is not a sample of a calidist task run with
-    --log_samples, or its document is not this run's document of the same index (another data,
-    calib_size, eval_size or split_seed)."""
-    logged = line.get("doc") if isinstance(line, dict) else None
-    record = next((v for v in line.values() if is_record(v)), None) if logged else None
-    if not isinstance(logged, dict) or record is None or INDEX_FIELD not in logged:
-        raise ValueError(f"{where}: not a sample of a calidist task run with --log_samples")
-    index = logged[INDEX_FIELD]
-    doc = by_index.get(index)
-    if doc is None or content_key(doc) != content_key(logged) or (
-            doc.get(SOURCE_FIELD) != logged.get(SOURCE_FIELD)):
-        ours = "no such document" if doc is None else f"{doc.get(SOURCE_FIELD)}"
-        raise ValueError(
-            f"{where}: document {index} ({logged.get(SOURCE_FIELD)}) is not this run's "
-            f"document {index} ({ours}); run both stages on the same data, calib_size, "
-            "eval_size and split_seed")
-    return index, record
 
 
-class Stage1Lookup:
-    """Stage 1's answers of one task, read once; ``get`` names what is missing."""
+# ---------------------------------------------------------------------- the task's split
+class RunStage:
+    """Which of a hinted task's prompts this run sends (``--metadata stage``: ``ALL``,
+    ``ORIGINAL`` or ``HINTS``), and in stage hints stage 1's answers: what ``CaliDistTask`` asks
+    of a two-stage run."""
 
-    def __init__(self, answers: dict[int, Stage1], file: str, task: str) -> None:
-        self.answers, self.file, self.task = answers, file, task
+    def __init__(self, task: str, stage: str) -> None:
+        self.task, self.stage = task, stage
+        self.stage1: Stage1Answers | None = None  # stage hints: read by ``read_stage1``
 
-    def get(self, doc: Mapping[str, Any]) -> Stage1:
-        found = self.answers.get(doc[INDEX_FIELD])
-        if found is None:
-            raise ValueError(
-                f"{self.task}: document {doc[INDEX_FIELD]} ({doc.get(SOURCE_FIELD)}) has no answer "
-                f"in original_run {self.file}; stage 1 must log every document stage 2 runs "
-                "(the same --limit, or none)")
-        return found
+    def read_stage1(self, path: str | Path, docs: Sequence[Mapping[str, Any]], logits: bool,
+                    model: str | None,
+                    n_choices: Callable[[Mapping[str, Any]], int] | None) -> None:
+        """Stage hints: read (and check) stage 1's answers now, before model time."""
+        self.stage1 = Stage1Answers.read(path, self.task, docs, logits, model, n_choices)
 
+    def first(self, doc: Mapping[str, Any]) -> Stage1 | None:
+        """Stage hints: the document's answer from stage 1 (None in other stages)."""
+        return self.stage1.get(doc) if self.stage1 is not None else None
 
-def check_original_prompt(stage1: Stage1, prompt: Any, task: str, doc: Mapping[str, Any],
-                          file: str) -> None:
-    """Refuse stage 1's answer when its original prompt was not this run's (another
-    --num_fewshot, chat template or system instruction)."""
-    if stage1.prompt_hash is None or not isinstance(prompt, str):
-        return
-    from lm_eval.utils import hash_string
+    def sent(self, doc: Mapping[str, Any], plans: list[PromptPlan]) -> list[PromptPlan]:
+        """The plans of the prompts this run sends of the document's ``plans``: every one (stage
+        all), the original (stage original), or the hints naming a label other than stage 1's
+        prediction (stage hints; ``hints_sent``)."""
+        if self.stage == ALL:
+            return plans
+        first = self.first(doc)
+        hinted = hints_sent(plans, self.stage, first and first.outcome.prediction)
+        return hinted if self.stage == HINTS else plans[:1]
 
-    if hash_string(prompt) != stage1.prompt_hash:
-        raise ValueError(
-            f"{task}: document {doc[INDEX_FIELD]} ({doc.get(SOURCE_FIELD)}): its original prompt "
-            f"in original_run {file} is not this run's; run both stages with the same "
-            "--num_fewshot, --apply_chat_template, --system_instruction and --metadata seed")
+    def joined(self, doc: Mapping[str, Any], sent: list[PromptPlan], outcomes: list[Outcome]
+               ) -> tuple[list[PromptPlan], list[Outcome]]:
+        """The plans and outcomes ``join_document`` takes, the original first: those of the
+        prompts ``sent``, with stage 1's original answer in front in stage hints."""
+        first = self.first(doc)
+        if first is None:
+            return sent, outcomes
+        return [PromptPlan(), *sent], [first.outcome, *outcomes]
+
+    def check_prompt(self, doc: Mapping[str, Any], prompt: Any) -> None:
+        """Stage hints: refuse stage 1's answer to another original prompt."""
+        if self.stage1 is not None:
+            self.stage1.check_prompt(doc, prompt)
+
+    def count(self, sent: int, single_stage: int) -> None:
+        """Count one document's prompts in a split run (``TALLIES``)."""
+        if self.stage != ALL:
+            count_prompts(self.task, self.stage, sent, single_stage)
 
 
 # ---------------------------------------------------------------------- which tasks

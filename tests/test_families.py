@@ -291,7 +291,7 @@ def test_gsm8k_prompt_snapshot(data_dir: Path, tmp_path: Path) -> None:
     metadata = {"data_dir": str(data_dir), "calib_size": 3, "eval_size": 4}
     stage1 = load_task("calidist_gsm8k", metadata)
     doc = stage1.eval_docs[3]
-    samples = [{"doc": {"question": d["question"]},
+    samples = [{"doc": dict(d),
                 "acc": {"prediction": d["target"], "chain": f" So {d['target']}.\nThe answer is "
                                                             f"{d['target']}."}}
                for d in stage1.eval_docs]
@@ -302,8 +302,7 @@ def test_gsm8k_prompt_snapshot(data_dir: Path, tmp_path: Path) -> None:
     for d in stage2.eval_docs:
         hinted = stage2.candidates(d)[1]
         chains = [f" The hint says {hinted}.\nThe answer is {hinted}."] * len(_prompts(stage2, d))
-        samples.append({"doc": {"question": d["question"]},
-                        "acc": stage2.process_results(d, chains)["acc"]})
+        samples.append({"doc": dict(d), "acc": stage2.process_results(d, chains)["acc"]})
     path = _write(tmp_path / "stage2.jsonl", samples)
     stage3 = load_task("calidist_gsm8k_assertion", {**metadata, "original_samples": str(path)})
     chains, scored = _prompts(stage2, stage2.eval_docs[3]), _prompts(stage3, stage3.eval_docs[3])

@@ -31,7 +31,6 @@ from calidist_tasks.open_ended import (
     chain_scoring,
     near_numbers,
     parse_number,
-    read_original_records,
     same_number,
 )
 from calidist_tasks.records import hints_of
@@ -308,47 +307,48 @@ def test_later_stages_need_the_earlier_ones(tmp_path: Path) -> None:
             load_task(task, metadata)
         with pytest.raises(FileNotFoundError, match=f"samples_{earlier}_"):
             load_task(task, {**metadata, "original_samples": str(tmp_path)})
-    partial = _jsonl(tmp_path / "partial.jsonl", [
-        {"doc": {"question": "What?"}, "acc": {"prediction": "1", "chain": "1"}}])
-    with pytest.raises(ValueError, match="7 document\\(s\\) have no answer in .*partial.jsonl "
-                                         r"\(first: test.jsonl:\d+"):
-        load_task("calidist_gsm8k_assertion_chains",
-                  {**metadata, "original_samples": str(partial)})
-    broken = _jsonl(tmp_path / "broken.jsonl", [{"doc": {"question": "What?"}}])
-    with pytest.raises(ValueError, match="broken.jsonl: sample 1: not a sample of the earlier "
-                                         "stage"):
-        read_original_records(broken)
-    failed = _jsonl(tmp_path / "failed.jsonl", [
-        {"doc": {"question": "What?"}, "acc": {"prediction": "1", "chain": "1"}},
-        {"doc": {"question": "Why?"}, "acc": {"index": 1, "split": "evaluation", "requests": 1,
-                                             "error": "calidist_gsm8k document 1: boom"}}])
-    with pytest.raises(ValueError, match=r"failed.jsonl: sample 2: the earlier stage has no "
-                                         r"usable answer .*\(calidist_gsm8k document 1: boom\)"):
-        read_original_records(failed)
-    with pytest.raises(ValueError, match=r"cut.jsonl:2: not valid JSON"):
-        read_original_records(_jsonl(tmp_path / "cut.jsonl", [{"doc": {}}], tail='{"doc'))
-
-    # stage 2's records read by a stage 3 of another m, or with a hand-edited answer
     stage1 = load_task("calidist_gsm8k", metadata)
     samples = [{"doc": dict(d), "acc": stage1.process_results(d, [f"The answer is {d['target']}"])
                 ["acc"]} for d in stage1.eval_docs]
+
+    def chains_reading(file: Path) -> None:
+        load_task("calidist_gsm8k_assertion_chains", {**metadata, "original_samples": str(file)})
+
+    with pytest.raises(ValueError, match="6 document\\(s\\) have no answer in .*partial.jsonl "
+                                         r"\(first: test.jsonl:\d+"):
+        chains_reading(_jsonl(tmp_path / "partial.jsonl", samples[:1]))
+    with pytest.raises(ValueError, match="broken.jsonl line 1: not a sample of calidist_gsm8k run "
+                                         "with --log_samples"):
+        chains_reading(_jsonl(tmp_path / "broken.jsonl", [{"doc": {"question": "What?"}}]))
+    failed = [*samples[:1], {**samples[1], "acc": {
+        "index": 1, "split": "evaluation", "requests": 1,
+        "error": "calidist_gsm8k document 1: boom"}}, *samples[2:]]
+    with pytest.raises(ValueError, match=r"failed.jsonl line 2: document 1 \(test.jsonl:\d+\) "
+                                         r"has no usable answer .*\(calidist_gsm8k document 1: "
+                                         r"boom\)"):
+        chains_reading(_jsonl(tmp_path / "failed.jsonl", failed))
+    with pytest.raises(ValueError, match=r"cut.jsonl:2: not valid JSON"):
+        chains_reading(_jsonl(tmp_path / "cut.jsonl", samples[:1], tail='{"doc'))
+
+    # stage 2's records read by a stage 3 of another m, or with a hand-edited answer
     first = _jsonl(tmp_path / "s1.jsonl", samples)
     stage2 = load_task("calidist_gsm8k_assertion_chains",
                        {**metadata, "m": 1, "original_samples": str(first)})
     # GSM8K's stages are its own: --metadata stage (two-stage runs) does not split them
-    assert not stage2.splits_in_stages() and stage2.cost_stage == "all"
+    assert not stage2.splits_in_stages() and stage2.run_stage.stage == "all"
     samples = [{"doc": dict(d), "acc": stage2.process_results(d, ["x"] * HINT_NUMBERS)["acc"]}
                for d in stage2.eval_docs]
     second = _jsonl(tmp_path / "s2.jsonl", samples)
-    with pytest.raises(ValueError, match=r"calidist_gsm8k_assertion document test.jsonl:\d+"
-                                         ".* 4 hinted chains, this run has 8 .* same m"):
+    with pytest.raises(ValueError, match=r"calidist_gsm8k_assertion: original_samples .*s2.jsonl "
+                                         r"line \d+: document \d+ \(test.jsonl:\d+\): 4 hinted "
+                                         "chains, this run has 8 .* same m"):
         load_task("calidist_gsm8k_assertion", {**metadata, "m": 2, "original_samples": str(second)})
     with pytest.raises(ValueError, match="hinted numbers .* same seed as stage 2"):
         load_task("calidist_gsm8k_assertion",
                   {**metadata, "m": 1, "seed": 7, "original_samples": str(second)})
     samples[0]["acc"]["prediction"] = "123456"
-    with pytest.raises(ValueError, match=r"document test.jsonl:\d+ .*: the answer '123456' is "
-                                         "not the number of its logged worked answer"):
+    with pytest.raises(ValueError, match=r"line 1: document 0 \(test.jsonl:\d+\): the answer "
+                                         "'123456' is not the number of its logged worked answer"):
         load_task("calidist_gsm8k_assertion",
                   {**metadata, "m": 1, "original_samples": str(_jsonl(second, samples))})
 

@@ -193,11 +193,13 @@ def test_stage2_verbalized_needs_its_own_first_stage(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="samples_calidist_gsm8k_verbalized_"):
         load_task("calidist_gsm8k_assertion_verbalized",
                   {**metadata, "original_samples": str(tmp_path)})
-    logit = tmp_path / "logit.jsonl"  # a calidist_gsm8k sample: no stated confidence
-    logit.write_text(json.dumps({"doc": {"question": "Q?"}, "acc": {"prediction": "1"}}) + "\n",
-                     encoding="utf-8")
-    with pytest.raises(ValueError, match="logit.jsonl: sample 1: not a sample of the earlier stage "
-                                         r"\(calidist_gsm8k_verbalized"):
+    logit = tmp_path / "logit.jsonl"  # calidist_gsm8k's samples: no stated confidence
+    stage1 = load_task("calidist_gsm8k", metadata)
+    logit.write_text("".join(json.dumps({"doc": dict(d), "acc": stage1.process_results(
+        d, ["The answer is 1"])["acc"]}) + "\n" for d in stage1.eval_docs), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"logit.jsonl line 1: the record of document 0 .* lacks "
+                                         r"'confidence' \(not a record of "
+                                         r"calidist_gsm8k_verbalized\)"):
         load_task("calidist_gsm8k_assertion_verbalized",
                   {**metadata, "original_samples": str(logit)})
 

@@ -114,3 +114,24 @@ def test_the_run_path_never_imports_the_report() -> None:
         assert not report, f"{start} imports {report[0]} (through {found[report[0]]})"
     # the check can fail: the report itself imports the report's modules
     assert "calidist_tasks.report.loading" in _reachable(graph, "calidist_tasks.report")
+
+
+def _parent_skipping_calls(source: str) -> list[str]:
+    """Methods called through a class name with ``self`` (``Base.method(self, ...)``): such a
+    call skips every class between (``super()`` does not)."""
+    return [f"{node.func.value.id}.{node.func.attr}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id[:1].isupper()
+            and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "self"]
+
+
+def test_the_finder_finds_a_call_that_skips_a_parent() -> None:
+    assert _parent_skipping_calls("ConfigurableTask.doc_to_text(self, doc)") == [
+        "ConfigurableTask.doc_to_text"]
+    assert not _parent_skipping_calls("super().doc_to_text(doc)\nobject.__setattr__(self, 'a', 1)")
+
+
+def test_no_method_call_skips_a_parent_class() -> None:
+    found = {name: calls for name, path in _modules().items()
+             if (calls := _parent_skipping_calls(path.read_text(encoding="utf-8")))}
+    assert not found

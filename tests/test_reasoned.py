@@ -176,7 +176,7 @@ def test_a_prompt_the_reply_did_not_answer_is_refused(tiny_model_dir, replies_ru
 def test_replies_of_a_two_stage_run_are_refused_naming_the_document(replies_run, tmp_path):
     from conftest import load_task
 
-    from calidist_tasks.reasoned import read_replies
+    from calidist_tasks.staging import EarlierRun
 
     file, logged, metadata = replies_run
     short = [{**line, "resps": line["resps"][:1], "arguments": dict(
@@ -184,8 +184,8 @@ def test_replies_of_a_two_stage_run_are_refused_naming_the_document(replies_run,
     copy = tmp_path / file.name
     copy.write_text("".join(json.dumps(line) + "\n" for line in short))
     task = load_task("calidist_ppdb_assertion_cot", {**metadata, "replies": str(copy)})
-    task._replies = read_replies(str(copy), task.config.task, task.reply_task,
-                                 list(task.eval_docs))
+    task._replies = EarlierRun.read(copy, task=task.config.task, key="replies",
+                                    earlier_task=task.reply_task, how="", docs=task.eval_docs)
     first = short[0]["doc"]["calidist_index"]
     with pytest.raises(ValueError, match=f"document {first} .*1 replies logged, 3 prompts"):
         task.logged(task.eval_docs[first])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from calidist_tasks import cli, lm_eval_compat
-from calidist_tasks.task import limit_sizes
+from calidist_tasks.limits import DocumentLimit, limit_sizes
 
 
 @pytest.mark.parametrize(("limit", "calibration", "evaluation", "sizes"), [
@@ -40,6 +40,21 @@ def test_a_limit_taking_everything_is_no_limit_and_one_document_is_refused():
     assert limit_sizes(60, 20, 40) is None and limit_sizes(500, 20, 40) is None
     with pytest.raises(ValueError, match="--limit 1 cannot take a calibration and an evaluation"):
         limit_sizes(1, 20, 40)
+
+
+def test_document_limit_takes_the_first_documents_of_each_split():
+    splits = ["calibration"] * 20 + ["evaluation"] * 40
+    limit = DocumentLimit("t", splits, sends_calibration=True)
+    assert limit.chosen(6) == {0, 1, 20, 21, 22, 23}  # (2, 4) of limit_sizes, split by split
+    assert limit.chosen(None) == set(range(60))
+    assert limit.message(6) == ("t: --limit 6: 2 calibration + 4 evaluation documents of 20 + "
+                                "40; metrics from so few documents are a smoke test, not a "
+                                "measurement")
+    with pytest.raises(ValueError, match="^t: --limit 1 cannot take"):
+        limit.sizes(1)
+    sampling = DocumentLimit("t", splits, sends_calibration=False)  # fits nothing
+    assert sampling.chosen(None) == set(range(20, 60)) and sampling.chosen(3) == {20, 21, 22}
+    assert "3 evaluation documents of 40 (this task sends no calibration" in sampling.message(3)
 
 
 def test_doc_iterator_is_still_lm_evals_interface():

@@ -173,14 +173,14 @@ def test_a_wrong_stage1_run_is_refused_before_model_time(runs, tmp_path):
     first["acc"] = {**{k: first["acc"][k] for k in ("index", "split", "requests")},
                     "error": "calidist_ppdb_assertion document 0: NaN"}
     other.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="document 0 has no usable stage-1 answer "
+    with pytest.raises(ValueError, match=r"line 1: document 0 \(.*\) has no usable answer .*"
                                          r"\(calidist_ppdb_assertion document 0: NaN\)"):
         load_task("calidist_ppdb_assertion", {**metadata, "original_run": str(other)})
     # a document stage 1 did not log: refused while requests are built (no model call)
     other.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
     task = load_task("calidist_ppdb_assertion", {**metadata, "original_run": str(other)})
     missing = next(d for d in task.eval_docs if d["calidist_index"] == N_DOCS - 1)
-    with pytest.raises(ValueError, match="has no answer in original_run"):
+    with pytest.raises(ValueError, match="has no sample in original_run"):
         task.construct_requests(missing, "prompt", metadata=("t", 0, 1))
 
 

@@ -140,9 +140,9 @@ def test_a_logged_answer_that_is_no_number_is_refused_naming_the_document(tmp_pa
                for i, doc in enumerate(stage1.eval_docs)]
     path = tmp_path / "stage1.jsonl"
     path.write_text("\n".join(samples) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"calidist_gsm8k_assertion_verbalized document "
-                                         r"test\.jsonl:\d+ \(stage1\.jsonl\): the logged answer "
-                                         r"'abc' is not a number"):
+    with pytest.raises(ValueError, match=r"calidist_gsm8k_assertion_verbalized: original_samples "
+                                         r".*stage1\.jsonl line 4: document 3 \(test\.jsonl:\d+\): "
+                                         r"the logged answer 'abc' is not a number"):
         load_task("calidist_gsm8k_assertion_verbalized",
                   {**metadata, "original_samples": str(path)})
 

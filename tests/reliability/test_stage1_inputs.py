@@ -59,7 +59,7 @@ def first_record(stage1) -> dict:
 
 def test_a_good_stage1_folder_is_accepted(stage1):
     task = load_task(TASK, {**stage1[1], "original_run": str(stage1[0])})
-    assert len(task._stage1.answers) == 4
+    assert len(task.run_stage.stage1.answers) == 4
 
 
 def test_a_prediction_that_contradicts_its_letter_logprobs_is_refused(stage1, tmp_path):
