@@ -20,9 +20,6 @@ import numpy as np
 
 from calidist_metrics import CalibrationWarning
 from calidist_tasks import consistency
-
-# task.py imports warnings_named from here (it is defined in calibration_warnings)
-from calidist_tasks.calibration_warnings import warnings_named  # noqa: F401
 from calidist_tasks.fits import (
     calidist_calibrator,
     calidist_inputs,

@@ -42,8 +42,9 @@ from calidist_tasks import (
     recovery,
     two_stage,
 )
-from calidist_tasks.aggregation import summarize_baselines, summarize_calidist, warnings_named
+from calidist_tasks.aggregation import summarize_baselines, summarize_calidist
 from calidist_tasks.answer_modes import LETTER_LOGITS, AnswerMode
+from calidist_tasks.calibration_warnings import warnings_named
 from calidist_tasks.dataset import Source, build_documents
 from calidist_tasks.fits import calibrator_context, settings_with_saved_fit
 from calidist_tasks.joining import (
