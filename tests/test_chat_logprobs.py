@@ -396,3 +396,21 @@ def test_a_saved_fit_applies_to_the_logprob_rows_as_to_the_aggregation(chat_run,
         own = chat_run["results"][TASK]["brier_logprob,none"]
         assert (reported["brier_logprob"] != pytest.approx(own, abs=1e-9)) == moved
 
+
+
+def test_a_logprob_row_shows_its_own_readings_unreadable_share_and_accuracy():
+    """The log-prob reading may find fewer answer letters than the verbalized one finds answers
+    (an answer named by its text): a log-prob row's ⚠ and results-file accuracy are its own."""
+    from calidist_tasks.methods import METHODS
+    from calidist_tasks.report.methods import Cell
+    from calidist_tasks.report.runs import TaskRun
+
+    metrics = {"acc": 0.7, "parse_fail_rate": 0.1, "acc_logprob": 0.4,
+               "parse_fail_rate_logprob": 0.9}
+    run = TaskRun("calidist_toy_verbalized", "m", "stamp", Path("r.json"), metrics, {})
+    found = {}
+    for label in ("Verbalized", "Vanilla (log-prob)"):
+        method = next(m for m in METHODS if m.label == label)
+        cell = Cell("m", "toy", method, run, {"ece": 0.1})
+        found[label] = (cell.accuracy, cell.parse_fail_rate, cell.unreadable)
+    assert found == {"Verbalized": (0.7, 0.1, False), "Vanilla (log-prob)": (0.4, 0.9, True)}
