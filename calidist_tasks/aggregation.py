@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,9 @@ from calidist_tasks.fits import (
     calidist_calibrator,
     calidist_inputs,
     column,
+    reading_settings,
     save_fit,
+    second_reading,
     split_records,
 )
 from calidist_tasks.methods import LOGIT, SCORES, Method, fitted_methods, metric_names
@@ -189,17 +190,31 @@ def summarize_logprobs(
     distracted: bool,
 ) -> dict[str, float]:
     """The log-prob readings of a verbalized task's replies (``answer_logprobs``) summarized as
-    a logit task's (CaliDist, or vanilla and the logit baselines), names suffixed ``_logprob``;
-    {} when the records hold none. A saved fit (``calibrator``) applies to both readings; only
-    the verbalized one is saved (``save_calibrator``)."""
-    scored = [r[LOGPROB] for r in records if LOGPROB in r]
+    a logit task's (``summarize_letters``), names suffixed ``_logprob``; {} when the records hold
+    none. A saved fit (``calibrator``) applies to both readings; only the verbalized one is saved
+    (``save_calibrator``): ``fits.reading_settings``, as the report's log-prob rows fit it."""
+    scored = second_reading(records, LOGPROB)
     if not scored:
         return {}
-    summarize = summarize_calidist if distracted else summarize_baselines
-    results = {**summarize(scored, replace(settings, save_calibrator=None), context),
-               "parse_fail_rate": parse_fail_rate(split_records(scored)[1])}
-    results = unless_unreadable(results, "replies had no readable answer letter")
+    results = summarize_letters(scored, reading_settings(settings, saved_fit=True), context,
+                                distracted, "replies had no readable answer letter")
     return {metric_name(name, LOGPROB): value for name, value in results.items()}
+
+
+def summarize_letters(
+    records: Sequence[Mapping[str, Any]],
+    settings: RunSettings,
+    context: Mapping[str, Any],
+    distracted: bool,
+    what: str = "replies were unreadable",
+) -> dict[str, float]:
+    """Replies read by their answer letter's log-probabilities, summarized as a logit task's
+    (CaliDist, or vanilla and the logit baselines) with the readings' ``parse_fail_rate``;
+    every score NaN when most were unreadable (``unless_unreadable``, ``what`` says how)."""
+    summarize = summarize_calidist if distracted else summarize_baselines
+    results = {**summarize(records, settings, context),
+               "parse_fail_rate": parse_fail_rate(split_records(records)[1])}
+    return unless_unreadable(results, what)
 
 
 def unless_unreadable(results: dict[str, float],

@@ -308,16 +308,36 @@ def vector_scaled(calibration: Sequence[Mapping[str, Any]],
     return Fitted(probs.max(axis=1), correct, vector)
 
 
-def of_reading(key: str, fit: Fit) -> Fit:
-    """``fit`` on each record's second reading ``record[key]`` (a reasoned task's stated
-    confidence: ``reasoned``), fitted on that reading's own calibration records (a saved
-    ``calibrator`` is the first reading's)."""
+def reading_settings(settings: RunSettings, saved_fit: bool = False) -> RunSettings:
+    """The run's settings for a second reading of its records: ``save_calibrator`` writes the
+    first reading's fit only; a saved ``calibrator`` applies to the second one only with
+    ``saved_fit`` (a chat API's log-prob reading of a verbalized task, docs/backends.md), else
+    it is fitted on its own calibration records (a reasoned task's stated confidence)."""
+    kept = {} if saved_fit else {"calibrator": None}
+    return dataclasses.replace(settings, save_calibrator=None, **kept)
+
+
+def second_reading(records: Sequence[Mapping[str, Any]], key: str) -> list[Mapping[str, Any]]:
+    """The second reading ``record[key]`` of each record that holds one, in their order."""
+    return [r[key] for r in records if key in r]
+
+
+def of_reading(key: str, fit: Fit, saved_fit: bool = False) -> Fit:
+    """``fit`` on the records' second reading (``second_reading``: a reasoned task's stated
+    confidence, ``reasoned``; a chat API's log-prob reading of a verbalized task's replies,
+    ``answer_logprobs``) with ``reading_settings``; None when no evaluation record holds that
+    reading (a verbalized run on a backend that returns no token log-probabilities). The fit's
+    ``reading`` names ``key``."""
     def reading_fit(calibration: Sequence[Mapping[str, Any]],
                     evaluation: Sequence[Mapping[str, Any]], settings: RunSettings,
-                    context: Mapping[str, Any]) -> Fitted:
-        own = dataclasses.replace(settings, calibrator=None, save_calibrator=None)
-        return fit([r[key] for r in calibration], [r[key] for r in evaluation], own, context)
+                    context: Mapping[str, Any]) -> Fitted | None:
+        evaluated = second_reading(evaluation, key)
+        if not evaluated:
+            return None
+        return fit(second_reading(calibration, key), evaluated,
+                   reading_settings(settings, saved_fit), context)
 
+    reading_fit.reading = key  # type: ignore[attr-defined]
     return reading_fit
 
 

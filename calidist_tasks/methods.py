@@ -35,6 +35,7 @@ from calidist_tasks.records import (
     ENTROPY,
     FSD,
     ISOTONIC,
+    LOGPROB,
     PLATT,
     SPUQ,
     TEMPERATURE_SCALING,
@@ -149,6 +150,12 @@ class Method:
         """Whether this row is the model's own confidence (no fit): the vanilla rows."""
         return self.fit is fits.own_confidence
 
+    @property
+    def reading(self) -> str:
+        """The record key of the second reading this row is fitted on (``fits.of_reading``),
+        "" for the record's own: a second reading's metrics are the task's suffixed ones."""
+        return getattr(self.fit, "reading", "")
+
 
 def _names(confidence: str) -> tuple[str, ...]:
     """The variants sending ``confidence``, in VARIANTS order."""
@@ -176,6 +183,14 @@ def _reasoned(variant: Variant) -> list[Method]:
 def _stated(label: str, confidence: str, fit: fits.Fit, variants: tuple[str, ...]) -> Method:
     """The row of a reasoned task's stated-confidence reading (``_reasoned``)."""
     return Method(label, variants, confidence + STATED, fits.of_reading(VERBALIZED, fit))
+
+
+def _logprob(label: str, confidence: str, fit: fits.Fit, variants: tuple[str, ...]) -> Method:
+    """The row of a verbalized task's log-prob reading of its replies on a chat API (the
+    record's ``logprob``, ``answer_logprobs``): the logit task's metric + "_logprob"; a run
+    whose records hold no such reading (``hf``, ``vllm``) reports none of these rows."""
+    return Method(label, variants, f"{confidence}_{LOGPROB}" if confidence else LOGPROB,
+                  fits.of_reading(LOGPROB, fit, saved_fit=True))
 
 
 LOGIT_VARIANTS = _names(LOGIT)
@@ -206,6 +221,16 @@ METHODS: list[Method] = [
     _stated("Verbalized + Platt (reasoned)", PLATT, fits.platt_scaled, ("cot",)),
     _stated("Verbalized + isotonic (reasoned)", ISOTONIC, fits.isotonic_calibrated, ("cot",)),
     *(m for v in VARIANTS if v.distracted and v.confidence == REASONED for m in _reasoned(v)),
+    # the paper's Table 3 "Log-Prob" rows: the answer token's letter probabilities of the
+    # verbalized tasks' replies on a chat API
+    _logprob("Vanilla (log-prob)", VANILLA, fits.own_confidence, VERBALIZED_VARIANTS),
+    _logprob("Temperature scaling (log-prob)", TEMPERATURE_SCALING, fits.temperature_scaled,
+             ("verbalized",)),
+    _logprob("Platt (log-prob)", PLATT, fits.platt_scaled, ("verbalized",)),
+    _logprob("Isotonic (log-prob)", ISOTONIC, fits.isotonic_calibrated, ("verbalized",)),
+    _logprob("Vector scaling (log-prob)", VECTOR_SCALING, fits.vector_scaled, ("verbalized",)),
+    *(_logprob(f"CaliDist log-prob ({v.short})", CALIDIST, fits.calidist_fit, (v.name,))
+      for v in VARIANTS if v.distracted and v.confidence == VERBALIZED),
 ]
 
 
@@ -244,11 +269,13 @@ def paired_variants() -> set[str]:
 
 def fitted_methods(distracted: bool, confidence: str = LOGIT) -> list[Method]:
     """One method per confidence a task of this kind reports (every variant sending the same
-    kind reports the same metric names), in METHODS order, CaliDist's first."""
+    kind reports the same metric names), in METHODS order, CaliDist's first; not the rows of a
+    second reading (``Method.reading``), whose suffixed metrics the task names and summarizes
+    itself (``aggregation.logprob_metric_names``, ``reasoned.reasoned_metric_names``)."""
     names = {v.name for v in VARIANTS if v.distracted == distracted and v.confidence == confidence}
     found: dict[str, Method] = {}
     for method in METHODS:
-        if names & set(method.variants):
+        if names & set(method.variants) and not method.reading:
             found.setdefault(method.confidence, method)
     return sorted(found.values(), key=lambda m: m.confidence != CALIDIST)
 

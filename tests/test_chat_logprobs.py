@@ -150,11 +150,13 @@ def server(tiny_model_dir: Path):
     srv.stop()
 
 
-def run_chat(server: ModelServer, model_dir: Path, data_dir: Path, **kwargs) -> dict:
+def run_chat(server: ModelServer, model_dir: Path, data_dir: Path, tasks: tuple = (TASK,),
+             calib_size: int = 2, eval_size: int = 3, **kwargs) -> dict:
     args = f"model=tiny,base_url={server.base_url}/chat/completions,num_concurrent=2"
-    metadata = {"data_dir": str(data_dir), "calib_size": 2, "eval_size": 3, "m": 1}
+    metadata = {"data_dir": str(data_dir), "calib_size": calib_size, "eval_size": eval_size,
+                "m": 1}
     with checked_replies():
-        return run_lm_eval([TASK], model_dir, metadata, model="local-chat-completions",
+        return run_lm_eval(list(tasks), model_dir, metadata, model="local-chat-completions",
                            model_args=args, batch_size=1, apply_chat_template=True, **kwargs)
 
 
@@ -280,3 +282,135 @@ def test_two_stage_gives_the_single_stage_logprob_records(server, tiny_model_dir
     assert sum(s["acc"]["requests"] for _, s in pairs) < sum(s["acc"]["requests"] for s, _ in pairs)
     for name in ("ece_logprob,none", "mu_mean_logprob,none"):
         assert two["results"][TASK][name] == pytest.approx(one["results"][TASK][name])
+
+
+# ------------------------------------------------------------------ in `calidist report`
+# The paper's Table 3 "Log-Prob" rows and the suffix of lm-eval's numbers each one must equal
+LOGPROB_ROWS = {
+    "calidist_ppdb_verbalized": {"Vanilla (log-prob)": "vanilla_logprob",
+                                 "Temperature scaling (log-prob)": "ts_logprob",
+                                 "Platt (log-prob)": "platt_logprob",
+                                 "Isotonic (log-prob)": "isotonic_logprob",
+                                 "Vector scaling (log-prob)": "vector_logprob"},
+    TASK: {"Vanilla (log-prob)": "vanilla_logprob", "CaliDist log-prob (As.)": "logprob"},
+}
+
+
+def report_cells(results: dict, folder: Path) -> tuple[dict, list[str]]:
+    """{task: {row label: Cell}} of ``calidist report`` on the saved results, and its problems."""
+    from calidist_tasks.report.loading import load_runs
+    from calidist_tasks.report.methods import task_cells
+    from calidist_tasks.run_files import save_like_lm_eval
+
+    save_like_lm_eval(results, folder)
+    loaded = load_runs([folder])
+    problems, notes = list(loaded.problems), []
+    cells = {run.task: {c.method.label: c for c in task_cells(run, problems, notes)}
+             for run in loaded.runs}
+    return cells, problems
+
+
+def without_logprob_reading(results: dict) -> dict:
+    """The same run as a backend without token log-probabilities logs it (``hf``, ``vllm``): no
+    record holds a ``logprob`` reading, no ``*_logprob`` number."""
+    import copy
+
+    found = copy.deepcopy(results)
+    for task, samples in found["samples"].items():
+        for sample in samples:
+            del sample["acc"]["logprob"]
+        found["results"][task] = {k: v for k, v in found["results"][task].items()
+                                  if "_logprob," not in k}
+    return found
+
+
+@pytest.fixture(scope="module")
+def chat_run(server, tiny_model_dir, ppdb_data_dir) -> dict:
+    """The tasks of LOGPROB_ROWS run once through local-chat-completions."""
+    return run_chat(server, tiny_model_dir, ppdb_data_dir, tuple(LOGPROB_ROWS),
+                    calib_size=6, eval_size=6, gen_kwargs="top_logprobs=1000")
+
+
+def test_report_rebuilds_the_logprob_rows_as_lm_eval_reported_them(chat_run, tmp_path):
+    """`calidist report` on a chat run: the log-prob rows rebuilt from the records' ``logprob``
+    reading (per-document confidences, no problem) with lm-eval's ``*_logprob`` numbers; the
+    same run without that reading shows none of them, and its other rows as before."""
+    out = chat_run
+    cells, problems = report_cells(out, tmp_path / "chat")
+    assert problems == []
+    for task, rows in LOGPROB_ROWS.items():
+        results = {k.split(",")[0]: v for k, v in out["results"][task].items() if "," in k}
+        shown = {label: cell for label, cell in cells[task].items() if "log-prob" in label}
+        assert set(shown) == set(rows), task
+        for label, suffix in rows.items():
+            cell = shown[label]
+            assert cell.confidence is not None, label  # rebuilt from the records
+            for score, value in cell.values.items():
+                assert math.isfinite(results[f"{score}_{suffix}"]), (label, score)
+                assert value == pytest.approx(results[f"{score}_{suffix}"], abs=1e-9), (
+                    label, score)
+        evaluation = [s["acc"]["logprob"] for s in out["samples"][task]
+                      if s["doc"]["calidist_split"] == "evaluation"]
+        evaluation.sort(key=lambda record: record["index"])
+        assert list(shown["Vanilla (log-prob)"].confidence) == pytest.approx(
+            [record["confidence"] for record in evaluation])  # the log-prob reading's own
+
+    stripped, problems = report_cells(without_logprob_reading(out), tmp_path / "hf")
+    assert problems == []
+    for task in LOGPROB_ROWS:
+        assert not any("log-prob" in label for label in stripped[task]), task
+        assert set(stripped[task]) == {label for label in cells[task] if "log-prob" not in label}
+        assert all(cell.confidence is not None for cell in stripped[task].values())
+
+
+def test_a_saved_fit_applies_to_the_logprob_rows_as_to_the_aggregation(chat_run, tmp_path):
+    """``--metadata calibrator``: the aggregation's ``*_logprob`` numbers and the report's
+    "CaliDist log-prob" row apply the same saved fit (here one fitted to the verbalized
+    reading's errors, which moves the log-prob numbers)."""
+    from calidist_metrics import CaliDistCalibrator
+    from calidist_tasks.aggregation import summarize_logprobs
+    from calidist_tasks.fits import (
+        calibrator_context,
+        calidist_inputs,
+        column,
+        save_fit,
+        split_records,
+    )
+    from calidist_tasks.methods import METHODS, SCORES
+    from calidist_tasks.settings import RunSettings
+
+    records = [sample["acc"] for sample in chat_run["samples"][TASK]]
+    calibration, evaluation = split_records(records)
+    context = calibrator_context(TASK, ["no", "yes"], "tiny")
+    path = str(tmp_path / "fit.json")
+    other = CaliDistCalibrator().fit(calidist_inputs(calibration),
+                                     1 - column(calibration, "correct"))
+    save_fit(other, RunSettings(save_calibrator=path), context)
+    row = next(m for m in METHODS if m.label == "CaliDist log-prob (As.)")
+    for settings, moved in ((RunSettings(calibrator=path), True), (RunSettings(), False)):
+        reported = summarize_logprobs(records, settings, context, distracted=True)
+        fitted = row.fit(calibration, evaluation, settings, context)
+        for score, fn in SCORES.items():
+            assert fn(fitted.confidence, fitted.correct) == pytest.approx(
+                reported[f"{score}_logprob"], abs=1e-12), score
+        own = chat_run["results"][TASK]["brier_logprob,none"]
+        assert (reported["brier_logprob"] != pytest.approx(own, abs=1e-9)) == moved
+
+
+
+def test_a_logprob_row_shows_its_own_readings_unreadable_share_and_accuracy():
+    """The log-prob reading may find fewer answer letters than the verbalized one finds answers
+    (an answer named by its text): a log-prob row's ⚠ and results-file accuracy are its own."""
+    from calidist_tasks.methods import METHODS
+    from calidist_tasks.report.methods import Cell
+    from calidist_tasks.report.runs import TaskRun
+
+    metrics = {"acc": 0.7, "parse_fail_rate": 0.1, "acc_logprob": 0.4,
+               "parse_fail_rate_logprob": 0.9}
+    run = TaskRun("calidist_toy_verbalized", "m", "stamp", Path("r.json"), metrics, {})
+    found = {}
+    for label in ("Verbalized", "Vanilla (log-prob)"):
+        method = next(m for m in METHODS if m.label == label)
+        cell = Cell("m", "toy", method, run, {"ece": 0.1})
+        found[label] = (cell.accuracy, cell.parse_fail_rate, cell.unreadable)
+    assert found == {"Verbalized": (0.7, 0.1, False), "Vanilla (log-prob)": (0.4, 0.9, True)}

@@ -123,3 +123,19 @@ def test_a_new_style_runs_end_to_end(friend, tiny_model_dir: Path, ppdb_data_dir
     assert row["method"] == "CaliDist (Fr.)"  # rebuilt from the samples: no problem above
     assert float(row["ppdb_ece"]) == pytest.approx(100 * results["results"][name]["ece,none"],
                                                    abs=1e-4)
+
+
+def test_logprob_rows_name_the_metrics_the_aggregation_reports() -> None:
+    """A verbalized task's log-prob rows (a chat API's second reading of its replies) are the
+    ``*_logprob`` metrics its aggregation adds, and add none to the task's own list."""
+    from calidist_tasks.aggregation import logprob_metric_names
+    from calidist_tasks.records import LOGPROB, VERBALIZED
+
+    for variant in (v for v in methods.VARIANTS if v.confidence == VERBALIZED):
+        rows = [m for m in methods.methods_of(variant) if m.reading == LOGPROB]
+        assert [m.label for m in rows][0] == "Vanilla (log-prob)"
+        assert len(rows) == (2 if variant.distracted else 5), variant.name
+        reported = logprob_metric_names(variant.distracted)
+        assert all(m.metric(s) in reported for m in rows for s in methods.SCORES)
+        assert not any(LOGPROB in name for name in methods.metric_names(variant.distracted,
+                                                                         VERBALIZED))

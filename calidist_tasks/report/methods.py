@@ -36,7 +36,7 @@ from calidist_tasks.methods import (
     paired_variants,
     task_variant,
 )
-from calidist_tasks.records import Hint, hints_of
+from calidist_tasks.records import Hint, hints_of, metric_name
 from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.settings import RunSettings
 
@@ -77,12 +77,19 @@ class Cell:
         if self.correct is not None:
             return float(np.mean(self.correct))
         metrics = self.run.metrics if self.run is not None else {}
-        return metrics.get(self.method.metric("acc"), metrics.get("acc"))
+        return metrics.get(self.method.metric("acc"), self.of_reading("acc"))
 
     @property
     def parse_fail_rate(self) -> float | None:
-        """The task's unreadable share of replies (generation tasks; None for scored tasks)."""
-        return self.run.metrics.get("parse_fail_rate") if self.run is not None else None
+        """The task's unreadable share of the replies the row reads (generation tasks; None for
+        scored tasks)."""
+        return self.of_reading("parse_fail_rate")
+
+    def of_reading(self, name: str) -> float | None:
+        """The results file's ``name`` of the reading the row is fitted on (``Method.reading``:
+        "parse_fail_rate_logprob" for a log-prob row) where the task reports one, else ``name``."""
+        metrics = self.run.metrics if self.run is not None else {}
+        return metrics.get(metric_name(name, self.method.reading), metrics.get(name))
 
     @property
     def unreadable(self) -> bool:
@@ -240,8 +247,7 @@ def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
         if fitted is not None:
             confidence, correct = fitted.confidence, fitted.correct
             values = {s: float(fn(confidence, correct)) for s, fn in SCORES.items()}
-            rate = run.metrics.get("parse_fail_rate")
-            wrong = _mismatch(values, saved, rate is not None and rate > UNREADABLE_LIMIT)
+            wrong = _mismatch(values, saved, cell.unreadable)
             if wrong:
                 problems.append(f"{run.name}: {method.label}: the samples do not reproduce the "
                                 f"results file ({'; '.join(wrong)}){_fit_hint(run, method)}; "
