@@ -29,7 +29,6 @@ both readings: the documented rule (wrong at 1/c; docs/backends.md), counted in
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -37,15 +36,9 @@ from typing import Any, NamedTuple
 from lm_eval.api.instance import Instance
 
 from calidist_tasks import lm_eval_compat, verbalized
-from calidist_tasks.aggregation import (
-    parse_fail_rate,
-    split_records,
-    summarize_baselines,
-    summarize_calidist,
-    summarize_generations,
-    unless_unreadable,
-)
+from calidist_tasks.aggregation import summarize_generations, summarize_letters
 from calidist_tasks.distractors import LETTERS
+from calidist_tasks.fits import reading_settings, second_reading
 from calidist_tasks.generation import GenerationTask
 from calidist_tasks.joining import Outcome, PromptPlan, join_document, outcome_at
 from calidist_tasks.methods import REASONED, STATED, metric_names
@@ -293,13 +286,9 @@ def summarize_reasoned(records: Sequence[Mapping[str, Any]], settings: Any,
     verbalized reading (CaliDist, or Vanilla, Platt and isotonic on the stated confidence) under
     ``methods.STATED``. A saved or saving ``calibrator`` is the log-prob reading's; the verbalized
     reading always fits on its calibration documents."""
-    summarize = summarize_calidist if distracted else summarize_baselines
-    results = summarize(records, settings, context)
-    results["parse_fail_rate"] = parse_fail_rate(split_records(records)[1])
-    results = unless_unreadable(results)
-    spoken_records = [record["verbalized"] for record in records]
-    own_fit = dataclasses.replace(settings, calibrator=None, save_calibrator=None)
-    spoken = summarize_generations(spoken_records, own_fit, context, VERBALIZED, distracted)
+    results = summarize_letters(records, settings, context, distracted)
+    spoken = summarize_generations(second_reading(records, VERBALIZED), reading_settings(settings),
+                                   context, VERBALIZED, distracted)
     results.update({name + STATED: value for name, value in spoken.items()
                     if name not in SHARED_METRICS})
     return results
