@@ -37,11 +37,14 @@ BENCH_NAMES = {"ppdb": "PPDB", "aqua": "AQuA"}
 # paper's protocol (REASONED: letters scored at the answer of reasoned replies; calidist eval
 # generates the matching _verbalized task's replies first, at the verbalized prompt's full budget,
 # --reasoned-max-gen-toks) is its own step, not in the default steps: a reasoned reply costs
-# hundreds of generated tokens on a CPU.
+# hundreds of generated tokens on a CPU. It also runs the 15-sample consistency: its samples are
+# reasoned replies at the vanilla reply's budget (the paper's Table 4 self-consistency row), so
+# consistency gets --reasoned-max-gen-toks in either step.
 LOGIT = tuple(v.suffix for v in VARIANTS if v.confidence == LOGIT_CONFIDENCE)
 GENERATE = tuple(v.suffix for v in VARIANTS
                  if v.confidence not in (LOGIT_CONFIDENCE, SPUQ, REASONED_CONFIDENCE))
-REASONED = tuple(v.suffix for v in VARIANTS if v.confidence == REASONED_CONFIDENCE)
+REASONED = (*(v.suffix for v in VARIANTS if v.confidence == REASONED_CONFIDENCE),
+            "_consistency")
 # Logit tasks whose hints name labels: --two-stage sends only those naming another label than
 # the prediction (corruption hints name none).
 TWO_STAGE_SUFFIXES = ("_assertion", "_probe")
@@ -234,10 +237,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--consistency-calib", type=int, default=50)
     parser.add_argument("--consistency-eval", type=int, default=100)
     parser.add_argument("--max-gen-toks", type=int, default=32,
-                        help="generation cap (the consistency YAML samples 32 tokens)")
+                        help="generation cap of the verbalized tasks of the generate step")
     parser.add_argument("--reasoned-max-gen-toks", type=int, default=512,
-                        help="generation cap of the reasoned tasks' replies (the verbalized "
-                             "YAML's budget for the paper's step-by-step reply)")
+                        help="generation cap of the reasoned tasks' replies and of the "
+                             "consistency samples (the verbalized YAML's budget for the paper's "
+                             "step-by-step reply)")
     parser.add_argument("--reasoned-m", type=int, default=2,
                         help="assertion distractors per label of the reasoned tasks (paper: 2)")
     parser.add_argument("--chat-template", action=argparse.BooleanOptionalAction, default=True,
