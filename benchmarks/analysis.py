@@ -15,6 +15,7 @@ tasks with their m-subsets, and the default-run estimates.
 from __future__ import annotations
 
 import math
+import shlex
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -648,7 +649,15 @@ class Table4Row:
     documents: int = 0
     cost: dict[str, float] | None = None
     ece: float | None = None
-    why: str = ""
+    why: str = ""  # why it is not measured, or what makes it differ from the paper's row
+
+
+def max_gen_toks(stored: Stored) -> int | None:
+    """The generation budget a run's command set (``--gen_kwargs max_gen_toks=N``)."""
+    words = shlex.split(stored.header.get("command", ""))
+    kwargs = words[words.index("--gen_kwargs") + 1] if "--gen_kwargs" in words else ""
+    found = dict(part.split("=", 1) for part in kwargs.split(",") if "=" in part)
+    return int(found["max_gen_toks"]) if "max_gen_toks" in found else None
 
 
 def kept_replies(replies: Sequence[Mapping[str, Any]], m: int | None) -> list[int]:
@@ -715,12 +724,14 @@ def table4_ece(analysis: Analysis, stored: Stored, method: Table4Method) -> floa
 
 
 def table4_rows(analysis: Analysis) -> dict[tuple[str, str], list[Table4Row]]:
-    """The paper's Table 4 per model and benchmark with a reasoned or consistency run: one row
-    per ``TABLE4`` method, "not measured" where its records are missing or unusable."""
-    wanted = {method.suffix for method in TABLE4}
+    """The paper's Table 4 per model and benchmark with a reasoned (``_cot``) run: one row per
+    ``TABLE4`` method, "not measured" where its records are missing or unusable; consistency
+    sampled at another budget than the Vanilla reply's is shown with that said."""
+    reasoned = {method.suffix for method in TABLE4} - {"_consistency"}
     found: dict[tuple[str, str], list[Table4Row]] = {}
     for model, benchmark in sorted({(s.model, s.benchmark) for s in analysis.stored
-                                    if s.suffix in wanted}):
+                                    if s.suffix in reasoned}):
+        vanilla = analysis.runs.get((model, benchmark, "_cot"))
         rows = []
         for method in TABLE4:
             stored = analysis.runs.get((model, benchmark, method.suffix))
@@ -737,6 +748,11 @@ def table4_rows(analysis: Analysis) -> dict[tuple[str, str], list[Table4Row]]:
                          for record, doc in zip(stored.run.records, stored.costs, strict=True)]
                 row.cost = {key: float(np.mean([c[key] for c in costs])) for key in costs[0]}
                 row.ece = table4_ece(analysis, stored, method)
+                budget = max_gen_toks(stored)
+                reply = max_gen_toks(vanilla) if vanilla else None
+                if method.suffix == "_consistency" and budget != reply:
+                    row.why = (f"sampled at max_gen_toks={budget}, the Vanilla reply at "
+                               f"{reply}: not the paper's 15 × the Vanilla reply")
             except (ValueError, KeyError, TypeError) as error:
                 row.cost, row.why = None, f"not measured: {stored.run.name}: {error}"
                 analysis.problems.append(f"Table 4: {row.why}")

@@ -171,7 +171,8 @@ def _table4_rows(rows: list[an.Table4Row]) -> list[list[str]]:
             found.append([row.method.label, row.why, *["-"] * 10, *paper])
             continue
         cost = row.cost
-        found.append([row.method.label, f"`{row.task}`", str(row.documents),
+        task = f"`{row.task}`" + (f" (**{row.why}**)" if row.why else "")
+        found.append([row.method.label, task, str(row.documents),
                       f"{cost['passes']:.1f}", _times(cost["passes"], vanilla and
                                                        vanilla["passes"]),
                       f"{cost['input_tokens']:.0f}",
@@ -231,7 +232,7 @@ def _table4(state: State, result: an.Analysis) -> list[str]:
         rows = found.get((model, benchmark))
         if rows is None:
             parts.append(f"**{model} / {bench(benchmark)}**: not measured yet (no committed "
-                         "reasoned or consistency records).\n")
+                         "records of a reasoned `_cot` task).\n")
             continue
         parts += [f"**{model} / {bench(benchmark)}**\n",
                   table(["method", "task", "documents", "forward passes/doc", "× Vanilla",

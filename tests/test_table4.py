@@ -30,14 +30,15 @@ def written_reply(doc: int, prompt: int) -> str:
             f"Confidence: {50 + 5 * prompt}%")
 
 
-def finished(folder: Path, results: dict, model_dir: Path, metadata: dict) -> None:
+def finished(folder: Path, results: dict, model_dir: Path, metadata: dict, budget: int) -> None:
     """lm-eval's files of ``results`` in ``folder``, and the run.json benchmarks/run.py writes."""
     from calidist_tasks.report import save_like_lm_eval
 
     save_like_lm_eval(results, folder)
     command = ["calidist", "eval", "--model", "hf", "--model_args",
                f"pretrained={model_dir},dtype=float32", "--tasks", *results["configs"],
-               "--metadata", json.dumps(metadata), "--output_path", str(folder)]
+               "--metadata", json.dumps(metadata), "--output_path", str(folder),
+               "--gen_kwargs", f"max_gen_toks={budget}"]
     (folder / "run.json").write_text(json.dumps({"command": shlex.join(command),
                                                  "returncode": 0, "wall_s": 1.0,
                                                  "finished": 1.0}))
@@ -65,10 +66,10 @@ def runs(tiny_model_dir, ppdb_data_dir, tmp_path_factory):
         save_like_lm_eval(generated, folder / "replies")
         results[task] = run_lm_eval([task], tiny_model_dir,
                                     {**metadata, "replies": str(folder / "replies")})
-        finished(folder, results[task], tiny_model_dir, metadata)
+        finished(folder, results[task], tiny_model_dir, metadata, 2)
     task = "calidist_ppdb_consistency"
     results[task] = run_lm_eval([task], tiny_model_dir, metadata, gen_kwargs="max_gen_toks=3")
-    finished(root / "runs" / MODEL / task, results[task], tiny_model_dir, metadata)
+    finished(root / "runs" / MODEL / task, results[task], tiny_model_dir, metadata, 3)
     problems: list[str] = []
     written = records.export_finished(root / "runs", root / "results", problems)
     assert len(written) == 3, problems
@@ -140,6 +141,7 @@ def test_table4_counts_the_logged_replies_and_scorings_and_shows_the_aggregation
                       "scoring_passes": 0, "scoring_tokens": 0} for s in samples])
     row = rows["Self-consistency (entropy), 15 samples"]
     assert expected["passes"] == 15 and row.cost == pytest.approx(expected)
+    assert "max_gen_toks=3, the Vanilla reply at 2" in row.why  # not the paper's 15 x reply
     # NaN: the random model's samples are unreadable (the aggregation's rule), in both
     assert row.ece == pytest.approx(results[task]["results"][task]["ece_entropy,none"],
                                     nan_ok=True)
