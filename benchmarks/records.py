@@ -132,12 +132,22 @@ def consistency_estimate(benchmark: str, metadata: Mapping[str, Any],
                                  for d in docs) / len(docs)}
 
 
+REPLY_TOKENS = "reply_tokens"  # header: whether the lines hold their reply run's tokens
+
+
+@lru_cache(maxsize=1)
+def reply_tasks() -> dict[str, str]:
+    """Reasoned task -> the task whose replies it reads (its YAML's ``reply_task``)."""
+    return {name: config["reply_task"] for name, config in task_configs().items()
+            if config.get("reply_task")}
+
+
 def reply_tokens(runs: list[TaskRun], run: TaskRun, tokens: Callable[[str], float],
                  problems: list[str]) -> list[list[list[float | int]]] | None:
     """Per document of a reasoned task's ``run``: [prompt tokens, reply tokens] per reply of its
     reply run among ``runs`` (the same output folder's ``replies``), in prompt order; None for
     a task that reads no replies, or (named in ``problems``) when its reply run is not there."""
-    reply_task = task_configs().get(run.task, {}).get("reply_task")
+    reply_task = reply_tasks().get(run.task)
     if not reply_task:
         return None
     found = [r for r in runs if r.task == reply_task and r.records is not None]
@@ -215,8 +225,9 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
         except Exception as error:  # noqa: BLE001 - an estimate only; its absence is reported
             problems.append(f"{task} [{model}]: consistency's prompt tokens not estimated "
                             f"({type(error).__name__}: {error})")
-    lines: list[dict[str, Any]] = [header]
     replies = reply_tokens(loaded.runs, run, tokens, problems)
+    header[REPLY_TOKENS] = replies is not None
+    lines: list[dict[str, Any]] = [header]
     for i, (record, prompts, generations, source) in enumerate(zip(
             run.records, run.prompts, run.generations, run.sources, strict=True)):
         lines.append({"source": source, "record": record,
@@ -250,8 +261,9 @@ def export_finished(out: Path, results: Path, problems: list[str]) -> list[Path]
             continue
         model, task = done.parent.parent.name, done.parent.name
         header = read_header(path_for(results, model, task))
-        if header is not None and header.get("finished") == info.get("finished"):
-            continue
+        if header is not None and header.get("finished") == info.get("finished") and not (
+                REPLY_TOKENS not in header and task in reply_tasks()):
+            continue  # exported already (a reasoned task's before its replies' tokens: again)
         if header is not None and header.get("requested") != requested(
                 command_metadata(str(info.get("command", "")))):
             problems.append(f"{done.parent}: not exported; the committed records of {model} / "

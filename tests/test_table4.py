@@ -9,8 +9,10 @@ ECE."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shlex
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -201,3 +203,23 @@ def test_a_run_logged_with_more_hints_is_counted_on_the_first_per_label():
     assert (whole["passes"], whole["scoring_passes"]) == (5, 4)
     with pytest.raises(ValueError, match="document 7: its reply run's tokens were not kept"):
         reasoned_document_cost(record, {"prompts": contexts})
+
+
+def test_reasoned_records_exported_without_their_replies_tokens_are_exported_again(runs,
+                                                                                    tmp_path):
+    """Records written before the replies' tokens were kept: the next export of the same
+    finished run writes them again, with the tokens; others are left as they are."""
+    from benchmarks import records
+
+    root, _, _ = runs
+    shutil.copytree(root / "results", tmp_path / "results")
+    path = records.path_for(tmp_path / "results", MODEL, "calidist_ppdb_cot")
+    lines = [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
+    del lines[0][records.REPLY_TOKENS]
+    for line in lines[1:]:
+        del line["replies"]
+    path.write_bytes(gzip.compress("".join(json.dumps(line) + "\n" for line in lines).encode()))
+    written = records.export_finished(root / "runs", tmp_path / "results", [])
+    assert written == [path]
+    assert path.read_bytes() == records.path_for(root / "results", MODEL,
+                                                 "calidist_ppdb_cot").read_bytes()
