@@ -197,8 +197,9 @@ def _table4(state: State, result: an.Analysis) -> list[str]:
         "Per model and dataset, the paper's Table 4 rows counted from the committed records "
         "(`benchmarks/analysis.py` `table4_rows`, each document by "
         "`calidist_tasks.report.cost.generation_cost`), means per document over the "
-        "calibration and evaluation documents, beside the paper's own (Llama-3.1 8B on "
-        "MSciNLI, 4 labels: another model and dataset, for orientation). Counted:\n",
+        "documents each run logged (consistency logs its evaluation documents only), "
+        "beside the paper's own (Llama-3.1 8B on MSciNLI, 4 labels: another model and "
+        "dataset, for orientation). Counted:\n",
         "- **forward passes**: replies generated, one pass each as the paper counts them. "
         "Vanilla: the one reply of `calidist_<b>_verbalized` that `calidist_<b>_cot` reads "
         "(its reply run, `<output_path>/replies`). Self-consistency: the 15 sampled reasoned "
