@@ -15,6 +15,7 @@ tasks with their m-subsets, and the default-run estimates.
 from __future__ import annotations
 
 import math
+import shlex
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -33,9 +34,11 @@ from benchmarks.commands import (
 from benchmarks.commands import LOGIT as LOGIT_SUFFIXES
 from benchmarks.records import Stored
 from calidist_metrics import CalibrationWarning
+from calidist_tasks.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.fits import behaviour_calibrated, column, split_records
 from calidist_tasks.methods import LOGIT, METHODS, SCORES, VARIANTS
-from calidist_tasks.records import EVALUATION, hints_of
+from calidist_tasks.records import EVALUATION, Hint, hints_of
+from calidist_tasks.report.cost import generation_cost
 from calidist_tasks.report.methods import (
     Cell,
     calidist_confidences,
@@ -603,3 +606,153 @@ def cost_target(costs: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> str:
         return "; ".join(found)
     return ("not measured: no consistency run, and no estimate of its prompts beside an "
             "assertion run (see the runs section and the problems at the end)")
+
+
+# ------------------------------------------------------------------------------ Table 4
+
+
+@dataclass(frozen=True)
+class Table4Method:
+    """One row of the paper's Table 4: the run it is counted from and the confidence scored."""
+
+    label: str
+    suffix: str  # the task variant whose records hold it
+    scored: str  # the leaderboard row (``methods.METHODS``) whose ECE it shows
+    m: int | None = None  # hints per label kept (None: as logged)
+    paper: tuple[str, str, str, float] = ("", "", "", math.nan)  # passes, output, input, ECE
+
+
+# The paper's Table 4 (Llama-3.1 8B on MSciNLI, c = 4): total forward passes, output and input
+# tokens per document as multiples of one reply's, ECE x100; its Vanilla ECE is Table 1's logit.
+TABLE4 = (
+    Table4Method("Vanilla (reasoned)", "_cot", "Vanilla (reasoned)",
+                 paper=("1", "1 × 74", "1 × 1064", 25.76)),
+    Table4Method("Self-consistency (entropy), 15 samples", "_consistency", "Entropy",
+                 paper=("15", "15 × 74", "15 × 1064", 28.05)),
+    Table4Method("CaliDist As. (m=1)", "_assertion_cot", "CaliDist reasoned (As.)", m=1,
+                 paper=("3", "3 × 98", "3 × 1402", 8.02)),
+    Table4Method("CaliDist Sa.", "_corruption_cot", "CaliDist reasoned (Sa.)",
+                 paper=("3", "3 × 65", "3 × 1184", 6.14)),
+)
+
+
+@dataclass
+class Table4Row:
+    """One method's mean cost per document and its ECE on one model and benchmark; ``cost``
+    None: not measured (``why``)."""
+
+    method: Table4Method
+    task: str = ""
+    documents: int = 0
+    cost: dict[str, float] | None = None
+    ece: float | None = None
+    why: str = ""  # why it is not measured, or what makes it differ from the paper's row
+
+
+def max_gen_toks(stored: Stored) -> int | None:
+    """The generation budget a run's command set (``--gen_kwargs max_gen_toks=N``)."""
+    words = shlex.split(stored.header.get("command", ""))
+    kwargs = words[words.index("--gen_kwargs") + 1] if "--gen_kwargs" in words else ""
+    found = dict(part.split("=", 1) for part in kwargs.split(",") if "=" in part)
+    return int(found["max_gen_toks"]) if "max_gen_toks" in found else None
+
+
+def kept_replies(replies: Sequence[Mapping[str, Any]], m: int | None) -> list[int]:
+    """Positions of the replies a CaliDist run with the first ``m`` hints per label reads (all
+    when ``m`` is None): the original and the counted hinted ones (naming another label than
+    the original reply's answer: the paper's k = (c - 1)·m)."""
+    labels = [Hint(r["hint_label"], r["template"], r["answer"], 0.0) for r in replies]
+    return [j for j in first_m(labels, m) if replies[j]["counted"]]
+
+
+def reasoned_document_cost(record: Mapping[str, Any], doc: Mapping[str, Any],
+                           m: int | None = None) -> dict[str, float]:
+    """``generation_cost`` of one reasoned (``_cot``) document: the replies it reads (their
+    prompts and tokens from the reply run, ``records.reply_tokens``) and their letter scoring
+    (the run's own prompts: one context per counted reply with a located answer, in order; a
+    document with none sends lm-eval one placeholder request, counted as sent)."""
+    replies, logged = record["replies"], doc.get("replies")
+    where = f"document {record['index']}"
+    if logged is None:
+        raise ValueError(f"{where}: its reply run's tokens were not kept (records exported "
+                         "before they were, or without the run's replies folder)")
+    if len(logged) != len(replies):
+        raise ValueError(f"{where}: {len(logged)} replies' tokens for {len(replies)} replies")
+    kept = kept_replies(replies, m)
+    scored = [j for j, reply in enumerate(replies) if reply["letter_logprobs"] is not None]
+    contexts = [(float(tokens), int(times)) for tokens, times in doc["prompts"]]
+    if scored and len(contexts) != len(scored):
+        raise ValueError(f"{where}: {len(contexts)} scored contexts for {len(scored)} scored "
+                         "replies")
+    scorings = [c for c, j in zip(contexts, scored, strict=True) if j in kept] if scored \
+        else contexts
+    return generation_cost([(float(logged[j][0]), 1) for j in kept],
+                           sum(float(logged[j][1]) for j in kept), scorings)
+
+
+def sampled_document_cost(doc: Mapping[str, Any]) -> dict[str, float]:
+    """``generation_cost`` of one sampling document (consistency): every sample of its prompt,
+    the tokens they generated, no scoring."""
+    return generation_cost([(float(t), int(n)) for t, n in doc["prompts"]],
+                           float(doc["generated"]), [])
+
+
+def table4_ece(analysis: Analysis, stored: Stored, method: Table4Method) -> float:
+    """The ECE of ``method.scored`` on the run's evaluation documents: the leaderboard's when
+    the run is the row's and m is as logged; CaliDist refitted with the first m hints per label
+    otherwise (as the ablations do). NaN, as the aggregation reports it, when more than
+    ``UNREADABLE_LIMIT`` of the run's replies are unreadable: a score of the parser's fallback."""
+    run = stored.run
+    if run.metrics.get("parse_fail_rate", 0.0) > UNREADABLE_LIMIT:
+        return math.nan
+    if method.m is None or method.m == hints_per_label(run.records[0]):
+        row = next((r for r in analysis.rows(stored.model, stored.benchmark)
+                    if r.label == method.scored and r.task == stored.task), None)
+        if row is None:
+            raise ValueError(f"{method.scored} not rebuilt from {run.name}")
+        return row.values["ece"]
+    settings = settings_of(run)
+    calibration, evaluation = split_records(run.records)
+    confidence, _ = quietly(calidist_confidences, analysis.notes, f"{run.name} m={method.m}")(
+        with_instability(calibration, method.m, settings.delta_mode),
+        with_instability(evaluation, method.m, settings.delta_mode), settings,
+        run_context(run, settings))
+    return float(SCORES["ece"](confidence, column(evaluation, "correct")))
+
+
+def table4_rows(analysis: Analysis) -> dict[tuple[str, str], list[Table4Row]]:
+    """The paper's Table 4 per model and benchmark with a reasoned (``_cot``) run: one row per
+    ``TABLE4`` method, "not measured" where its records are missing or unusable; consistency
+    sampled at another budget than the Vanilla reply's is shown with that said."""
+    reasoned = {method.suffix for method in TABLE4} - {"_consistency"}
+    found: dict[tuple[str, str], list[Table4Row]] = {}
+    for model, benchmark in sorted({(s.model, s.benchmark) for s in analysis.stored
+                                    if s.suffix in reasoned}):
+        vanilla = analysis.runs.get((model, benchmark, "_cot"))
+        rows = []
+        for method in TABLE4:
+            stored = analysis.runs.get((model, benchmark, method.suffix))
+            row = Table4Row(method)
+            if stored is None:
+                row.why = f"not measured: no committed records of `calidist_{benchmark}" \
+                          f"{method.suffix}`"
+                rows.append(row)
+                continue
+            row.task, row.documents = stored.task, len(stored.run.records)
+            try:
+                costs = [sampled_document_cost(doc) if method.suffix == "_consistency"
+                         else reasoned_document_cost(record, doc, method.m)
+                         for record, doc in zip(stored.run.records, stored.costs, strict=True)]
+                row.cost = {key: float(np.mean([c[key] for c in costs])) for key in costs[0]}
+                row.ece = table4_ece(analysis, stored, method)
+                budget = max_gen_toks(stored)
+                reply = max_gen_toks(vanilla) if vanilla else None
+                if method.suffix == "_consistency" and budget != reply:
+                    row.why = (f"sampled at max_gen_toks={budget}, the Vanilla reply at "
+                               f"{reply}: not the paper's 15 × the Vanilla reply")
+            except (ValueError, KeyError, TypeError) as error:
+                row.cost, row.why = None, f"not measured: {stored.run.name}: {error}"
+                analysis.problems.append(f"Table 4: {row.why}")
+            rows.append(row)
+        found[(model, benchmark)] = rows
+    return found

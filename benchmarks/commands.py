@@ -37,11 +37,14 @@ BENCH_NAMES = {"ppdb": "PPDB", "aqua": "AQuA"}
 # paper's protocol (REASONED: letters scored at the answer of reasoned replies; calidist eval
 # generates the matching _verbalized task's replies first, at the verbalized prompt's full budget,
 # --reasoned-max-gen-toks) is its own step, not in the default steps: a reasoned reply costs
-# hundreds of generated tokens on a CPU.
+# hundreds of generated tokens on a CPU. It also runs the 15-sample consistency: its samples are
+# reasoned replies at the vanilla reply's budget (the paper's Table 4 self-consistency row), so
+# consistency gets --reasoned-max-gen-toks in either step.
 LOGIT = tuple(v.suffix for v in VARIANTS if v.confidence == LOGIT_CONFIDENCE)
 GENERATE = tuple(v.suffix for v in VARIANTS
                  if v.confidence not in (LOGIT_CONFIDENCE, SPUQ, REASONED_CONFIDENCE))
-REASONED = tuple(v.suffix for v in VARIANTS if v.confidence == REASONED_CONFIDENCE)
+REASONED = (*(v.suffix for v in VARIANTS if v.confidence == REASONED_CONFIDENCE),
+            "_consistency")
 # Logit tasks whose hints name labels: --two-stage sends only those naming another label than
 # the prediction (corruption hints name none).
 TWO_STAGE_SUFFIXES = ("_assertion", "_probe")

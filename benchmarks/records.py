@@ -11,7 +11,10 @@ output folder by ``calidist_tasks.report.loading`` (the project's one samples re
 - one line per document: the calidist record that ``process_results`` logged (every field the
   report's refits read), the document's origin (its source field: file and line, which pairs
   documents across tasks), and its cost: per prompt sent, its token count (the model's own
-  tokenizer) and how many requests sent it, plus the generated tokens.
+  tokenizer) and how many requests sent it, plus the generated tokens; for a reasoned (``_cot``)
+  task also ``replies``: per reply its run scored, [prompt tokens, reply tokens] of the reply
+  run that ``calidist eval`` ran first into ``<output_path>/replies`` (the generation the
+  letter scoring reads, in prompt order: the paper's Table 4 counts it).
 
 No prompt or document text is kept: a few hundred bytes per document, gzip-compressed.
 ``load`` turns the files back into the report's ``TaskRun`` objects, so the analysis runs the
@@ -42,6 +45,7 @@ from calidist_tasks.records import STAGE1_FOLDER
 from calidist_tasks.report.cost import prompt_groups, token_counter
 from calidist_tasks.report.loading import TaskRun, load_runs
 from calidist_tasks.report.stored import FORMAT, read_header, read_stored
+from calidist_tasks.yaml_configs import task_configs
 
 
 @dataclass
@@ -128,6 +132,45 @@ def consistency_estimate(benchmark: str, metadata: Mapping[str, Any],
                                  for d in docs) / len(docs)}
 
 
+REPLY_TOKENS = "reply_tokens"  # header: whether the lines hold their reply run's tokens
+
+
+@lru_cache(maxsize=1)
+def reply_tasks() -> dict[str, str]:
+    """Reasoned task -> the task whose replies it reads (its YAML's ``reply_task``)."""
+    return {name: config["reply_task"] for name, config in task_configs().items()
+            if config.get("reply_task")}
+
+
+def reply_tokens(runs: list[TaskRun], run: TaskRun, tokens: Callable[[str], float],
+                 problems: list[str]) -> list[list[list[float | int]]] | None:
+    """Per document of a reasoned task's ``run``: [prompt tokens, reply tokens] per reply of its
+    reply run among ``runs`` (the same output folder's ``replies``), in prompt order; None for
+    a task that reads no replies, or (named in ``problems``) when its reply run is not there."""
+    reply_task = reply_tasks().get(run.task)
+    if not reply_task:
+        return None
+    found = [r for r in runs if r.task == reply_task and r.records is not None]
+    if not found:
+        problems.append(f"{run.name}: no logged samples of its reply task {reply_task} in its "
+                        "output folder: the tokens of its replies are not kept")
+        return None
+    replies = found[0]
+    by_index = {record["index"]: (prompts, texts) for record, prompts, texts in zip(
+        replies.records, replies.prompts, replies.generations, strict=True)}
+    per_doc = []
+    for record in run.records:
+        prompts, texts = by_index.get(record["index"], ([], []))
+        if not prompts or len(prompts) != len(texts):
+            problems.append(f"{run.name} document {record['index']}: {len(texts)} replies to "
+                            f"{len(prompts)} prompts in the run of {reply_task}: the tokens of "
+                            "its replies are not kept")
+            return None
+        per_doc.append([[_number(tokens(prompt)), _number(tokens(text))]
+                        for (prompt, _), text in zip(prompts, texts, strict=True)])
+    return per_doc
+
+
 def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str, Any],
            problems: list[str]) -> Path | None:
     """Write ``results/<model>/<task>.jsonl.gz`` from one finished lm-eval output folder.
@@ -182,13 +225,16 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
         except Exception as error:  # noqa: BLE001 - an estimate only; its absence is reported
             problems.append(f"{task} [{model}]: consistency's prompt tokens not estimated "
                             f"({type(error).__name__}: {error})")
+    replies = reply_tokens(loaded.runs, run, tokens, problems)
+    header[REPLY_TOKENS] = replies is not None
     lines: list[dict[str, Any]] = [header]
-    for record, prompts, generations, source in zip(run.records, run.prompts, run.generations,
-                                                    run.sources, strict=True):
+    for i, (record, prompts, generations, source) in enumerate(zip(
+            run.records, run.prompts, run.generations, run.sources, strict=True)):
         lines.append({"source": source, "record": record,
                       "prompts": [[_number(tokens(p)), times] for p, times in
                                   prompt_groups(prompts)],
-                      "generated": _number(sum(tokens(text) for text in generations))})
+                      "generated": _number(sum(tokens(text) for text in generations)),
+                      **({"replies": replies[i]} if replies else {})})
     path = path_for(results, model, task)
     _write(path, lines)
     return path
@@ -215,8 +261,9 @@ def export_finished(out: Path, results: Path, problems: list[str]) -> list[Path]
             continue
         model, task = done.parent.parent.name, done.parent.name
         header = read_header(path_for(results, model, task))
-        if header is not None and header.get("finished") == info.get("finished"):
-            continue
+        if header is not None and header.get("finished") == info.get("finished") and not (
+                REPLY_TOKENS not in header and task in reply_tasks()):
+            continue  # exported already (a reasoned task's before its replies' tokens: again)
         if header is not None and header.get("requested") != requested(
                 command_metadata(str(info.get("command", "")))):
             problems.append(f"{done.parent}: not exported; the committed records of {model} / "

@@ -79,6 +79,24 @@ def counted_cost(groups: list[tuple[float, int]]) -> dict[str, float]:
             "original_tokens": float(groups[0][0]) if groups else 0.0}
 
 
+def generation_cost(prompts: list[tuple[float, int]], output_tokens: float,
+                    scorings: list[tuple[float, int]]) -> dict[str, float]:
+    """One document's cost as the paper's Table 4 counts it, beside the letter scoring that
+    follows a reply here (committed benchmark records: tokens counted already).
+
+    ``prompts``: (tokens, replies generated) per generation prompt; ``output_tokens``: the
+    tokens of those replies; ``scorings``: (tokens, letters) per context scored after a reply
+    (``counted_cost``: one forward pass per distinct context). ``passes``, ``input_tokens`` and
+    ``output_tokens`` are the paper's columns (one pass per reply generated); the scoring passes
+    are apart, since an engine returning log-probabilities with its replies needs none."""
+    scored = counted_cost(scorings)
+    return {"passes": float(sum(times for _, times in prompts)),
+            "input_tokens": float(sum(tokens * times for tokens, times in prompts)),
+            "output_tokens": float(output_tokens),
+            "scoring_passes": scored["distinct_prompts"],
+            "scoring_tokens": scored["distinct_tokens"]}
+
+
 def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
     """One row per model and task: requests, distinct prompts and prompt tokens per document."""
     table = Table(["model", "task", "methods", "documents", "requests / doc",

@@ -3,7 +3,8 @@
 The benchmark keeps, per finished task, a header (the task, the model's short name, the
 commands, lm-eval's numbers and the task's config with the run's metadata) and one line per
 document: the calidist record, the document's origin, and per prompt sent its token count and
-how many requests sent it (no prompt text; benchmarks/records.py writes them). ``calidist
+how many requests sent it, the generated tokens, and a reasoned task's reply run's tokens (no
+prompt text; benchmarks/records.py writes them). ``calidist
 report benchmarks/results`` reads them as it reads lm-eval output folders.
 """
 
@@ -49,7 +50,8 @@ def read_stored(path: str | Path) -> tuple[dict[str, Any], TaskRun, list[dict[st
                   path, records=[d["record"] for d in docs],
                   sources=[d.get("source") for d in docs],
                   identity=run_identity({"configs": {task: lm["config"]}}, task))
-    costs = [{"prompts": d["prompts"], "generated": d.get("generated", 0)} for d in docs]
+    costs = [{"prompts": d["prompts"], "generated": d.get("generated", 0),
+              "replies": d.get("replies")} for d in docs]
     run.prompt_tokens = [[(float(tokens), int(times)) for tokens, times in c["prompts"]]
                          for c in costs]
     run.token_count = header.get("tokens")
