@@ -53,7 +53,16 @@ def outcome_from_loglikelihoods(loglikelihoods: Sequence[float], where: str) -> 
         )
     top = max(values)
     best = values.index(top)  # the first maximum, as numpy's argmax
-    return Outcome(best, 1.0 / sum([math.exp(v - top) for v in values]), values)
+    return Outcome(best, 1.0 / _exp_total(values, top), values)
+
+
+def _exp_total(values: Sequence[float], top: float) -> float:
+    """The softmax's denominator: exp(v - top) added from left to right (as ``sum`` adds floats
+    up to Python 3.11); a loop, not ``sum`` over a list, because it runs for every prompt."""
+    total = 0.0
+    for v in values:
+        total += math.exp(v - top)
+    return total
 
 
 def outcome_at(loglikelihoods: Sequence[float], answer: int, where: str) -> Outcome:
@@ -61,8 +70,7 @@ def outcome_at(loglikelihoods: Sequence[float], answer: int, where: str) -> Outc
     probability among the scored candidates (not necessarily the most likely one)."""
     values = outcome_from_loglikelihoods(loglikelihoods, where).letter_logprobs  # checked
     top = max(values)
-    total = sum(math.exp(v - top) for v in values)
-    return Outcome(answer, math.exp(values[answer] - top) / total, values)
+    return Outcome(answer, math.exp(values[answer] - top) / _exp_total(values, top), values)
 
 
 def outcomes_from_loglikelihoods(
@@ -84,15 +92,11 @@ def outcomes_from_loglikelihoods(
                                         f"{where} prompt {i // n_choices}")
         raise ValueError(f"{where}: expected {n_choices} log-probabilities per prompt, got "
                          f"{len(loglikelihoods)} in all")
-    exp = math.exp
     outcomes = []
     # one iterator zipped n_choices times: the prompts' n_choices-tuples, without slicing
     for chunk in zip(*[iter(values)] * n_choices, strict=True):
         top = max(chunk)
-        # top.__rsub__(v) is v - top: the same sum as outcome_from_loglikelihoods', with no
-        # per-prompt list
-        outcomes.append(_new_outcome(Outcome, (chunk.index(top),
-                                               1.0 / sum(map(exp, map(top.__rsub__, chunk))),
+        outcomes.append(_new_outcome(Outcome, (chunk.index(top), 1.0 / _exp_total(chunk, top),
                                                chunk, True)))
     return outcomes
 
