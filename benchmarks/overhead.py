@@ -61,10 +61,10 @@ def _pass(task, docs: list[dict], results: list[list]) -> tuple[float, float]:
     return process, time.thread_time() - start
 
 
-def measure_overhead(n_docs: int, calib_size: int = 200, repeats: int = 3) -> dict:
+def measure_overhead(n_docs: int, calib_size: int = 200, repeats: int = 5) -> dict:
     """CPU seconds and peak Python memory of process_results + aggregation for ``n_docs``
     documents. The seconds are the median of ``repeats`` passes (this machine is shared and
-    noisy)."""
+    noisy); ``load_average``: the machine's 1-minute load before and after them."""
     data = Path(tempfile.mkdtemp(prefix="calidist-overhead-"))
     try:
         (data / "ppdb").mkdir()
@@ -86,6 +86,7 @@ def measure_overhead(n_docs: int, calib_size: int = 200, repeats: int = 3) -> di
         # frozen, the garbage collector's passes scan only what our code keeps alive.
         gc.collect()
         gc.freeze()
+        load = os.getloadavg()[0]  # CPU seconds too grow on a loaded machine (shared caches)
         passes = []
         for _ in range(repeats):
             task._summary = None  # a fresh aggregation each time, as in a new run
@@ -103,7 +104,8 @@ def measure_overhead(n_docs: int, calib_size: int = 200, repeats: int = 3) -> di
             "prompt_plans_s": plans, "process_results_s": process, "aggregation_s": aggregate,
             "seconds_per_100k": (process + aggregate) * 100_000 / n_docs,
             "peak_mib": peak / 2**20, "metrics": len(task.aggregation()),
-            "passes_s": [round(sum(p), 3) for p in passes]}
+            "passes_s": [round(sum(p), 3) for p in passes],
+            "load_average": [round(load, 2), round(os.getloadavg()[0], 2)]}
 
 
 # our hooks lm-eval calls (prompt building, requests, joining, fitting and scoring) and the

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from calidist_metrics import confidence_instability, prediction_instability, reliability_score
-from calidist_tasks.records import Hint, Record, answer_record, logged_lambda_raw, with_hints
+from calidist_tasks.records import Record, answer_record, logged_lambda_raw, with_hints
 
 
 # NamedTuples, not dataclasses: several are built per document and a frozen dataclass's
@@ -53,7 +53,16 @@ def outcome_from_loglikelihoods(loglikelihoods: Sequence[float], where: str) -> 
         )
     top = max(values)
     best = values.index(top)  # the first maximum, as numpy's argmax
-    return Outcome(best, 1.0 / sum([math.exp(v - top) for v in values]), values)
+    return Outcome(best, 1.0 / _exp_total(values, top), values)
+
+
+def _exp_total(values: Sequence[float], top: float) -> float:
+    """The softmax's denominator: exp(v - top) added from left to right (as ``sum`` adds floats
+    up to Python 3.11); a loop, not ``sum`` over a list, because it runs for every prompt."""
+    total = 0.0
+    for v in values:
+        total += math.exp(v - top)
+    return total
 
 
 def outcome_at(loglikelihoods: Sequence[float], answer: int, where: str) -> Outcome:
@@ -61,8 +70,7 @@ def outcome_at(loglikelihoods: Sequence[float], answer: int, where: str) -> Outc
     probability among the scored candidates (not necessarily the most likely one)."""
     values = outcome_from_loglikelihoods(loglikelihoods, where).letter_logprobs  # checked
     top = max(values)
-    total = sum(math.exp(v - top) for v in values)
-    return Outcome(answer, math.exp(values[answer] - top) / total, values)
+    return Outcome(answer, math.exp(values[answer] - top) / _exp_total(values, top), values)
 
 
 def outcomes_from_loglikelihoods(
@@ -74,7 +82,7 @@ def outcomes_from_loglikelihoods(
     ``outcome_from_loglikelihoods`` run only to name the prompt of a bad value.
     """
     try:
-        values = [float(v) for v in loglikelihoods]  # None -> TypeError
+        values = list(map(float, loglikelihoods))  # None -> TypeError
         usable = n_choices >= 2 and all(map(math.isfinite, values))
     except (TypeError, ValueError):
         usable = False
@@ -84,26 +92,25 @@ def outcomes_from_loglikelihoods(
                                         f"{where} prompt {i // n_choices}")
         raise ValueError(f"{where}: expected {n_choices} log-probabilities per prompt, got "
                          f"{len(loglikelihoods)} in all")
-    exp = math.exp
     outcomes = []
-    for i in range(0, len(values), n_choices):
-        chunk = tuple(values[i:i + n_choices])
+    # one iterator zipped n_choices times: the prompts' n_choices-tuples, without slicing
+    for chunk in zip(*[iter(values)] * n_choices, strict=True):
         top = max(chunk)
-        outcomes.append(_new_outcome(Outcome, (chunk.index(top),
-                                               1.0 / sum([exp(v - top) for v in chunk]), chunk,
-                                               True)))
+        outcomes.append(_new_outcome(Outcome, (chunk.index(top), 1.0 / _exp_total(chunk, top),
+                                               chunk, True)))
     return outcomes
 
 
-# Hint(...) and Outcome(...) without the NamedTuple's Python-level __new__ (the same tuple, every
-# field given in field order): a document has one per prompt and this halves their cost.
-_new_hint = _new_outcome = tuple.__new__
+# Outcome(...) without the NamedTuple's Python-level __new__ (the same tuple, every field given
+# in field order): a document has one per prompt and this halves their cost.
+_new_outcome = tuple.__new__
 
 
 def hint_instability(
-    prediction: Any, confidence: float, hints: Sequence[Hint], delta_mode: str = "mean"
+    prediction: Any, confidence: float, hints: Sequence[tuple[Any, ...]], delta_mode: str = "mean"
 ) -> tuple[float, float, float, bool]:
-    """(mu, delta, lambda_raw as logged, flipped) of the original answer under ``hints``.
+    """(mu, delta, lambda_raw as logged, flipped) of the original answer under ``hints``
+    (``Hint``s, or plain tuples of their fields as a record holds them).
 
     Only hints naming a label other than the original prediction count (the harness builds
     every prompt before the model answers, so hints for all labels were sent); ``flipped``: one
@@ -111,10 +118,10 @@ def hint_instability(
     """
     predictions = []
     confidences = []
-    for hint in hints:
-        if hint.label != prediction:
-            predictions.append(hint.prediction)
-            confidences.append(hint.confidence)
+    for label, _, hinted_prediction, hinted_confidence in hints:
+        if label != prediction:
+            predictions.append(hinted_prediction)
+            confidences.append(hinted_confidence)
     mu = prediction_instability(prediction, predictions, confidences)
     delta = confidence_instability(confidence, confidences, mode=delta_mode)
     return (float(mu), float(delta), logged_lambda_raw(reliability_score(mu, delta)),
@@ -135,8 +142,9 @@ def join_document(
     record = answer_record(int(label), original.prediction, original.confidence,
                            original.prediction == label, original.parsed,
                            original.letter_logprobs)
-    hints = [_new_hint(Hint, (plan.hint_label, plan.template, outcome.prediction,
-                              outcome.confidence))
+    # plain tuples of Hint's fields (records.Record): records live until the aggregation, and the
+    # garbage collector stops tracking plain tuples of numbers but not NamedTuples
+    hints = [(plan.hint_label, plan.template, outcome.prediction, outcome.confidence)
              for plan, outcome in zip(plans[1:], outcomes[1:], strict=True)]
     if not hints:
         return record

@@ -3,8 +3,8 @@
 A record is what a task's ``process_results`` returns for one document (the same object under
 every metric name) and what lm-eval logs in its samples file; the aggregation, ``calidist report``
 and the benchmarks read it back. At runtime it is a plain dict (``Record`` names its keys for type
-checkers) and its JSON is the samples file's: a ``Hint`` is a NamedTuple, so it is written as the
-list ``[label, template, prediction, confidence]`` and read back with ``hints_of``.
+checkers) and its JSON is the samples file's: a hint is held as a plain tuple of ``Hint``'s fields,
+written as the list ``[label, template, prediction, confidence]``; ``hints_of`` gives ``Hint``s.
 
 Also here: the fields this package adds to every document (``SPLIT_FIELD``, ``INDEX_FIELD``,
 ``SOURCE_FIELD``) and the one rule for which document fields are ours (``is_own_field``); the
@@ -59,7 +59,9 @@ class Record(TypedDict, total=False):
     parsed: bool  # False when an answer or confidence of the document could not be read
     letter_logprobs: list[float]  # logit path: the option letters' log-likelihoods
     # the hinted prompts (distractor tasks): ``joining.join_document``
-    hints: list[Hint]  # in the order sent; JSON lists when read back (use ``hints_of``)
+    # in the order sent, each a plain tuple of Hint's fields (the garbage collector stops tracking
+    # those, not NamedTuples: a run holds every record); JSON lists when read back: ``hints_of``
+    hints: list[tuple[Any, ...]]
     mu: float  # prediction instability
     delta: float  # confidence instability
     lambda_raw: float  # (1 - mu) / (delta + epsilon); STABLE_LAMBDA_RAW at most
@@ -129,8 +131,8 @@ def answer_record(label: Any, prediction: Any, confidence: float, correct: bool 
     return record
 
 
-def with_hints(record: Record, hints: list[Hint], mu: float, delta: float, lambda_raw: float,
-               flipped: bool, parsed: bool) -> Record:
+def with_hints(record: Record, hints: list[tuple[Any, ...]], mu: float, delta: float,
+               lambda_raw: float, flipped: bool, parsed: bool) -> Record:
     """``record`` (an ``answer_record``) with its hinted prompts and their instability."""
     record.update(hints=hints, mu=float(mu), delta=float(delta),
                   lambda_raw=logged_lambda_raw(lambda_raw), flipped=int(flipped), parsed=parsed)

@@ -14,7 +14,9 @@ through numpy, which gives the same numbers or the error messages.
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -92,9 +94,8 @@ def prediction_instability(
     if (_plain_labels(original_prediction, distracted_predictions)
             and _plain_probabilities(distracted_confidences)
             and len(distracted_predictions) == len(distracted_confidences)):
-        flipped = [c for y, c in zip(distracted_predictions, distracted_confidences, strict=True)
-                   if y != original_prediction]
-        return sum(flipped) / len(distracted_confidences)
+        flips = map(operator.ne, distracted_predictions, itertools.repeat(original_prediction))
+        return sum(itertools.compress(distracted_confidences, flips)) / len(distracted_confidences)
     predictions = _check_distracted(
         distracted_predictions, "distracted_predictions", probability=False
     )

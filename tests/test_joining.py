@@ -11,6 +11,8 @@ import math
 import numpy as np
 import pytest
 from conftest import doc_requests, load_task
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calidist_tasks import distractors
 from calidist_tasks.joining import (
@@ -213,3 +215,70 @@ def test_outcomes_of_a_document_refuse_a_ragged_list():
         outcomes_from_loglikelihoods([-1.0, -2.0, -1.0, -2.0, -1.0], 2, "doc")
     with pytest.raises(ValueError, match="expected 3 log-probabilities per prompt, got 5"):
         outcomes_from_loglikelihoods([-1.0, -2.0, -1.0, -2.0, -1.0], 3, "doc")
+
+
+def reference_record(values: list[float], n_choices: int, plans: list[PromptPlan], label: int,
+                     delta_mode: str) -> dict | None:
+    """A document's record by the definitions (docs/method.md), in numpy and with none of
+    ``joining``'s shortcuts: a softmax per prompt, the first argmax, only hints naming another
+    label than the original prediction (None when no hint does)."""
+    logits = np.asarray(values).reshape(-1, n_choices)
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    predictions = logits.argmax(axis=1)
+    confidences = probs[np.arange(len(probs)), predictions]
+    y, p = predictions[0], confidences[0]
+    kept = [j for j in range(1, len(plans)) if plans[j].hint_label != y]
+    if not kept:
+        return None
+    flips = [confidences[j] * (predictions[j] != y) for j in kept]
+    others = confidences[kept]
+    delta = abs(p - others.mean()) if delta_mode == "mean" else max(0.0, p - others.min())
+    return {"prediction": int(y), "confidence": p, "correct": int(y == label),
+            "hints": [(plan.hint_label, plan.template, int(q), c) for plan, q, c
+                      in zip(plans[1:], predictions[1:], confidences[1:], strict=True)],
+            "mu": np.mean(flips), "delta": delta, "flipped": int(any(predictions[kept] != y))}
+
+
+LOGLIKELIHOOD = st.one_of(st.floats(-60.0, 0.0), st.sampled_from([0.0, -1.0, -745.0, -1e5]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(2, 5), st.integers(1, 6), st.data())
+def test_join_equals_the_definitions_on_random_documents(n_choices, n_hints, data):
+    # The per-document fast path (one softmax loop, plain-Python mu and delta, plain tuples) must
+    # give the record the definitions give; ties and saturated softmaxes included.
+    values = data.draw(st.lists(LOGLIKELIHOOD, min_size=(n_hints + 1) * n_choices,
+                                max_size=(n_hints + 1) * n_choices))
+    plans = [PromptPlan()] + [PromptPlan(data.draw(st.integers(0, n_choices - 1)), t)
+                              for t in range(n_hints)]
+    label = data.draw(st.integers(0, n_choices - 1))
+    delta_mode = data.draw(st.sampled_from(["mean", "worst_case"]))
+    outcomes = outcomes_from_loglikelihoods(values, n_choices, "doc")
+    expected = reference_record(values, n_choices, plans, label, delta_mode)
+    if expected is None:
+        with pytest.raises(ValueError, match="k == 0"):
+            join_document(plans, outcomes, label, delta_mode)
+        return
+    record = join_document(plans, outcomes, label, delta_mode)
+    for key in ("prediction", "correct", "flipped"):
+        assert record[key] == expected[key], key
+    assert record["letter_logprobs"] == values[:n_choices]
+    assert [hint[:3] for hint in record["hints"]] == [hint[:3] for hint in expected["hints"]]
+    assert [hint[3] for hint in record["hints"]] == pytest.approx(
+        [hint[3] for hint in expected["hints"]], rel=1e-12)
+    for key in ("confidence", "mu", "delta"):
+        assert record[key] == pytest.approx(expected[key], rel=1e-12, abs=1e-15), key
+    assert record["lambda_raw"] == pytest.approx(
+        min((1 - expected["mu"]) / (expected["delta"] + 1e-10), 1e10), rel=1e-5)
+    assert all(type(record[key]) is float for key in ("confidence", "mu", "delta", "lambda_raw"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 4), st.integers(1, 5), st.data())
+def test_a_bad_value_anywhere_names_its_prompt(n_choices, n_prompts, data):
+    values: list = [-1.0] * (n_choices * n_prompts)
+    at = data.draw(st.integers(0, len(values) - 1))
+    values[at] = data.draw(st.sampled_from([math.nan, math.inf, -math.inf, None, "oops"]))
+    with pytest.raises(ValueError, match=rf"^document 7 prompt {at // n_choices}: the model "):
+        outcomes_from_loglikelihoods(values, n_choices, "document 7")
