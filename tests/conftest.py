@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,14 +56,20 @@ def run_lm_eval(
     )
 
 
+_MANAGERS: dict[str, Any] = {}  # metadata -> TaskManager: indexing our folder is most of a load
+
+
 def load_task(name: str, metadata: dict):
     """Build one of our tasks as lm-eval does (YAML + --metadata), without lm-eval's own tasks."""
     from lm_eval.tasks import TaskManager
 
     from calidist_tasks import task_folder
 
-    manager = TaskManager(include_path=task_folder(), include_defaults=False, metadata=metadata)
-    return manager.load([name])["tasks"][name]
+    key = json.dumps(metadata, sort_keys=True, default=repr)
+    if key not in _MANAGERS:  # a copy: a caller may change its dict later
+        _MANAGERS[key] = TaskManager(include_path=task_folder(), include_defaults=False,
+                                     metadata=copy.deepcopy(metadata))
+    return _MANAGERS[key].load([name])["tasks"][name]
 
 
 def doc_requests(task, doc: dict, num_fewshot: int = 0) -> list:
@@ -69,10 +78,39 @@ def doc_requests(task, doc: dict, num_fewshot: int = 0) -> list:
     return task.construct_requests(doc, ctx, metadata=(task.config.task, 0, 1))
 
 
+def assert_report_rebuilds_results(folder: Path) -> list[str]:
+    """``calidist report`` rebuilds, from the logged records alone, every score lm-eval saved for
+    every leaderboard row of every task under ``folder`` (the report's fits are the
+    aggregation's); returns the tasks checked. A NaN in the results file stands only for a task
+    whose replies were mostly unreadable (its aggregation writes NaN on purpose)."""
+    import math
+
+    from calidist_tasks.methods import SCORES, methods_of, task_variant
+    from calidist_tasks.report.loading import load_runs
+    from calidist_tasks.report.methods import task_cells
+
+    checked = []
+    for run in load_runs([folder]).runs:
+        problems: list[str] = []
+        cells = {cell.method.label: cell for cell in task_cells(run, problems, [])}
+        assert problems == [], problems
+        for method in methods_of(task_variant(run.task, run.config)[1]):
+            saved = {s: run.metrics[method.metric(s)] for s in SCORES
+                     if method.metric(s) in run.metrics}
+            cell = cells[method.label]
+            assert saved and cell.confidence is not None, (run.name, method.label)
+            for score, value in saved.items():
+                where = (run.name, method.label, score)
+                if math.isnan(value):
+                    assert cell.unreadable, where
+                else:
+                    assert cell.values[score] == pytest.approx(value, rel=1e-12, abs=1e-12), where
+        checked.append(run.task)
+    return checked
+
+
 def write_mnli(folder: Path, n_matched: int = 40, n_mismatched: int = 20) -> Path:
     """MNLI in the hub schema: validation_matched / validation_mismatched .jsonl in ``folder``."""
-    import json
-
     folder.mkdir(parents=True, exist_ok=True)
     animals = ["cat", "dog", "bird", "horse", "fox", "owl", "frog"]
     for split, n in (("validation_matched", n_matched), ("validation_mismatched", n_mismatched)):
