@@ -29,6 +29,7 @@ def test_overhead_runs_our_calls_on_synthetic_documents():
     assert found["seconds_per_100k"] == pytest.approx(seconds * 100_000 / 300)
 
 
+@pytest.mark.slow  # builds the tiny model and runs lm-eval (no tiny_model_dir fixture to mark it)
 def test_own_share_times_our_hooks_against_the_models_calls(tmp_path):
     from lm_eval.models.huggingface import HFLM
 
