@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 from pathlib import Path
@@ -56,20 +57,27 @@ def run_lm_eval(
     )
 
 
-_MANAGERS: dict[str, Any] = {}  # metadata -> TaskManager: indexing our folder is most of a load
-
-
-def load_task(name: str, metadata: dict):
-    """Build one of our tasks as lm-eval does (YAML + --metadata), without lm-eval's own tasks."""
+@functools.cache
+def _indexed() -> Any:
+    """lm-eval's TaskManager over our task folder alone, indexed once per session (indexing is
+    most of a fresh TaskManager's time; each build reads its YAML anew)."""
     from lm_eval.tasks import TaskManager
 
     from calidist_tasks import task_folder
 
-    key = json.dumps(metadata, sort_keys=True, default=repr)
-    if key not in _MANAGERS:  # a copy: a caller may change its dict later
-        _MANAGERS[key] = TaskManager(include_path=task_folder(), include_defaults=False,
-                                     metadata=copy.deepcopy(metadata))
-    return _MANAGERS[key].load([name])["tasks"][name]
+    return TaskManager(include_path=task_folder(), include_defaults=False)
+
+
+def load_task(name: str, metadata: dict):
+    """Build one of our tasks as lm-eval does (YAML + --metadata), without lm-eval's own tasks:
+    what ``TaskManager(metadata=metadata)`` builds (its metadata lives in its TaskFactory), on
+    the shared index."""
+    from lm_eval.tasks._factory import TaskFactory
+
+    manager = copy.copy(_indexed())
+    assert isinstance(manager._factory, TaskFactory)  # lm-eval 0.4.13's TaskManager layout
+    manager.metadata, manager._factory = metadata, TaskFactory(meta=metadata)
+    return manager.load([name])["tasks"][name]
 
 
 def doc_requests(task, doc: dict, num_fewshot: int = 0) -> list:
