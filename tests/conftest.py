@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,13 +57,26 @@ def run_lm_eval(
     )
 
 
-def load_task(name: str, metadata: dict):
-    """Build one of our tasks as lm-eval does (YAML + --metadata), without lm-eval's own tasks."""
+@functools.cache
+def _indexed() -> Any:
+    """lm-eval's TaskManager over our task folder alone, indexed once per session (indexing is
+    most of a fresh TaskManager's time; each build reads its YAML anew)."""
     from lm_eval.tasks import TaskManager
 
     from calidist_tasks import task_folder
 
-    manager = TaskManager(include_path=task_folder(), include_defaults=False, metadata=metadata)
+    return TaskManager(include_path=task_folder(), include_defaults=False)
+
+
+def load_task(name: str, metadata: dict):
+    """Build one of our tasks as lm-eval does (YAML + --metadata), without lm-eval's own tasks:
+    what ``TaskManager(metadata=metadata)`` builds (its metadata lives in its TaskFactory), on
+    the shared index."""
+    from lm_eval.tasks._factory import TaskFactory
+
+    manager = copy.copy(_indexed())
+    assert isinstance(manager._factory, TaskFactory)  # lm-eval 0.4.13's TaskManager layout
+    manager.metadata, manager._factory = metadata, TaskFactory(meta=metadata)
     return manager.load([name])["tasks"][name]
 
 
@@ -69,10 +86,39 @@ def doc_requests(task, doc: dict, num_fewshot: int = 0) -> list:
     return task.construct_requests(doc, ctx, metadata=(task.config.task, 0, 1))
 
 
+def assert_report_rebuilds_results(folder: Path) -> list[str]:
+    """``calidist report`` rebuilds, from the logged records alone, every score lm-eval saved for
+    every leaderboard row of every task under ``folder`` (the report's fits are the
+    aggregation's); returns the tasks checked. A NaN in the results file stands only for a task
+    whose replies were mostly unreadable (its aggregation writes NaN on purpose)."""
+    import math
+
+    from calidist_tasks.methods import SCORES, methods_of, task_variant
+    from calidist_tasks.report.loading import load_runs
+    from calidist_tasks.report.methods import task_cells
+
+    checked = []
+    for run in load_runs([folder]).runs:
+        problems: list[str] = []
+        cells = {cell.method.label: cell for cell in task_cells(run, problems, [])}
+        assert problems == [], problems
+        for method in methods_of(task_variant(run.task, run.config)[1]):
+            saved = {s: run.metrics[method.metric(s)] for s in SCORES
+                     if method.metric(s) in run.metrics}
+            cell = cells[method.label]
+            assert saved and cell.confidence is not None, (run.name, method.label)
+            for score, value in saved.items():
+                where = (run.name, method.label, score)
+                if math.isnan(value):
+                    assert cell.unreadable, where
+                else:
+                    assert cell.values[score] == pytest.approx(value, rel=1e-12, abs=1e-12), where
+        checked.append(run.task)
+    return checked
+
+
 def write_mnli(folder: Path, n_matched: int = 40, n_mismatched: int = 20) -> Path:
     """MNLI in the hub schema: validation_matched / validation_mismatched .jsonl in ``folder``."""
-    import json
-
     folder.mkdir(parents=True, exist_ok=True)
     animals = ["cat", "dog", "bird", "horse", "fox", "owl", "frog"]
     for split, n in (("validation_matched", n_matched), ("validation_mismatched", n_mismatched)):

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import write_mnli
+from conftest import assert_report_rebuilds_results, write_mnli
 
 from calidist_tasks import cli
 from calidist_tasks.aggregation import summarize_baselines, summarize_calidist
@@ -157,6 +157,19 @@ def test_calibration_table_of_the_run(first_run):
     (row,) = [r for r in rows if r[:2] == ["calidist_ppdb_probe", "CaliDist (Pr.)"]]
     names = ("acc", "ece", "ece_adaptive", "brier", "auroc")
     assert row[2:] == [f"{100 * values[f'{n},none']:.2f}" for n in names]
+
+
+def test_report_rebuilds_every_number_of_the_run(first_run):
+    """Every task kind of both groups (scored letters, each style, verbalized, consistency,
+    SPUQ, reasoned, and the replies run beside them): ``calidist report`` rebuilds lm-eval's
+    numbers from the logged records."""
+    import yaml
+
+    from calidist_tasks import task_folder
+
+    tasks = {task for b in LABELS for task in yaml.safe_load(
+        (Path(task_folder()) / b / f"calidist_{b}_all.yaml").read_text())["task"]}
+    assert set(assert_report_rebuilds_results(first_run)) == tasks
 
 
 def lm_eval_tree(root: Path) -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import doc_requests, load_task, run_lm_eval
+from conftest import assert_report_rebuilds_results, doc_requests, load_task, run_lm_eval
 from family_data import write_all
 from hypothesis import given
 from hypothesis import strategies as st
@@ -34,7 +34,7 @@ from calidist_tasks.open_ended import (
     same_number,
 )
 from calidist_tasks.records import hints_of
-from calidist_tasks.run_files import samples_file_of
+from calidist_tasks.run_files import samples_file_of, save_like_lm_eval
 
 
 @pytest.mark.parametrize("text, number", [
@@ -256,6 +256,8 @@ def test_three_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
     # stage 3: every chain's answer scored after its reasoning
     third = run_lm_eval(["calidist_gsm8k_assertion"], tiny_model_dir,
                         {**metadata, "original_samples": str(tmp_path / "stage2")})
+    save_like_lm_eval(third, tmp_path / "stage3")
+    assert assert_report_rebuilds_results(tmp_path / "stage3") == ["calidist_gsm8k_assertion"]
     results = _results(third, "calidist_gsm8k_assertion")
     for name in [*metric_names(distracted=True), "parse_fail_rate"]:
         assert math.isfinite(results[name]), name

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_task, run_lm_eval
+from conftest import assert_report_rebuilds_results, load_task, run_lm_eval
 from family_data import write_all
 from test_gsm8k import _save_samples
 
@@ -23,6 +23,7 @@ from calidist_tasks.open_ended_verbalized import (
     parse_number_response,
 )
 from calidist_tasks.records import hints_of
+from calidist_tasks.run_files import save_like_lm_eval
 from calidist_tasks.task import HINT
 from calidist_tasks.verbalized import CONFIDENCE_INSTRUCTION
 
@@ -126,6 +127,8 @@ def test_two_verbalized_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) 
     metadata = _metadata(write_all(tmp_path / "data", n_eval=4, n_calib=3))
     first = run_lm_eval(["calidist_gsm8k_verbalized"], tiny_model_dir, metadata,
                         gen_kwargs="max_gen_toks=8")
+    save_like_lm_eval(first, tmp_path / "lm1")
+    assert assert_report_rebuilds_results(tmp_path / "lm1") == ["calidist_gsm8k_verbalized"]
     samples = first["samples"]["calidist_gsm8k_verbalized"]
     results = {k.split(",")[0]: v for k, v in first["results"]["calidist_gsm8k_verbalized"].items()
                if "," in k}
@@ -154,6 +157,8 @@ def test_two_verbalized_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) 
                          {**metadata, "original_samples": str(tmp_path / "stage1")},
                          gen_kwargs="max_gen_toks=8")
     task = "calidist_gsm8k_assertion_verbalized"
+    save_like_lm_eval(second, tmp_path / "lm2")
+    assert assert_report_rebuilds_results(tmp_path / "lm2") == [task]
     results = {k.split(",")[0]: v for k, v in second["results"][task].items() if "," in k}
     assert set(results) >= set(metric_names(True, "verbalized"))
     # the random tiny model's replies are mostly unreadable: every score is then NaN (the

@@ -217,13 +217,17 @@ def test_calidist_eval_runs_the_replies_and_the_scoring_in_one_command(
         record = json.loads(line)["acc"]
         assert [r["reply"] for r in record["replies"]] == [
             r[0] for r in generated[record["index"]]]
-    # calidist report finds both runs' rows in the registry and rebuilds them from the records
-    # with the aggregation's own fits (a mismatch with lm-eval's numbers is a problem line)
+    # calidist report finds both runs' rows in the registry and rebuilds lm-eval's numbers
+    # from the records with the aggregation's own fits
+    from conftest import assert_report_rebuilds_results
+
     from calidist_tasks.report import write_report
 
+    assert sorted(assert_report_rebuilds_results(out)) == [
+        "calidist_ppdb_probe_cot", "calidist_ppdb_probe_verbalized"]
     report = write_report([out], tmp_path / "report", n_resamples=20, figures=False)
-    assert not [p for p in report.problems if "reproduce" in p or "rebuild" in p or "no "
-                "leaderboard row" in p], report.problems
+    assert not [p for p in report.problems if "rebuild" in p or "no leaderboard row" in p], \
+        report.problems
     rows = (tmp_path / "report" / "leaderboard.csv").read_text(encoding="utf-8")
     for label in ("Vanilla (reasoned)", "Verbalized (reasoned)", "CaliDist reasoned (Pr.)",
                   "CaliDist reasoned verbalized (Pr.)", "CaliDist verbalized (Pr.)"):

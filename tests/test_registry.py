@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import assert_report_rebuilds_results
 
 from calidist_tasks import distractors, fits, methods, styles
 from calidist_tasks.joining import PromptPlan
@@ -116,6 +117,7 @@ def test_a_new_style_runs_end_to_end(friend, tiny_model_dir: Path, ppdb_data_dir
     tracker.save_results_aggregated(results=results, samples=samples)
     tracker.save_results_samples(task_name=name, samples=samples[name])
 
+    assert assert_report_rebuilds_results(tmp_path / "lm") == [name]
     report = write_report([tmp_path / "lm"], tmp_path / "out", (), n_resamples=20)
     assert report.problems == []
     with open(tmp_path / "out" / "leaderboard.csv", encoding="utf-8") as file:

