@@ -50,7 +50,13 @@ from calidist_tasks.report.methods import (
     settings_of,
     with_instability,
 )
-from calidist_tasks.report.tables import accuracy, paired_difference, score_intervals, verdict
+from calidist_tasks.report.tables import (
+    UNREADABLE,
+    accuracy,
+    paired_difference,
+    score_intervals,
+    verdict,
+)
 
 # Rows with fewer evaluation documents are flagged: 300, or a benchmark's whole test split when
 # it is smaller (AQuA's has 254 rows).
@@ -102,6 +108,12 @@ class Scored:
     sources: list[str] = field(default_factory=list)  # per evaluation document: its origin
     values: dict[str, float] = field(default_factory=dict)  # score -> fraction
     intervals: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    unreadable: bool = False  # most of the replies it reads unreadable: lm-eval's scores NaN
+
+    @property
+    def shown(self) -> str:
+        """The row's label as printed: flagged when its replies were mostly unreadable."""
+        return f"{self.label} {UNREADABLE}" if self.unreadable else self.label
 
     @property
     def n(self) -> int:
@@ -188,7 +200,7 @@ class Analysis:
         print(f"[bench] analysis: intervals of {cell.run.name}, {cell.method.label}",
               file=sys.stderr, flush=True)
         row = Scored(cell.method.label, cell.run.task, cell.confidence, cell.correct,
-                     values=dict(cell.values))
+                     values=dict(cell.values), unreadable=cell.unreadable)
         if cell.confidence is not None:
             row.sources = evaluation_sources(cell.run)
             row.intervals = quietly(score_intervals, self.notes, "bootstrap")(

@@ -21,8 +21,10 @@ from benchmarks.commands import (
     without_markdown,
 )
 from benchmarks.records import Stored
+from calidist_tasks.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.methods import ECE_BINNING
 from calidist_tasks.records import CALIBRATION
+from calidist_tasks.report.tables import UNREADABLE
 
 FULL_SIZES = "PPDB 200 calibration + 1000 evaluation, AQuA dev (254) + test (254)"
 
@@ -81,7 +83,7 @@ def _runs(state: State, result: an.Analysis) -> str:
                      f"{settings.lambda_scale} / {settings.delta_mode} / {settings.fit}", check])
     return table(["model", "task", "requested", "calibration docs", "evaluation docs",
                   "lm-eval seconds", "process seconds", "lambda_scale / delta_mode / fit",
-                  "numbers rebuilt from the records = lm-eval's"], rows, {3, 4, 5, 6})
+                  "rebuilt from the records (or the problem)"], rows, {3, 4, 5, 6})
 
 
 def _calibration(state: State, result: an.Analysis) -> list[str]:
@@ -92,9 +94,9 @@ def _calibration(state: State, result: an.Analysis) -> list[str]:
             if row.confidence is None:
                 shown = [f"{100 * row.values[s]:.2f} †" if s in row.values else "-"
                          for s in ("ece", "ece_adaptive", "brier", "auroc")]
-                rows.append([row.label, f"`{row.task}`", "-", "-", *shown])
+                rows.append([row.shown, f"`{row.task}`", "-", "-", *shown])
                 continue
-            rows.append([row.label, f"`{row.task}`", an.size_cell(row.n, benchmark),
+            rows.append([row.shown, f"`{row.task}`", an.size_cell(row.n, benchmark),
                          an.interval(row.intervals["acc"], 1),
                          *(an.interval(row.intervals[s]) for s in
                            ("ece", "ece_adaptive", "brier", "auroc"))])
@@ -108,7 +110,7 @@ def _calibration(state: State, result: an.Analysis) -> list[str]:
                 n = next((t["n"] for t in by_score.values() if t), 0)
                 cells += [an.size_cell(n, benchmark) if n else "-", an.diff(by_score.get("ece")),
                           an.diff(by_score.get("brier"))]
-            paired.append([row.label, *cells, an.verdict_line(tests)])
+            paired.append([row.shown, *cells, an.verdict_line(tests)])
         parts += [f"### {model} / {bench(benchmark)}\n",
                   table(["method", "task", "evaluation docs", "acc", "ECE", "adaptive ECE",
                          "Brier", "AUROC"], rows, {2, 3, 4, 5, 6, 7}) + "\n",
@@ -461,7 +463,9 @@ def render(state: State) -> str:
             f"correctness; acc: accuracy. Brackets: 95% percentile bootstrap over documents "
             f"({n_boot} resamples; for a biased statistic such as ECE the percentile interval need "
             "not contain the estimate). † = results-file number only (not rebuilt, no "
-            "interval). "
+            f"interval). {UNREADABLE} after a method: more than {UNREADABLE_LIMIT:.0%} of the "
+            "replies it reads were unreadable, so lm-eval reports its scores as NaN; the numbers "
+            "shown are the rebuilt ones, for inspection only. "
             f"{an.SMALL_NOTE} A verdict is `better` / `worse` "
             "when the paired 95% interval of the difference excludes 0 (lower ECE / Brier is "
             "better), `not distinguishable` otherwise; documents are paired across tasks by "

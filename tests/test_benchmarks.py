@@ -516,3 +516,23 @@ def test_a_variant_is_recommended_only_for_a_clear_gain():
     assert not recommended({"ece": test(-0.02, -0.03, -0.01),
                             "brier": test(0.01, 0.005, 0.02)})  # Brier worse
     assert not recommended({"ece": None, "brier": flat})
+
+
+def test_a_method_with_mostly_unreadable_replies_is_flagged_in_the_leaderboard(exported, tmp_path):
+    """lm-eval reports NaN scores for a reading whose replies were mostly unreadable; the
+    leaderboard shows the rebuilt numbers only flagged, never as if they were lm-eval's."""
+    from benchmarks import analysis, records
+    from benchmarks.markdown import render
+    from calidist_tasks.aggregation import UNREADABLE_LIMIT
+    from calidist_tasks.report.tables import UNREADABLE
+
+    root, _, _ = exported
+    problems: list[str] = []
+    stored = records.load(root / "results", problems)
+    assertion = next(s for s in stored if s.task == "calidist_ppdb_assertion")
+    assertion.run.metrics["parse_fail_rate"] = UNREADABLE_LIMIT + 0.1
+    text = render(_state(root, stored=stored, problems=problems))
+    assert f"| CaliDist (As.) {UNREADABLE} | `calidist_ppdb_assertion` |" in text
+    assert f"| Vanilla {UNREADABLE} |" not in text and "| Vanilla | `calidist_ppdb` |" in text
+    rows = analysis.Analysis(stored, n_boot=10).rows("tiny", "ppdb")
+    assert [row.label for row in rows if row.unreadable] == ["CaliDist (As.)"]
