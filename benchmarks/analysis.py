@@ -36,7 +36,7 @@ from benchmarks.records import Stored
 from calidist_metrics import CalibrationWarning
 from calidist_tasks.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.fits import behaviour_calibrated, column, split_records
-from calidist_tasks.methods import LOGIT, METHODS, SCORES, VARIANTS
+from calidist_tasks.methods import LOGIT, METHODS, SCORES, VARIANTS, paired_references
 from calidist_tasks.records import EVALUATION, Hint, hints_of
 from calidist_tasks.report.cost import generation_cost
 from calidist_tasks.report.methods import (
@@ -180,6 +180,7 @@ class Analysis:
         cells = quietly(leaderboard_cells, self.notes, "refits")(
             [s.run for s in self.stored], self.problems, self.notes)
         order = {m.label: i for i, m in enumerate(METHODS)}
+        by_method = {m.label: m for m in METHODS}
         for cell in sorted(cells, key=lambda c: (c.model, c.benchmark, order[c.method.label])):
             self.methods.setdefault((cell.model, cell.benchmark), []).append(self._scored(cell))
         for (model, benchmark), rows in self.methods.items():
@@ -188,7 +189,7 @@ class Analysis:
             by_label = {row.label: row for row in rows}
             for row in rows:
                 tests = {}
-                for name, label in (("Vanilla", "Vanilla"), ("TS", "Temperature scaling")):
+                for name, label in paired_references(by_method[row.label]).items():
                     other = by_label.get(label)
                     if other is None or other is row:
                         continue

@@ -115,7 +115,9 @@ def _calibration(state: State, result: an.Analysis) -> list[str]:
                   table(["method", "task", "evaluation docs", "acc", "ECE", "adaptive ECE",
                          "Brier", "AUROC"], rows, {2, 3, 4, 5, 6, 7}) + "\n",
                   "Paired differences (method − reference on the documents both scored, "
-                  "x100, 95% paired bootstrap interval) and the verdict they support:\n",
+                  "x100, 95% paired bootstrap interval) and the verdict they support; a "
+                  "reasoned row's Vanilla and TS are the reasoned ones (the same replies), a "
+                  "log-prob row's the log-prob ones:\n",
                   table(["method", "docs paired with Vanilla", "ΔECE vs Vanilla",
                          "ΔBrier vs Vanilla", "docs paired with TS", "ΔECE vs TS",
                          "ΔBrier vs TS", "verdict"], paired, {1, 2, 3, 4, 5, 6}) + "\n"]

@@ -256,6 +256,19 @@ def methods_of(variant: Variant) -> list[Method]:
     return [m for m in METHODS if variant.name in m.variants]
 
 
+def paired_references(method: Method) -> dict[str, str]:
+    """The rows ``method``'s paired differences are taken against (BENCHMARKS.md): the Vanilla
+    and temperature-scaling rows of the same protocol, so that a reasoned row is compared with
+    the reasoned Vanilla on the same replies, a chat API's log-prob row with its own Vanilla."""
+    if method.reading == LOGPROB:
+        protocol = " (log-prob)"
+    elif any(variant_named(name).confidence == REASONED for name in method.variants):
+        protocol = " (reasoned)"
+    else:
+        protocol = ""
+    return {"Vanilla": "Vanilla" + protocol, "TS": "Temperature scaling" + protocol}
+
+
 def vanilla_labels() -> set[str]:
     """Labels of the rows that are the model's own confidence."""
     return {m.label for m in METHODS if m.own}

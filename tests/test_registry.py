@@ -141,3 +141,20 @@ def test_logprob_rows_name_the_metrics_the_aggregation_reports() -> None:
         assert all(m.metric(s) in reported for m in rows for s in methods.SCORES)
         assert not any(LOGPROB in name for name in methods.metric_names(variant.distracted,
                                                                          VERBALIZED))
+
+
+def test_each_row_is_paired_with_the_vanilla_and_ts_of_its_own_protocol():
+    from calidist_tasks.methods import METHODS, paired_references
+
+    labels = {m.label for m in METHODS}
+    for method in METHODS:
+        references = paired_references(method)
+        assert set(references.values()) <= labels, (method.label, references)
+    by_label = {m.label: m for m in METHODS}
+    assert paired_references(by_label["CaliDist reasoned (As.)"])["Vanilla"] == "Vanilla (reasoned)"
+    assert paired_references(by_label["Verbalized (reasoned)"])["TS"] == (
+        "Temperature scaling (reasoned)")
+    assert paired_references(by_label["CaliDist log-prob (As.)"])["Vanilla"] == (
+        "Vanilla (log-prob)")
+    assert paired_references(by_label["CaliDist (As.)"]) == {"Vanilla": "Vanilla",
+                                                              "TS": "Temperature scaling"}
