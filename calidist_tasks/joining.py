@@ -145,10 +145,9 @@ def join_document(
     record = answer_record(int(label), original.prediction, original.confidence,
                            original.prediction == label, original.parsed,
                            original.letter_logprobs)
-    # plain tuples of Hint's fields (records.Record): records live until the aggregation, and the
-    # garbage collector stops tracking plain tuples of numbers but not NamedTuples
-    hints = [(plan.hint_label, plan.template, outcome.prediction, outcome.confidence)
-             for plan, outcome in zip(plans[1:], outcomes[1:], strict=True)]
+    # a tuple of plain tuples of Hint's fields, not NamedTuples (records: the garbage collector)
+    hints = tuple([(plan.hint_label, plan.template, outcome.prediction, outcome.confidence)
+                   for plan, outcome in zip(plans[1:], outcomes[1:], strict=True)])
     if not hints:
         return record
     mu, delta, lambda_raw, flipped = hint_instability(original.prediction, original.confidence,
