@@ -54,12 +54,13 @@ def _scores(confidence: np.ndarray, correct: np.ndarray, name: str = "") -> dict
 
 
 def _common(calibration: list, evaluation: list) -> dict[str, float]:
+    correct = column(evaluation, "correct")
     return {
-        "acc": float(column(evaluation, "correct").mean()),
+        "acc": float(correct.mean()),
         "requests_per_doc": float(column(evaluation, "requests").mean()),
         "n_calibration": float(len(calibration)),
         "n_evaluation": float(len(evaluation)),
-        **_scores(column(evaluation, "confidence"), column(evaluation, "correct"), VANILLA),
+        **_scores(column(evaluation, "confidence"), correct, VANILLA),
     }
 
 

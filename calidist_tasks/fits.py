@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -64,7 +65,7 @@ Fit = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]], RunSet
 
 def split_records(records: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
     """(calibration, evaluation) records, each in document order; no evaluation -> ValueError."""
-    ordered = sorted(records, key=lambda r: r["index"])  # ranks gather in any order
+    ordered = sorted(records, key=itemgetter("index"))  # ranks gather in any order
     calibration = [r for r in ordered if r["split"] == CALIBRATION]
     evaluation = [r for r in ordered if r["split"] == EVALUATION]
     if not evaluation:
@@ -77,7 +78,8 @@ def split_records(records: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
 
 def column(records: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
     """One field of every record, as floats."""
-    return np.asarray([r[key] for r in records], dtype=float)
+    # fromiter over a C-level map: a list comprehension per field was most of an aggregation
+    return np.fromiter(map(itemgetter(key), records), dtype=float, count=len(records))
 
 
 def calidist_inputs(records: Sequence[Mapping[str, Any]]) -> np.ndarray:

@@ -9,7 +9,7 @@ every hinted prompt's outcome, and the instability measures of the paper's secti
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from calidist_metrics import confidence_instability, prediction_instability, reliability_score
@@ -74,12 +74,14 @@ def outcome_at(loglikelihoods: Sequence[float], answer: int, where: str) -> Outc
 
 
 def outcomes_from_loglikelihoods(
-    loglikelihoods: Sequence[float], n_choices: int, where: str
+    loglikelihoods: Sequence[float], n_choices: int, where: str | Callable[[], str]
 ) -> list[Outcome]:
     """One outcome per prompt from the flat list lm-eval returns (``n_choices`` per prompt).
 
     Checks the whole list once and then splits it: the per-prompt checks of
-    ``outcome_from_loglikelihoods`` run only to name the prompt of a bad value.
+    ``outcome_from_loglikelihoods`` run only to name the prompt of a bad value. ``where``
+    names the document in an error: a string, or a function that builds it (called only then:
+    this runs for every document).
     """
     try:
         values = list(map(float, loglikelihoods))  # None -> TypeError
@@ -87,6 +89,7 @@ def outcomes_from_loglikelihoods(
     except (TypeError, ValueError):
         usable = False
     if not usable or len(values) % n_choices:
+        where = where() if callable(where) else where
         for i in range(0, max(len(loglikelihoods), 1), n_choices):  # raises, naming the prompt
             outcome_from_loglikelihoods(loglikelihoods[i:i + n_choices],
                                         f"{where} prompt {i // n_choices}")
@@ -142,10 +145,9 @@ def join_document(
     record = answer_record(int(label), original.prediction, original.confidence,
                            original.prediction == label, original.parsed,
                            original.letter_logprobs)
-    # plain tuples of Hint's fields (records.Record): records live until the aggregation, and the
-    # garbage collector stops tracking plain tuples of numbers but not NamedTuples
-    hints = [(plan.hint_label, plan.template, outcome.prediction, outcome.confidence)
-             for plan, outcome in zip(plans[1:], outcomes[1:], strict=True)]
+    # a tuple of plain tuples of Hint's fields, not NamedTuples (records: the garbage collector)
+    hints = tuple([(plan.hint_label, plan.template, outcome.prediction, outcome.confidence)
+                   for plan, outcome in zip(plans[1:], outcomes[1:], strict=True)])
     if not hints:
         return record
     mu, delta, lambda_raw, flipped = hint_instability(original.prediction, original.confidence,

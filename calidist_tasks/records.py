@@ -3,8 +3,11 @@
 A record is what a task's ``process_results`` returns for one document (the same object under
 every metric name) and what lm-eval logs in its samples file; the aggregation, ``calidist report``
 and the benchmarks read it back. At runtime it is a plain dict (``Record`` names its keys for type
-checkers) and its JSON is the samples file's: a hint is held as a plain tuple of ``Hint``'s fields,
-written as the list ``[label, template, prediction, confidence]``; ``hints_of`` gives ``Hint``s.
+checkers) and its JSON is the samples file's. Its hints and letter log-likelihoods are plain
+tuples (a hint: ``Hint``'s fields), written as JSON lists (``[label, template, prediction,
+confidence]``): a run holds every record until the aggregation, and the garbage collector stops
+scanning a tuple of numbers (not a list, nor a NamedTuple), and a dict that holds only those.
+``hints_of`` gives ``Hint``s.
 
 Also here: the fields this package adds to every document (``SPLIT_FIELD``, ``INDEX_FIELD``,
 ``SOURCE_FIELD``) and the one rule for which document fields are ours (``is_own_field``); the
@@ -57,11 +60,10 @@ class Record(TypedDict, total=False):
     confidence: float  # the model's confidence in it (p)
     correct: int  # 1 when the prediction is the gold label, else 0
     parsed: bool  # False when an answer or confidence of the document could not be read
-    letter_logprobs: list[float]  # logit path: the option letters' log-likelihoods
+    letter_logprobs: tuple[float, ...]  # logit path: the option letters' log-likelihoods
     # the hinted prompts (distractor tasks): ``joining.join_document``
-    # in the order sent, each a plain tuple of Hint's fields (the garbage collector stops tracking
-    # those, not NamedTuples: a run holds every record); JSON lists when read back: ``hints_of``
-    hints: list[tuple[Any, ...]]
+    # in the order sent, each a plain tuple of Hint's fields; JSON lists read back: ``hints_of``
+    hints: tuple[tuple[Any, ...], ...]
     mu: float  # prediction instability
     delta: float  # confidence instability
     lambda_raw: float  # (1 - mu) / (delta + epsilon); STABLE_LAMBDA_RAW at most
@@ -127,11 +129,11 @@ def answer_record(label: Any, prediction: Any, confidence: float, correct: bool 
     record: Record = {"label": label, "prediction": prediction, "confidence": confidence,
                       "correct": int(correct), "parsed": parsed}
     if letter_logprobs is not None:
-        record["letter_logprobs"] = list(letter_logprobs)
+        record["letter_logprobs"] = tuple(letter_logprobs)  # a tuple: see the module's doc
     return record
 
 
-def with_hints(record: Record, hints: list[tuple[Any, ...]], mu: float, delta: float,
+def with_hints(record: Record, hints: tuple[tuple[Any, ...], ...], mu: float, delta: float,
                lambda_raw: float, flipped: bool, parsed: bool) -> Record:
     """``record`` (an ``answer_record``) with its hinted prompts and their instability."""
     record.update(hints=hints, mu=float(mu), delta=float(delta),
@@ -143,7 +145,7 @@ def unreadable_record(label: Any, place: Record) -> Record:
     """The record of a document whose answer has no number (GSM8K): wrong, confidence 0,
     maximally unreliable (mu = delta = 1, so lambda_raw = 0); its one reply was unreadable.
     ``place``: the document's ``bookkeeping``."""
-    record = with_hints(answer_record(label, None, 0.0, 0, False), [], 1.0, 1.0, 0.0, False,
+    record = with_hints(answer_record(label, None, 0.0, 0, False), (), 1.0, 1.0, 0.0, False,
                         False)
     record.update(generations=1, parse_failures=1, **place)
     return record

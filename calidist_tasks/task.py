@@ -118,6 +118,8 @@ class CaliDistTask(ConfigurableTask):
         self._fewshot_pool: list[dict[str, Any]] | None = None
         self._plans: dict[int, list[PromptPlan]] = {}
         self._summary: tuple[list, dict[str, float]] | None = None  # records, metrics
+        # metric_results' (carrier, markers of the other metrics) per tuple of metric names
+        self._markers: dict[tuple[str, ...], tuple[str, dict[str, Any]]] = {}
         # Two-stage runs (calidist_tasks.two_stage): which prompts this run sends; tasks that
         # cannot split (no hints, GSM8K's own stages) run whole whatever --metadata stage says.
         split = self.style.hinted and self.splits_in_stages()
@@ -341,24 +343,30 @@ class CaliDistTask(ConfigurableTask):
         try:
             record = self.document_record(doc, results)
         except Exception as error:  # noqa: BLE001  raised at the aggregation, with the records
-            where = f"{self.config.task} document {doc[INDEX_FIELD]} ({doc[SOURCE_FIELD]})"
             message = str(error) if isinstance(error, ValueError) else (
-                f"{where}: {type(error).__name__}: {error}")
+                f"{self.document_name(doc)}: {type(error).__name__}: {error}")
             record = failed_record(doc, len(results), message)
         return self.metric_results(record)
+
+    def document_name(self, doc: dict[str, Any]) -> str:
+        """How an error names ``doc``: the task, the document's index and its source."""
+        return f"{self.config.task} document {doc[INDEX_FIELD]} ({doc[SOURCE_FIELD]})"
 
     def document_record(self, doc: dict[str, Any], results: list[Any]) -> Record:
         """The document's record: its answers joined (``join_document``); in stage hints,
         stage 1's original answer and the hints sent now, ``requests`` counting both stages.
         Raises ValueError naming the document and prompt when an answer cannot be used."""
-        n_sent = len(self.sent_plans(doc))
+        sent = self.sent_plans(doc)
         n_choices = len(self.doc_to_choice(doc))
-        where = f"{self.config.task} document {doc[INDEX_FIELD]} ({doc[SOURCE_FIELD]})"
-        if len(results) != n_sent * n_choices:
-            raise ValueError(f"{where}: expected {n_sent * n_choices} answers, got "
-                             f"{len(results)}")
+        if len(results) != len(sent) * n_choices:
+            raise ValueError(f"{self.document_name(doc)}: expected {len(sent) * n_choices} "
+                             f"answers, got {len(results)}")
+
+        def where() -> str:  # the document's name, built only for an error
+            return self.document_name(doc)
+
         outcomes = outcomes_from_loglikelihoods([ll for ll, _ in results], n_choices, where)
-        plans, outcomes = self.run_stage.joined(doc, self.sent_plans(doc), outcomes)
+        plans, outcomes = self.run_stage.joined(doc, sent, outcomes)
         record = join_document(plans, outcomes, doc[self.config.doc_to_target],
                                self.settings.delta_mode)
         first = self.stage1_answer(doc)
@@ -369,10 +377,15 @@ class CaliDistTask(ConfigurableTask):
         """What ``process_results`` returns: the document's record under ``acc`` (the first
         metric lm-eval aggregates), a small marker naming it under every other metric, so that
         a samples line holds the record once (``_aggregate`` resolves the markers)."""
-        names = self.metrics_of(record)
-        carrier = "acc" if "acc" in names else names[0]
-        marker = record_marker(carrier)
-        return {carrier: record, **{name: marker for name in names if name != carrier}}
+        names = tuple(self.metrics_of(record))
+        found = self._markers.get(names)
+        if found is None:  # once per set of names: a ~26-entry dict per document cost 2 us
+            carrier = "acc" if "acc" in names else names[0]
+            marker = record_marker(carrier)  # one object, shared: nothing changes a marker
+            found = self._markers[names] = (
+                carrier, {name: marker for name in names if name != carrier})
+        carrier, markers = found
+        return {carrier: record, **markers}
 
     def metrics_of(self, record: dict[str, Any]) -> list[str]:
         """The metric names ``record`` is reported under: every metric the task reports."""

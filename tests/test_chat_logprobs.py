@@ -215,7 +215,7 @@ def test_calidist_logprob_end_to_end_through_local_chat_completions(
                     own_letter_logprobs(model, tokenizer, text, reply), abs=1e-4)
             total += sample["doc"]["calidist_split"] == "evaluation"
         first = readings[0]["letter_logprobs"]
-        assert record["logprob"]["letter_logprobs"] == (
+        assert list(record["logprob"]["letter_logprobs"]) == (  # a tuple in memory, JSON list
             pytest.approx(list(first)) if first else [0.0, 0.0])
         assert record["logprob"]["parsed"] == all(r["letter_logprobs"] for r in readings)
     results = {k.split(",")[0]: v for k, v in out["results"][TASK].items() if "," in k}
