@@ -34,7 +34,6 @@ from benchmarks.commands import (
 from benchmarks.commands import LOGIT as LOGIT_SUFFIXES
 from benchmarks.records import Stored
 from calidist_metrics import CalibrationWarning
-from calidist_tasks.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.fits import behaviour_calibrated, column, split_records
 from calidist_tasks.methods import LOGIT, METHODS, SCORES, VARIANTS, paired_references
 from calidist_tasks.records import EVALUATION, Hint, hints_of
@@ -713,16 +712,16 @@ def sampled_document_cost(doc: Mapping[str, Any]) -> dict[str, float]:
 def table4_ece(analysis: Analysis, stored: Stored, method: Table4Method) -> float:
     """The ECE of ``method.scored`` on the run's evaluation documents: the leaderboard's when
     the run is the row's and m is as logged; CaliDist refitted with the first m hints per label
-    otherwise (as the ablations do). NaN, as the aggregation reports it, when more than
-    ``UNREADABLE_LIMIT`` of the run's replies are unreadable: a score of the parser's fallback."""
+    otherwise (as the ablations do). NaN, as the aggregation reports it, when the row's replies
+    were mostly unreadable (``Scored.unreadable``): a score of the parser's fallback."""
     run = stored.run
-    if run.metrics.get("parse_fail_rate", 0.0) > UNREADABLE_LIMIT:
+    row = next((r for r in analysis.rows(stored.model, stored.benchmark)
+                if r.label == method.scored and r.task == stored.task), None)
+    if row is None:
+        raise ValueError(f"{method.scored} not rebuilt from {run.name}")
+    if row.unreadable:
         return math.nan
     if method.m is None or method.m == hints_per_label(run.records[0]):
-        row = next((r for r in analysis.rows(stored.model, stored.benchmark)
-                    if r.label == method.scored and r.task == stored.task), None)
-        if row is None:
-            raise ValueError(f"{method.scored} not rebuilt from {run.name}")
         return row.values["ece"]
     settings = settings_of(run)
     calibration, evaluation = split_records(run.records)
