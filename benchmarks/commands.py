@@ -135,9 +135,8 @@ def task_command(args: argparse.Namespace, model_dir: str, task: str, suffix: st
     if args.two_stage and suffix in TWO_STAGE_SUFFIXES:
         command.append("--two-stage")
     if suffix not in LOGIT:
-        # self-consistency samples the vanilla reasoned reply: the same budget (Table 4: 15 x)
-        reasoned = suffix in REASONED or suffix == "_consistency"
-        budget = args.reasoned_max_gen_toks if reasoned else args.max_gen_toks
+        # REASONED holds consistency: its samples are reasoned replies (Table 4: 15 x Vanilla)
+        budget = args.reasoned_max_gen_toks if suffix in REASONED else args.max_gen_toks
         command += ["--gen_kwargs", f"max_gen_toks={budget}"]
         if args.chat_template:  # instruct models answer in the asked format only in their template
             command.append("--apply_chat_template")
