@@ -41,6 +41,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -63,6 +64,8 @@ from calidist_tasks.run_files import read_jsonl  # noqa: E402
 BACKENDS = ("hf", "hf-prefix-cache", "vllm", "vllm-server")
 WORKLOADS = {"scoring": "_assertion", "generation": "_verbalized"}
 BEGIN, END = "<!-- backend-speed:begin -->", "<!-- backend-speed:end -->"
+# a backend's letter log-likelihoods "match hf's" within this (float32 kernels differ by ~1e-5)
+MATCH_TOLERANCE = 1e-3
 
 # the last state of lm-eval's progress bar over the model's requests: "... 100%|...| n/n [mm:ss<"
 # ("Requesting API" for the HTTP backends with num_concurrent > 1)
@@ -169,21 +172,25 @@ def token_work(docs: dict[int, dict[str, list]], prompted: dict[int, dict[str, l
     return full, limit
 
 
-def agreement(docs: dict[int, dict[str, list]], hf: dict[int, dict[str, list]]) -> str:
-    """How ``docs`` agree with ``hf``'s answers to the same prompts."""
+def agreement(docs: dict[int, dict[str, list]], hf: dict[int, dict[str, list]]
+              ) -> tuple[str, bool]:
+    """How ``docs`` agree with ``hf``'s answers to the same prompts, and whether they match:
+    every greedy reply identical; or the same predictions with every letter log-likelihood
+    within ``MATCH_TOLERANCE``."""
     if docs.keys() != hf.keys():
-        return "other documents than hf's"
+        return "other documents than hf's", False
     pairs = [(a, b) for i, d in docs.items() for a, b in zip(d["answers"], hf[i]["answers"],
                                                              strict=True)]
     if pairs and isinstance(pairs[0][0], str):  # a chat server logs messages, not the prompt
         same = sum(a == b for a, b in pairs)
-        return f"{same} of {len(pairs)} greedy replies identical"
+        return f"{same} of {len(pairs)} greedy replies identical", same == len(pairs)
     if any(d["prompts"] != hf[i]["prompts"] for i, d in docs.items()):
-        return "other prompts than hf's"
+        return "other prompts than hf's", False
     difference = max(abs(a - b) for a, b in pairs)
     predictions = all(d["predictions"] == hf[i]["predictions"] for i, d in docs.items())
     return (f"max abs letter log-likelihood difference {difference:.1e}; "
-            f"{'same' if predictions else 'DIFFERENT'} predictions")
+            f"{'same' if predictions else 'DIFFERENT'} predictions",
+            predictions and difference <= MATCH_TOLERANCE)
 
 
 def free_port() -> int:
@@ -232,6 +239,9 @@ def run_one(args: argparse.Namespace, backend: str, workload: str, folder: str,
             benchmark: str, out: Path, url: str | None) -> dict[str, Any]:
     """One lm-eval process: its request seconds and its documents, or why it did not finish."""
     command = task_command(args, backend, workload, folder, benchmark, out, url)
+    # a speed table is one run: an earlier invocation's finished run (which run_task would keep)
+    # was timed under another load
+    shutil.rmtree(out, ignore_errors=True)
     info = bench.run_task(command, out)
     if info["returncode"]:
         return {"skipped": f"failed (return code {info['returncode']}; see "
@@ -300,8 +310,9 @@ def workload_rows(model: str, benchmark: str, workload: str,
                    limit_tokens=limit, wall_s=run["wall_s"])
         if "docs" in hf:
             row["hf_seconds"] = hf["seconds"]
-            row["agreement"] = ("(reference)" if backend == "hf"
-                                else agreement(run["docs"], hf["docs"]))
+            row["speedup"] = hf["seconds"] / run["seconds"]
+            row["agreement"], row["matches_hf"] = (
+                ("(reference)", True) if backend == "hf" else agreement(run["docs"], hf["docs"]))
         rows.append(row)
     return rows
 
@@ -395,6 +406,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path, default=default.data_dir)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "backend-speed")
     parser.add_argument("--markdown", type=Path, default=ROOT / "BENCHMARKS.md")
+    parser.add_argument("--table", type=Path, default=bench.BACKEND_TABLE,
+                        help="the measurement as JSON (committed): benchmarks/run.py runs each "
+                             "model's scoring and generation on the fastest backend in it that "
+                             "matches hf")
     return parser.parse_args(argv)
 
 
@@ -411,6 +426,11 @@ def main(argv: list[str] | None = None) -> None:
     command = bench.portable(shlex.join([sys.executable, "benchmarks/backend_speed.py",
                                          *(sys.argv[1:] if argv is None else argv)]))
     write_section(args.markdown, render(rows, command, load))
+    # benchmarks/run.py's default backends (commands.measured_backend) follow this measurement
+    args.table.parent.mkdir(parents=True, exist_ok=True)
+    args.table.write_text(json.dumps({"command": command, "machine": bench.machine(),
+                                      "load": load, "rows": rows}, indent=1) + "\n",
+                          encoding="utf-8")
     print(f"[backend-speed] wrote {args.markdown} after {time.perf_counter() - started:.0f} s")
 
 

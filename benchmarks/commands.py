@@ -16,13 +16,14 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from calidist_tasks.methods import LOGIT as LOGIT_CONFIDENCE
 from calidist_tasks.methods import REASONED as REASONED_CONFIDENCE
 from calidist_tasks.methods import VARIANTS
+from calidist_tasks.reasoned_stages import REPLIES_FOLDER, reply_stages
 from calidist_tasks.records import SPUQ
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +46,11 @@ GENERATE = tuple(v.suffix for v in VARIANTS
                  if v.confidence not in (LOGIT_CONFIDENCE, SPUQ, REASONED_CONFIDENCE))
 REASONED = (*(v.suffix for v in VARIANTS if v.confidence == REASONED_CONFIDENCE),
             "_consistency")
+# Each reasoned variant's direct letter readout (the logit variant of its distractor style):
+# the reasoned step runs it on the reasoned documents too (records in <results>/same-documents).
+DIRECT_READOUT = {v.suffix: next(d.suffix for d in VARIANTS if d.confidence == LOGIT_CONFIDENCE
+                                 and d.distractor == v.distractor)
+                  for v in VARIANTS if v.confidence == REASONED_CONFIDENCE}
 # Logit tasks whose hints name labels: --two-stage sends only those naming another label than
 # the prediction (corruption hints name none).
 TWO_STAGE_SUFFIXES = ("_assertion", "_probe")
@@ -56,6 +62,8 @@ SIZE_KEYS = ("calib_size", "eval_size", "m", "seed", "split_seed")
 VLLM_MODEL_ARGS = "enable_prefix_caching=True,max_model_len=4096,enforce_eager=True"
 # backends benchmarks/run.py can run: lm-eval's hf, ours, lm-eval's in-process vLLM
 LOCAL_BACKENDS = ("hf", "hf-prefix-cache", "vllm")
+# backend_speed.py's last measurement (committed): run.py's default backend per model and workload
+BACKEND_TABLE = RESULTS / "backend_speed.json"
 # An absolute path of two or more parts, where a command or a log would hold one.
 ABSOLUTE_PATH = re.compile(r"(?:^|(?<=[\s'\"=(`\[,:]))/[\w.~+-]+(?:/[\w.~+$-]+)+/?")
 
@@ -104,6 +112,15 @@ def task_metadata(args: argparse.Namespace, benchmark: str, suffix: str) -> dict
     return metadata
 
 
+def same_documents_metadata(args: argparse.Namespace, benchmark: str,
+                            suffix: str) -> dict[str, Any]:
+    """The ``--metadata`` of reasoned ``suffix``'s direct readout (``DIRECT_READOUT``): its
+    documents and hints per label (m) as the reasoned task's."""
+    reasoned = task_metadata(args, benchmark, suffix)
+    return {**task_metadata(args, benchmark, DIRECT_READOUT[suffix]),
+            **{key: reasoned[key] for key in SIZE_KEYS if key in reasoned}}
+
+
 def requested(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """What a run's metadata says about its documents and prompts (``SIZE_KEYS``)."""
     return {key: metadata[key] for key in SIZE_KEYS if metadata.get(key) is not None}
@@ -116,17 +133,78 @@ def model_args(backend: str, model_dir: str) -> str:
     return f"{found},{VLLM_MODEL_ARGS}" if backend == "vllm" else found
 
 
-def task_command(args: argparse.Namespace, model_dir: str, task: str, suffix: str,
-                 benchmark: str, out: Path) -> list[str]:
+def measured_backend(model: str, workload: str, runnable: Sequence[str],
+                     table: Path | None = None) -> str | None:
+    """The backend of ``runnable`` that ``backend_speed.py``'s last table measured fastest on
+    ``model``'s ``workload`` ("scoring" or "generation") among those whose numbers matched
+    ``hf``'s, on every benchmark it ran; None when the table measured none of them."""
+    try:
+        rows = json.loads(Path(table or BACKEND_TABLE).read_text(encoding="utf-8"))["rows"]
+    except (OSError, ValueError, KeyError):
+        return None
+    speedups: dict[str, list[float]] = {}
+    for row in rows:
+        if (row.get("model"), row.get("workload")) == (model, workload) and \
+                row.get("backend") in runnable and "speedup" in row:
+            speedups.setdefault(row["backend"], []).append(
+                row["speedup"] if row.get("matches_hf") else 0.0)
+    slowest = {backend: min(found) for backend, found in speedups.items() if min(found) > 0}
+    return max(slowest, key=slowest.__getitem__) if slowest else None
+
+
+def backend_for(args: argparse.Namespace, model: str, generates: bool) -> str:
+    """The lm-eval backend of ``model``'s scoring or generation: the one asked for, else the
+    fastest the backend table measured that matches ``hf`` and runs here, else vLLM for
+    generation where it runs and ``hf-prefix-cache`` (hf's numbers, each shared prefix once)."""
+    asked = (args.gen_backend or args.backend) if generates else args.backend
+    if asked:
+        return asked
+    runnable = [backend for backend in LOCAL_BACKENDS if backend != "vllm" or vllm_runs()]
+    found = measured_backend(model, "generation" if generates else "scoring", runnable)
+    return found or ("vllm" if generates and "vllm" in runnable else "hf-prefix-cache")
+
+
+def backend_command(command: Sequence[str], backend: str, model_dir: str,
+                    batch: int) -> list[str]:
+    """``command`` run on ``backend`` (its --model, --model_args and --batch_size replaced)."""
+    command = list(command)
+    for flag, value in (("--model", backend), ("--model_args", model_args(backend, model_dir)),
+                        ("--batch_size", "auto" if backend == "vllm" else str(batch))):
+        command[command.index(flag) + 1] = value
+    return command
+
+
+def task_commands(args: argparse.Namespace, model: str, model_dir: str, task: str,
+                  suffix: str, benchmark: str, out: Path,
+                  metadata: Mapping[str, Any] | None = None) -> list[tuple[list[str], Path]]:
+    """The ``calidist eval`` runs of one task, each with its output folder: one, or for a
+    reasoned task whose replies are generated on another backend than its letters are scored
+    on, the replies' run (into ``out/replies``, as ``calidist eval`` does in one run) and then
+    the scoring run reading them."""
+    command = task_command(args, model, model_dir, task, suffix, benchmark, out, metadata)
+    scoring = backend_for(args, model, generates=False)
+    stages = reply_stages(command, out / REPLIES_FOLDER)
+    if stages is None or scoring == backend_for(args, model, generates=True):
+        return [(command, out)]
+    replies, scored = stages
+    return [(replies, out / REPLIES_FOLDER),
+            (backend_command(scored, scoring, model_dir, args.batch_size), out)]
+
+
+def task_command(args: argparse.Namespace, model: str, model_dir: str, task: str, suffix: str,
+                 benchmark: str, out: Path,
+                 metadata: Mapping[str, Any] | None = None) -> list[str]:
+    """The ``calidist eval`` command line of one task (``metadata``: its ``task_metadata``
+    unless given)."""
     generates = suffix not in LOGIT  # the reasoned tasks generate their replies first
-    backend = args.gen_backend if generates else args.backend
+    backend = backend_for(args, model, generates)
     batch = args.gen_batch_size if generates else args.batch_size
     command = [
         "calidist", "eval", "--model", backend,
         "--model_args", model_args(backend, model_dir),
         "--tasks", task, "--device", args.device,
         "--batch_size", "auto" if backend == "vllm" else str(batch),
-        "--metadata", json.dumps(task_metadata(args, benchmark, suffix)),
+        "--metadata", json.dumps(metadata or task_metadata(args, benchmark, suffix)),
         "--output_path", str(out), "--log_samples",
         # one answer cache per model: a killed run resumes, and the original prompts that every
         # task of a benchmark sends are computed once
@@ -264,14 +342,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "weight, so on a CPU a step of 64 rows costs little more than one "
                              "of 8 (benchmarks/backend_speed.py measures both)")
     parser.add_argument("--backend", default=None, choices=LOCAL_BACKENDS,
-                        help="lm-eval model backend of the logit tasks; default: vllm (lm-eval's "
-                             "in-process engine, the fastest backend whose numbers match hf's: "
-                             "BENCHMARKS.md, 'Backends') where this Python can run it "
-                             "(scripts/setup_vllm.sh), else hf-prefix-cache (hf's "
-                             "log-likelihoods, each document's shared prompt prefix run once)")
+                        help="lm-eval model backend of the letter scoring (logit tasks, and the "
+                             "reasoned tasks' scoring of their replies); default: per model, the "
+                             "fastest that this Python runs and whose numbers matched hf's in "
+                             "the backend table (benchmarks/backend_speed.py, "
+                             "benchmarks/results/backend_speed.json), else hf-prefix-cache")
     parser.add_argument("--gen-backend", default=None, choices=LOCAL_BACKENDS,
-                        help="lm-eval model backend of the generation tasks (verbalized, "
-                             "consistency); default: --backend")
+                        help="lm-eval model backend of the generation (verbalized and "
+                             "consistency tasks, the reasoned tasks' replies); default: "
+                             "--backend if given, else per model the backend table's fastest "
+                             "(as --backend), else vllm where it runs (scripts/setup_vllm.sh)")
     parser.add_argument("--device", default="cpu",
                         help="lm-eval's --device (cuda on a GPU machine)")
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
@@ -298,10 +378,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             args.results = args.out / "results"
         if args.markdown == ROOT / "BENCHMARKS.md":  # ... nor the report
             args.markdown = args.out / "BENCHMARKS.md"
-    if args.backend is None:
-        args.backend = "vllm" if vllm_runs() else "hf-prefix-cache"
-    if args.gen_backend is None:
-        args.gen_backend = args.backend
     args.argv = sys.argv[1:] if argv is None else argv
     return args
 

@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable
 
 from benchmarks import overhead, records  # noqa: E402
 from benchmarks.commands import (  # noqa: E402
+    DIRECT_READOUT,
     GENERATE,
     LOGIT,
     REASONED,
@@ -31,10 +32,13 @@ from benchmarks.commands import (  # noqa: E402
     model_folder,
     parse_args,
     run_task,
+    same_documents_metadata,
     task_command,
+    task_commands,
     task_metadata,
 )
 from benchmarks.markdown import State, render  # noqa: E402
+from benchmarks.records import SAME_DOCUMENTS  # noqa: E402
 
 __all__ = ["main", "parse_args", "task_command"]
 
@@ -53,16 +57,17 @@ def write(state: State, export_problems: list[str]) -> bool:
 
 
 def failed_runs(out: Path) -> list[str]:
-    """Runs under ``out`` whose run.json says they did not finish."""
+    """Runs under ``out`` (a task's, its replies', a direct readout's on the reasoned documents)
+    whose run.json says they did not finish."""
     found = []
-    for done in sorted(Path(out).glob("*/*/run.json")):
+    for done in sorted(Path(out).rglob("run.json")):
         try:
             info = json.loads(done.read_text())
         except (OSError, ValueError):
             continue
         if info.get("returncode"):
-            found.append(f"{done.parent.parent.name} {done.parent.name} (return code "
-                         f"{info['returncode']} after {info.get('wall_s', 0):.0f} s)")
+            found.append(f"{done.parent.relative_to(out).as_posix().replace('/', ' ')} (return "
+                         f"code {info['returncode']} after {info.get('wall_s', 0):.0f} s)")
     return found
 
 
@@ -78,31 +83,44 @@ def main(argv: list[str] | None = None) -> None:
                    if step in steps]
     tasks = available_tasks() if model_steps else set()
     folders: dict[str, str] = {}
-    for _, suffixes in model_steps:
+    variants = args.variants.split(",")
+    for step, suffixes in model_steps:
         for model in models:
             for benchmark in args.benchmarks.split(","):
                 for suffix in suffixes:
-                    if (suffix.lstrip("_") or "original") not in args.variants.split(","):
+                    if (suffix.lstrip("_") or "original") not in variants:
                         continue
-                    task = f"calidist_{benchmark}{suffix}"
-                    if task not in tasks:
-                        state.missing.add(task)
-                        continue
-                    if records.matches(args.results, model, task,
-                                       task_metadata(args, benchmark, suffix)):
-                        print(f"[bench] {model} / {task}: committed records match the "
-                              "requested sizes; not run again", flush=True)
-                        continue
-                    folder = folders.setdefault(model, model_folder(model))
-                    out = args.out / model / task
-                    info = run_task(task_command(args, folder, task, suffix, benchmark, out),
-                                    out)
-                    if info["returncode"] == 0:
-                        records.export(out, model, task, args.results, info, export_problems)
-                    state.failed = failed_runs(args.out)
-                    write(state, export_problems)
+                    runs = [(suffix, task_metadata(args, benchmark, suffix), args.results,
+                             args.out)]
+                    if step == "reasoned" and suffix in DIRECT_READOUT:  # same documents
+                        runs.append((DIRECT_READOUT[suffix],
+                                     same_documents_metadata(args, benchmark, suffix),
+                                     args.results / SAME_DOCUMENTS, args.out / SAME_DOCUMENTS))
+                    for run_suffix, metadata, results, outs in runs:
+                        task = f"calidist_{benchmark}{run_suffix}"
+                        if task not in tasks:
+                            state.missing.add(task)
+                            continue
+                        if records.matches(results, model, task, metadata):
+                            print(f"[bench] {model} / {task}: committed records in {results} "
+                                  "match the requested sizes; not run again", flush=True)
+                            continue
+                        folder = folders.setdefault(model, model_folder(model))
+                        out = outs / model / task
+                        for command, where in task_commands(args, model, folder, task,
+                                                            run_suffix, benchmark, out,
+                                                            metadata):
+                            info = run_task(command, where)
+                            if info["returncode"]:
+                                break
+                        if info["returncode"] == 0:
+                            records.export(out, model, task, results, info, export_problems)
+                        state.failed = failed_runs(args.out)
+                        write(state, export_problems)
     # finished runs under --out (also of an earlier invocation) that are not committed yet
     records.export_finished(args.out, args.results, export_problems)
+    records.export_finished(args.out / SAME_DOCUMENTS, args.results / SAME_DOCUMENTS,
+                            export_problems)
     state.failed = failed_runs(args.out)
     saved = Path(args.results) / "overhead.json"  # committed, so the analysis alone shows it
     if "overhead" in steps:

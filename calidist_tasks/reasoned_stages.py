@@ -59,34 +59,49 @@ def _has_replies(metadata: Iterable[Any]) -> bool:
     return any("replies" in str(value) for value in metadata)
 
 
-def run_with_replies(argv: Sequence[str], run: Callable[[list[str]], None],
-                     then: Callable[[list[str]], None]) -> None:
-    """``calidist eval``: the reply tasks through ``run`` (lm-eval's CLI), then the rest of the
-    selection through ``then`` (lm-eval's CLI, or the two-stage runner)."""
-    from calidist_tasks.lm_eval_compat import models_reused
-
+def reply_stages(argv: Sequence[str], folder: str | os.PathLike
+                 ) -> tuple[list[str], list[str]] | None:
+    """The two ``calidist eval`` command lines of ``argv``'s reasoned tasks: the reply tasks'
+    run, its samples in ``folder``, then the rest of the selection reading them; None when the
+    selection has no reasoned task or already reads replies (one run does)."""
     argv = list(argv)
     names = [n.strip() for value in flag_values(argv, FLAG_TASKS, many=True)
              for n in value.split(",") if n.strip()]
     replies, rest = staged_selection(names)
     if not replies or _has_replies(flag_values(argv, ("--metadata",), many=True)):
-        then(argv)
-        return
+        return None
     outputs = flag_values(argv, FLAG_OUTPUT)
-    with models_reused(), tempfile.TemporaryDirectory(prefix="calidist-replies-") as scratch:
+    base = without_flags(without_flags(argv, FLAG_TASKS, many=True), FLAG_OUTPUT)
+    logged = [] if any(a.partition("=")[0] in FLAG_SAMPLES for a in argv) else ["--log_samples"]
+    return ([*base, "--tasks", ",".join(replies), "--output_path", str(folder), *logged,
+             "--metadata", json.dumps(ONE_STAGE)],
+            [*base, "--tasks", ",".join(rest),
+             *(["--output_path", outputs[-1]] if outputs else []),
+             "--metadata", json.dumps({"replies": str(folder)})])
+
+
+def run_with_replies(argv: Sequence[str], run: Callable[[list[str]], None],
+                     then: Callable[[list[str]], None]) -> None:
+    """``calidist eval``: the reply tasks through ``run`` (lm-eval's CLI), then the rest of the
+    selection through ``then`` (lm-eval's CLI, or the two-stage runner), the model loaded once."""
+    from calidist_tasks.lm_eval_compat import models_reused
+
+    outputs = flag_values(argv, FLAG_OUTPUT)
+    with tempfile.TemporaryDirectory(prefix="calidist-replies-") as scratch:
         folder = Path(outputs[-1]) / REPLIES_FOLDER if outputs else Path(scratch)
-        base = without_flags(without_flags(argv, FLAG_TASKS, many=True), FLAG_OUTPUT)
-        logged = [] if any(a.partition("=")[0] in FLAG_SAMPLES for a in argv) else [
-            "--log_samples"]
-        print(f"calidist reasoned tasks: replies first ({', '.join(replies)}), samples in "
-              f"{folder}", flush=True)
-        run([*base, "--tasks", ",".join(replies), "--output_path", str(folder), *logged,
-             "--metadata", json.dumps(ONE_STAGE)])
-        print(f"calidist reasoned tasks: scoring the replies ({', '.join(rest)}); the reply "
-              f"tasks' own results are in {folder}", flush=True)
-        then([*base, "--tasks", ",".join(rest), *(["--output_path", outputs[-1]] if outputs
-                                                   else []),
-              "--metadata", json.dumps({"replies": str(folder)})])
+        stages = reply_stages(argv, folder)
+        if stages is None:
+            then(list(argv))
+            return
+        first, second = stages
+        with models_reused():
+            print(f"calidist reasoned tasks: replies first "
+                  f"({flag_values(first, FLAG_TASKS)[-1]}), samples in {folder}", flush=True)
+            run(first)
+            print(f"calidist reasoned tasks: scoring the replies "
+                  f"({flag_values(second, FLAG_TASKS)[-1]}); the reply tasks' own results are "
+                  f"in {folder}", flush=True)
+            then(second)
 
 
 def evaluate_with_replies(evaluate: Callable[..., Any], model: Any, tasks: Sequence[str],

@@ -107,11 +107,17 @@ def test_prefix_sharing_limit_counts_each_documents_shared_prefix_once():
     assert token_work(docs, docs, tokenize) == (14, 11)
     shifted = {0: {**docs[0], "answers": [-0.5, -1.0, -0.25, -2.00004]}, 1: docs[1]}
     assert agreement({0: shifted[0]}, {0: docs[0]}) == (
-        "max abs letter log-likelihood difference 4.0e-05; same predictions")
-    assert agreement({1: {**docs[1], "answers": ["one two"]}}, {1: docs[1]}) == \
-        "0 of 1 greedy replies identical"
-    assert agreement({0: {**docs[0], "prompts": ["other"]}}, {0: docs[0]}) == \
-        "other prompts than hf's"
+        "max abs letter log-likelihood difference 4.0e-05; same predictions", True)
+    far = {**docs[0], "answers": [-0.5, -1.0, -0.25, -2.01]}
+    assert agreement({0: far}, {0: docs[0]})[1] is False  # beyond MATCH_TOLERANCE
+    flipped = {**docs[0], "predictions": [1, 1]}
+    assert agreement({0: flipped}, {0: docs[0]}) == (
+        "max abs letter log-likelihood difference 0.0e+00; DIFFERENT predictions", False)
+    assert agreement({1: {**docs[1], "answers": ["one two"]}}, {1: docs[1]}) == (
+        "0 of 1 greedy replies identical", False)
+    assert agreement({1: docs[1]}, {1: docs[1]}) == ("1 of 1 greedy replies identical", True)
+    assert agreement({0: {**docs[0], "prompts": ["other"]}}, {0: docs[0]}) == (
+        "other prompts than hf's", False)
 
 
 def test_request_seconds_read_the_final_progress_bars():
@@ -134,13 +140,14 @@ def test_generation_tasks_run_at_their_own_batch_size(tmp_path):
     from benchmarks import commands as run
 
     args = run.parse_args(["--batch-size", "8", "--gen-batch-size", "48"])
-    batch = {suffix: (command := run.task_command(args, "/model", f"calidist_ppdb{suffix}",
-                                                  suffix, "ppdb", tmp_path))[
+    batch = {suffix: (command := run.task_command(args, "tiny", "/model",
+                                                  f"calidist_ppdb{suffix}", suffix,
+                                                  "ppdb", tmp_path))[
                  command.index("--batch_size") + 1]
              for suffix in ("", "_assertion", "_verbalized", "_consistency")}
     assert batch == {"": "8", "_assertion": "8", "_verbalized": "48", "_consistency": "48"}
-    command = run.task_command(run.parse_args(["--device", "cuda"]), "/model", "calidist_ppdb",
-                               "", "ppdb", tmp_path)
+    command = run.task_command(run.parse_args(["--device", "cuda"]), "tiny", "/model",
+                               "calidist_ppdb", "", "ppdb", tmp_path)
     assert command[command.index("--device") + 1] == "cuda"
 
 
@@ -148,31 +155,116 @@ def test_consistency_samples_get_the_reasoned_replys_budget(tmp_path):
     from benchmarks import commands as run
 
     args = run.parse_args(["--max-gen-toks", "32", "--reasoned-max-gen-toks", "300"])
-    budget = {suffix: run.task_command(args, "/model", f"calidist_ppdb{suffix}", suffix,
-                                       "ppdb", tmp_path)[-2]
+    budget = {suffix: run.task_command(args, "tiny", "/model", f"calidist_ppdb{suffix}",
+                                       suffix, "ppdb", tmp_path)[-2]
               for suffix in ("_verbalized", "_consistency", "_cot")}
     assert budget == {"_verbalized": "max_gen_toks=32", "_consistency": "max_gen_toks=300",
                       "_cot": "max_gen_toks=300"}
 
 
-def test_generation_tasks_can_run_on_vllm_and_the_default_follows_what_runs(tmp_path,
-                                                                           monkeypatch):
+def test_generation_tasks_can_run_on_vllm(tmp_path):
     from benchmarks import commands as run
 
     args = run.parse_args(["--backend", "hf-prefix-cache", "--gen-backend", "vllm"])
-    logit = run.task_command(args, "/model", "calidist_ppdb", "", "ppdb", tmp_path)
-    generation = run.task_command(args, "/model", "calidist_ppdb_verbalized", "_verbalized",
-                                  "ppdb", tmp_path)
+    logit = run.task_command(args, "tiny", "/model", "calidist_ppdb", "", "ppdb", tmp_path)
+    generation = run.task_command(args, "tiny", "/model", "calidist_ppdb_verbalized",
+                                  "_verbalized", "ppdb", tmp_path)
     assert logit[logit.index("--model") + 1] == "hf-prefix-cache"
     assert generation[generation.index("--model") + 1] == "vllm"
     assert generation[generation.index("--model_args") + 1] == (
         "pretrained=/model,dtype=float32," + run.VLLM_MODEL_ARGS)
     assert generation[generation.index("--batch_size") + 1] == "auto"
-    for runs, expected in ((True, "vllm"), (False, "hf-prefix-cache")):
-        monkeypatch.setattr(run, "vllm_runs", lambda runs=runs: runs)
-        found = run.parse_args([])
-        assert (found.backend, found.gen_backend) == (expected, expected)
-    assert run.parse_args(["--backend", "hf"]).gen_backend == "hf"
+    assert run.backend_for(run.parse_args(["--backend", "hf"]), "tiny", generates=True) == "hf"
+
+
+def write_backend_table(path, speedups):
+    """A backend_speed.json holding ``speedups``: (model, workload, backend) -> (x, matches)."""
+    rows = [{"model": model, "benchmark": "ppdb", "workload": workload, "backend": backend,
+             "speedup": speedup, "matches_hf": matches}
+            for (model, workload, backend), (speedup, matches) in speedups.items()]
+    rows.append({"model": "tiny", "benchmark": "ppdb", "workload": "scoring",
+                 "backend": "vllm-server", "skipped": "not run"})
+    path.write_text(json.dumps({"rows": rows}))
+
+
+def test_default_backends_follow_the_backend_table_per_model_and_workload(tmp_path,
+                                                                          monkeypatch):
+    """Without --backend, each model's scoring and generation run on the fastest backend of
+    benchmarks/backend_speed.py's last table that runs here and matched hf's numbers."""
+    from benchmarks import commands as run
+
+    table = tmp_path / "backend_speed.json"
+    write_backend_table(table, {
+        ("tiny", "scoring", "hf"): (1.0, True),
+        ("tiny", "scoring", "hf-prefix-cache"): (8.1, True),
+        ("tiny", "scoring", "vllm"): (0.8, True),
+        ("tiny", "generation", "hf"): (1.0, True),
+        ("tiny", "generation", "hf-prefix-cache"): (30.0, False),  # fast, but not hf's replies
+        ("tiny", "generation", "vllm"): (4.3, True),
+        ("small", "scoring", "vllm"): (4.5, True),
+        ("small", "scoring", "hf-prefix-cache"): (3.6, True)})
+    monkeypatch.setattr(run, "BACKEND_TABLE", table)
+    monkeypatch.setattr(run, "vllm_runs", lambda: True)
+    assert run.measured_backend("tiny", "scoring", run.LOCAL_BACKENDS, table) == \
+        "hf-prefix-cache"
+    assert run.measured_backend("tiny", "generation", run.LOCAL_BACKENDS, table) == "vllm"
+    assert run.measured_backend("small", "scoring", run.LOCAL_BACKENDS, table) == "vllm"
+    assert run.measured_backend("small", "scoring", ["hf", "hf-prefix-cache"], table) == \
+        "hf-prefix-cache"  # vLLM not importable here
+    assert run.measured_backend("other", "scoring", run.LOCAL_BACKENDS, table) is None
+    assert run.measured_backend("tiny", "scoring", run.LOCAL_BACKENDS,
+                                tmp_path / "missing.json") is None
+    args = run.parse_args([])
+    chosen = {(model, generates): run.backend_for(args, model, generates)
+              for model in ("tiny", "small", "other") for generates in (False, True)}
+    assert chosen == {("tiny", False): "hf-prefix-cache", ("tiny", True): "vllm",
+                      ("small", False): "vllm", ("small", True): "vllm",  # unmeasured: vllm
+                      ("other", False): "hf-prefix-cache", ("other", True): "vllm"}
+    monkeypatch.setattr(run, "vllm_runs", lambda: False)
+    assert {run.backend_for(args, "small", generates) for generates in (False, True)} == \
+        {"hf-prefix-cache"}
+    # a flag wins over the table
+    assert run.backend_for(run.parse_args(["--backend", "hf"]), "tiny", False) == "hf"
+
+    # a reasoned task whose replies and scoring run on different backends: two runs, as
+    # calidist eval runs them in one (the replies into <out>/replies, then the scoring)
+    monkeypatch.setattr(run, "vllm_runs", lambda: True)
+    out = tmp_path / "out" / "tiny" / "calidist_ppdb_cot"
+    (replies, at), (scoring, scored_at) = run.task_commands(
+        args, "tiny", "/model", "calidist_ppdb_cot", "_cot", "ppdb", out)
+    assert (at, scored_at) == (out / "replies", out)
+    assert replies[replies.index("--model") + 1] == "vllm"
+    assert replies[replies.index("--tasks") + 1] == "calidist_ppdb_verbalized"
+    assert replies[replies.index("--output_path") + 1] == str(out / "replies")
+    assert scoring[scoring.index("--model") + 1] == "hf-prefix-cache"
+    assert scoring[scoring.index("--model_args") + 1] == "pretrained=/model,dtype=float32"
+    assert scoring[scoring.index("--batch_size") + 1] == str(args.batch_size)
+    assert scoring[scoring.index("--tasks") + 1] == "calidist_ppdb_cot"
+    assert json.loads(scoring[len(scoring) - 1 - scoring[::-1].index("--metadata") + 1]) == {
+        "replies": str(out / "replies")}
+    # the same backend for both: one run (calidist eval runs the replies itself)
+    (single, _), = run.task_commands(run.parse_args(["--backend", "vllm"]), "tiny", "/model",
+                                     "calidist_ppdb_cot", "_cot", "ppdb", out)
+    assert single[single.index("--tasks") + 1] == "calidist_ppdb_cot"
+    # a task without replies is one run whatever the backends
+    assert len(run.task_commands(args, "tiny", "/model", "calidist_ppdb_consistency",
+                                 "_consistency", "ppdb", out)) == 1
+
+
+def test_reasoned_tasks_direct_readout_runs_on_their_documents():
+    """The reasoned step's direct readouts: each reasoned style's logit task, with the reasoned
+    task's documents and hints per label."""
+    from benchmarks import commands as run
+
+    assert run.DIRECT_READOUT == {"_cot": "", "_assertion_cot": "_assertion",
+                                  "_probe_cot": "_probe", "_corruption_cot": "_corruption"}
+    args = run.parse_args(["--gen-calib", "20", "--gen-eval", "40", "--reasoned-m", "1",
+                           "--ppdb-m", "3"])
+    direct = run.same_documents_metadata(args, "ppdb", "_assertion_cot")
+    reasoned = run.task_metadata(args, "ppdb", "_assertion_cot")
+    assert run.requested(direct) == run.requested(reasoned) == {
+        "calib_size": 20, "eval_size": 40, "m": 1, "seed": 0, "split_seed": 0}
+    assert run.task_metadata(args, "ppdb", "_assertion")["m"] == 3  # the logit step's own
 
 
 # --------------------------------------------------------------------------- analysis fixture
@@ -410,8 +502,8 @@ def test_a_two_stage_run_is_exported_and_costed_as_run(tmp_path):
     args = commands.parse_args(["--two-stage"])
     for suffix, sent in (("_assertion", True), ("_probe", True), ("_corruption", False),
                          ("", False)):
-        command = commands.task_command(args, "/model", f"calidist_ppdb{suffix}", suffix,
-                                        "ppdb", tmp_path)
+        command = commands.task_command(args, "tiny", "/model", f"calidist_ppdb{suffix}",
+                                        suffix, "ppdb", tmp_path)
         assert ("--two-stage" in command) is sent, suffix
     write_finished_task(tmp_path / "runs", "tiny", "calidist_ppdb_assertion", two_stage=True)
     problems: list[str] = []
