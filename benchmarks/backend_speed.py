@@ -415,6 +415,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    # a killed run stops vLLM's server and the running lm-eval (context managers' cleanup)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.perf_counter()
     before = os.getloadavg()[1]
     rows = compare(args)
