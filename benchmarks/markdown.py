@@ -252,9 +252,9 @@ def _table4(state: State, result: an.Analysis) -> list[str]:
         "label where the run was logged with m > 1).\n",
         "The tiny models, SmolLM2-135M above all, are at about chance on these datasets "
         "(compare their accuracy with the majority class above): these rows prove the "
-        "pipeline and the counting, not the method. The runs of these rows come from the "
-        "reasoned step of `benchmarks/run.py`, as their records' headers give it (sizes as in "
-        "the runs table; the same calibration and evaluation sizes for consistency keep the "
+        "pipeline and the counting, not the method. The runs of these rows come from these "
+        "`benchmarks/run.py` commands, as their records' headers give them (sizes as in the "
+        "runs table; the same calibration and evaluation sizes for consistency keep the "
         "documents the same):\n",
         *(_command_blocks(counted) if counted else
           ["No committed records of a reasoned task yet.\n"]),
