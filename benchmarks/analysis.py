@@ -9,7 +9,8 @@ bootstrap intervals and paired differences (``tables.score_intervals`` /
 ``tables.paired_difference``) and the per-document prompt counts (``cost``). Added here, and only
 here: the paired comparisons against Vanilla and temperature scaling across tasks (documents
 paired by their origin), the calibrator variants, the ablations, the cost rows of the benchmark's
-tasks with their m-subsets, and the default-run estimates.
+tasks with their m-subsets, the default-run estimates, the paper's Table 4, and the reasoned
+rows beside the direct readout's on the same documents.
 """
 
 from __future__ import annotations
@@ -35,7 +36,17 @@ from benchmarks.commands import LOGIT as LOGIT_SUFFIXES
 from benchmarks.records import Stored
 from calidist_metrics import CalibrationWarning
 from calidist_tasks.fits import behaviour_calibrated, column, split_records
-from calidist_tasks.methods import LOGIT, METHODS, SCORES, VARIANTS, paired_references
+from calidist_tasks.methods import (
+    LOGIT,
+    METHODS,
+    REASONED,
+    SCORES,
+    VARIANTS,
+    Method,
+    paired_references,
+    task_variant,
+    variant_named,
+)
 from calidist_tasks.records import EVALUATION, Hint, hints_of
 from calidist_tasks.report.cost import generation_cost
 from calidist_tasks.report.methods import (
@@ -767,4 +778,129 @@ def table4_rows(analysis: Analysis) -> dict[tuple[str, str], list[Table4Row]]:
                 analysis.problems.append(f"Table 4: {row.why}")
             rows.append(row)
         found[(model, benchmark)] = rows
+    return found
+
+
+# ------------------------------------------------------------------------------ same documents
+
+
+def is_reasoned(method: Method) -> bool:
+    """Whether a leaderboard row reads reasoned replies (the paper's protocol)."""
+    return any(variant_named(name).confidence == REASONED for name in method.variants)
+
+
+def direct_variant(name: str) -> str:
+    """The direct-readout (logit) variant sending the prompts of variant ``name``: the one of
+    the same distractor style (``cot`` -> ``""``, ``assertion_cot`` -> ``assertion``)."""
+    distractor = variant_named(name).distractor
+    found = [v.name for v in VARIANTS if v.confidence == LOGIT and v.distractor == distractor]
+    if not found:
+        raise ValueError(f"variant {name!r}: no direct-readout (logit) variant of its style "
+                         f"{distractor!r} is registered (calidist_tasks/methods.py)")
+    return found[0]
+
+
+def direct_counterpart(method: Method) -> Method | None:
+    """The direct-readout row a reasoned row is set beside: the row of the same confidence that
+    the direct-readout variant of its preferred variant reports (Vanilla (reasoned) -> Vanilla,
+    CaliDist reasoned (As.) -> CaliDist (As.)); None for the stated-confidence readings (the
+    direct readout states none)."""
+    direct = direct_variant(method.variants[0])
+    return next((m for m in METHODS if not m.reading and m.confidence == method.confidence
+                 and direct in m.variants), None)
+
+
+def reasoned_runs(stored: Sequence[Stored]) -> dict[tuple[str, str], list[Stored]]:
+    """The runs of reasoned tasks, per model and benchmark."""
+    found: dict[tuple[str, str], list[Stored]] = {}
+    for run in sorted(stored, key=lambda s: s.task):
+        variant = task_variant(run.task, run.run.config)[1]
+        if variant is not None and variant.confidence == REASONED:
+            found.setdefault((run.model, run.benchmark), []).append(run)
+    return found
+
+
+@dataclass(frozen=True)
+class DocumentCheck:
+    """Whether a reasoned run and its direct-readout run scored the same evaluation documents
+    (compared by origin: file and line)."""
+
+    reasoned: str  # the reasoned task
+    direct: str  # its direct-readout task
+    documents: int  # the reasoned run's evaluation documents
+    direct_documents: int | None  # the direct-readout run's; None: it has no records
+    only_reasoned: int = 0  # evaluation documents of the reasoned run the other lacks
+    only_direct: int = 0
+
+    @property
+    def same(self) -> bool:
+        return self.direct_documents == self.documents and not (self.only_reasoned
+                                                                or self.only_direct)
+
+    def line(self) -> str:
+        pair = f"`{self.reasoned}` and its direct readout `{self.direct}`"
+        if self.direct_documents is None:
+            return (f"`{self.reasoned}`: no direct-readout records of `{self.direct}` on its "
+                    "documents (not measured yet)")
+        if self.same:
+            return f"{pair}: same {self.documents} evaluation documents"
+        return (f"**WARNING: {pair} scored different documents**: {self.only_reasoned} of the "
+                f"reasoned run's {self.documents} evaluation documents are not among the direct "
+                f"readout's {self.direct_documents}, and {self.only_direct} of these not among "
+                f"the reasoned run's; the paired differences use only the "
+                f"{self.documents - self.only_reasoned} both scored, every other number each "
+                "run's own documents")
+
+
+def document_check(reasoned: Stored, direct: Stored | None, direct_task: str) -> DocumentCheck:
+    """``DocumentCheck`` of a reasoned run against its direct-readout run (None: missing)."""
+    ours = evaluation_sources(reasoned.run)
+    if direct is None:
+        return DocumentCheck(reasoned.task, direct_task, len(ours), None)
+    theirs = evaluation_sources(direct.run)
+    return DocumentCheck(reasoned.task, direct.task, len(ours), len(theirs),
+                         len(set(ours) - set(theirs)), len(set(theirs) - set(ours)))
+
+
+@dataclass
+class SameDocuments:
+    """One model and benchmark's reasoned rows beside the direct readout's on its documents."""
+
+    direct: list[Scored]  # the direct-readout runs' rows (their own Analysis)
+    reasoned: list[Scored]  # the reasoned runs' rows
+    checks: list[DocumentCheck]
+    # (reasoned row, its direct-readout row, {score: paired test reasoned - direct})
+    paired: list[tuple[Scored, Scored, dict[str, dict | None]]]
+
+
+def same_documents(analysis: Analysis, direct: Analysis
+                   ) -> dict[tuple[str, str], SameDocuments]:
+    """Per model and benchmark with reasoned runs in ``analysis`` and direct-readout runs in
+    ``direct`` (the runs of ``records.SAME_DOCUMENTS``): both sides' rows, the document check
+    of each reasoned run, and each reasoned row's paired ECE and Brier differences against its
+    ``direct_counterpart``; a check that finds different documents is named in the problems."""
+    by_label = {m.label: m for m in METHODS}
+    found = {}
+    for (model, benchmark), runs in reasoned_runs(analysis.stored).items():
+        direct_rows = direct.rows(model, benchmark)
+        if not direct_rows:
+            continue
+        checks = []
+        for run in runs:
+            suffix = variant_named(direct_variant(run.suffix.lstrip("_"))).suffix
+            check = document_check(run, direct.runs.get((model, benchmark, suffix)),
+                                   f"calidist_{benchmark}{suffix}")
+            if check.direct_documents is not None and not check.same:
+                analysis.problems.append(check.line().replace("**", ""))
+            checks.append(check)
+        reasoned = [r for r in analysis.rows(model, benchmark) if is_reasoned(by_label[r.label])]
+        paired = []
+        for row in reasoned:
+            counterpart = direct_counterpart(by_label[row.label])
+            other = next((r for r in direct_rows if counterpart and r.label == counterpart.label),
+                         None)
+            if other is not None:
+                paired.append((row, other, {score: compare(row, other, score, analysis.n_boot)
+                                            for score in ("ece", "brier")}))
+        found[(model, benchmark)] = SameDocuments(direct_rows, reasoned, checks, paired)
     return found

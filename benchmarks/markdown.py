@@ -20,9 +20,9 @@ from benchmarks.commands import (
     portable,
     without_markdown,
 )
-from benchmarks.records import Stored
+from benchmarks.records import SAME_DOCUMENTS, Stored, load
 from calidist_tasks.aggregation import UNREADABLE_LIMIT
-from calidist_tasks.methods import ECE_BINNING
+from calidist_tasks.methods import ECE_BINNING, REASONED, VARIANTS, variant_named
 from calidist_tasks.records import CALIBRATION
 from calidist_tasks.report.tables import UNREADABLE
 
@@ -55,15 +55,33 @@ def bench(benchmark: str) -> str:
     return BENCH_NAMES.get(benchmark, benchmark)
 
 
+def _made_by(stored: list[Stored]) -> list[str]:
+    """The benchmarks/run.py invocations that made ``stored``'s records (their headers'
+    ``benchmark_command``), oldest first, each once."""
+    headers = sorted((s.header for s in stored), key=lambda h: h.get("finished") or 0)
+    return list(dict.fromkeys(without_markdown(h["benchmark_command"]) for h in headers
+                              if h.get("benchmark_command")))
+
+
+def _command_blocks(stored: list[Stored]) -> list[str]:
+    """Each command that made ``stored``'s records in its own code block, then the records whose
+    header does not say which command made them."""
+    blocks = [f"```\n{command}\n```\n" for command in _made_by(stored)]
+    unsaid = sorted({f"`{s.task}` ({s.model})" for s in stored
+                     if not s.header.get("benchmark_command")})
+    if unsaid:
+        blocks.append("No `benchmark_command` in the header of the records of "
+                      + ", ".join(unsaid) + ": the command that made them is not known (not "
+                      "run by `benchmarks/run.py`).\n")
+    return blocks
+
+
 def _commands(state: State) -> list[str]:
     """The benchmarks/run.py invocations that made the committed records, oldest first, then
     this one."""
-    headers = sorted((s.header for s in state.stored), key=lambda h: h.get("finished") or 0)
-    made = [without_markdown(h["benchmark_command"]) for h in headers
-            if h.get("benchmark_command")]
     this = without_markdown(portable(shlex.join(["python", "benchmarks/run.py",
                                                  *state.args.argv])))
-    return list(dict.fromkeys([*made, this]))
+    return list(dict.fromkeys([*_made_by(state.stored), this]))
 
 
 def _runs(state: State, result: an.Analysis) -> str:
@@ -86,20 +104,29 @@ def _runs(state: State, result: an.Analysis) -> str:
                   "rebuilt from the records (or the problem)"], rows, {3, 4, 5, 6})
 
 
+SCORE_COLUMNS = ["task", "evaluation docs", "acc", "ECE", "adaptive ECE", "Brier", "AUROC"]
+
+
+def _score_cells(row: an.Scored, benchmark: str) -> list[str]:
+    """A method row's ``SCORE_COLUMNS``: x100 with bootstrap intervals; results-file numbers
+    (†) where it was not rebuilt."""
+    scores = ("ece", "ece_adaptive", "brier", "auroc")
+    if row.confidence is None:
+        return [f"`{row.task}`", "-", "-", *(f"{100 * row.values[s]:.2f} †" if s in row.values
+                                             else "-" for s in scores)]
+    return [f"`{row.task}`", an.size_cell(row.n, benchmark),
+            an.interval(row.intervals["acc"], 1), *(an.interval(row.intervals[s])
+                                                    for s in scores)]
+
+
 def _calibration(state: State, result: an.Analysis) -> list[str]:
     parts = []
     for model, benchmark in sorted(result.methods):
         rows, paired = [], []
         for row in result.rows(model, benchmark):
+            rows.append([row.shown, *_score_cells(row, benchmark)])
             if row.confidence is None:
-                shown = [f"{100 * row.values[s]:.2f} †" if s in row.values else "-"
-                         for s in ("ece", "ece_adaptive", "brier", "auroc")]
-                rows.append([row.shown, f"`{row.task}`", "-", "-", *shown])
                 continue
-            rows.append([row.shown, f"`{row.task}`", an.size_cell(row.n, benchmark),
-                         an.interval(row.intervals["acc"], 1),
-                         *(an.interval(row.intervals[s]) for s in
-                           ("ece", "ece_adaptive", "brier", "auroc"))])
             tests = result.paired.get((model, benchmark, row.label), {})
             cells = []
             for reference in ("Vanilla", "TS"):
@@ -112,8 +139,7 @@ def _calibration(state: State, result: an.Analysis) -> list[str]:
                           an.diff(by_score.get("brier"))]
             paired.append([row.shown, *cells, an.verdict_line(tests)])
         parts += [f"### {model} / {bench(benchmark)}\n",
-                  table(["method", "task", "evaluation docs", "acc", "ECE", "adaptive ECE",
-                         "Brier", "AUROC"], rows, {2, 3, 4, 5, 6, 7}) + "\n",
+                  table(["method", *SCORE_COLUMNS], rows, {2, 3, 4, 5, 6, 7}) + "\n",
                   "Paired differences (method − reference on the documents both scored, "
                   "x100, 95% paired bootstrap interval) and the verdict they support; a "
                   "reasoned row's Vanilla and TS are the reasoned ones (the same replies), a "
@@ -157,11 +183,6 @@ def _cost(costs: dict) -> str:
                   "tokens (prompt+gen) vs Vanilla", "wall vs Vanilla"], rows, set(range(3, 11)))
 
 
-TABLE4_COMMAND = ("python benchmarks/run.py --steps reasoned,analysis --models smollm2 "
-                  "--benchmarks ppdb,aqua --variants cot,assertion_cot,corruption_cot,"
-                  "consistency --reasoned-m 1 --consistency-calib 100 --consistency-eval 200")
-
-
 def _times(value: float, base: float | None) -> str:
     return f"{value / base:.2f}x" if base else "-"
 
@@ -193,6 +214,8 @@ def _table4(state: State, result: an.Analysis) -> list[str]:
     """The paper's Table 4 from the records, per model and dataset; "not measured yet" for the
     models and datasets asked for with no reasoned records."""
     found = an.table4_rows(result)
+    counted = [stored for model, benchmark in found for method in an.TABLE4
+               if (stored := result.runs.get((model, benchmark, method.suffix)))]
     wanted = sorted({(s.model, s.benchmark) for s in state.stored}
                     | {(model, benchmark) for model in state.args.models.split(",") if model
                        for benchmark in state.args.benchmarks.split(",") if benchmark})
@@ -229,9 +252,12 @@ def _table4(state: State, result: an.Analysis) -> list[str]:
         "label where the run was logged with m > 1).\n",
         "The tiny models, SmolLM2-135M above all, are at about chance on these datasets "
         "(compare their accuracy with the majority class above): these rows prove the "
-        "pipeline and the counting, not the method. The runs, and this section, come from "
-        f"`{TABLE4_COMMAND}` (sizes as in the runs table; the same calibration and evaluation "
-        "sizes for consistency keep the documents the same).\n",
+        "pipeline and the counting, not the method. The runs of these rows come from these "
+        "`benchmarks/run.py` commands, as their records' headers give them (sizes as in the "
+        "runs table; the same calibration and evaluation sizes for consistency keep the "
+        "documents the same):\n",
+        *(_command_blocks(counted) if counted else
+          ["No committed records of a reasoned task yet.\n"]),
     ]
     for model, benchmark in wanted:
         rows = found.get((model, benchmark))
@@ -245,6 +271,69 @@ def _table4(state: State, result: an.Analysis) -> list[str]:
                          "letter-scoring passes/doc", "scoring input tokens/doc", "ECE",
                          "paper: passes", "paper: output tokens", "paper: input tokens",
                          "paper: ECE"], _table4_rows(rows), set(range(2, 16))) + "\n"]
+    return parts
+
+
+SAME_DOCUMENTS_TITLE = "The reasoned reply beside the direct readout, on the same documents"
+
+
+def _same_documents(result: an.Analysis, direct: an.Analysis) -> list[str]:
+    """Per model and dataset with reasoned records: their rows beside the direct readout's on
+    the same documents (``direct``: the runs of ``records.SAME_DOCUMENTS``), the document
+    check, and the paired differences; "not measured yet" where the direct readout did not run
+    on the reasoned runs' documents."""
+    found = an.same_documents(result, direct)
+    counterparts = {v.suffix: variant_named(an.direct_variant(v.name)).suffix
+                    for v in VARIANTS if v.confidence == REASONED}
+    pairs = ", ".join(f"`calidist_<b>{reasoned}` → `calidist_<b>{suffix}`"
+                      for reasoned, suffix in counterparts.items())
+    parts = [
+        f"## {SAME_DOCUMENTS_TITLE}\n",
+        "The direct-readout runs above (the option letters scored right after the options, no "
+        "reasoning) ran on more documents than the reasoned runs. Here each reasoned task's "
+        f"direct-readout counterpart, the task of the same style ({pairs}), ran at the reasoned "
+        "run's sizes by the reasoned step of `benchmarks/run.py` (records in "
+        f"`benchmarks/results/{SAME_DOCUMENTS}/<model>/`), is set beside the reasoned replies' "
+        "rows (the replies' letter log-probabilities and, where present, their stated "
+        "confidence). Before anything is compared, each reasoned run's evaluation documents are "
+        "compared by origin (file and line) with its counterpart's. Every calibrator is fitted "
+        "on its own run's calibration documents and scored on its evaluation documents; x100, "
+        f"95% bootstrap intervals ({result.n_boot} resamples). Δ: the reasoned row − the "
+        "direct-readout row of the same confidence (`benchmarks/analysis.py` "
+        "`direct_counterpart`: Vanilla, the logit baselines, CaliDist per style) on the documents "
+        "both scored, 95% paired bootstrap interval; the stated-confidence rows have no "
+        f"direct-readout counterpart. {an.SMALL_NOTE}\n",
+    ]
+    reasoned = an.reasoned_runs(result.stored)
+    if not reasoned:
+        parts.append("Not measured yet: no committed records of a reasoned task (the reasoned "
+                     "step of `benchmarks/run.py`, `--steps reasoned`, runs them and their "
+                     "direct readouts).\n")
+    for (model, benchmark), runs in sorted(reasoned.items()):
+        same = found.get((model, benchmark))
+        if same is None:
+            parts += [f"**{model} / {bench(benchmark)}**: not measured yet (no direct-readout "
+                      f"records in `benchmarks/results/{SAME_DOCUMENTS}/{model}/`). The reasoned "
+                      "step of `benchmarks/run.py` runs each reasoned task's direct readout at "
+                      "its sizes; these reasoned runs came from:\n", *_command_blocks(runs)]
+            continue
+        rows = [[protocol, row.shown, *_score_cells(row, benchmark)]
+                for protocol, shown in (("direct readout", same.direct),
+                                        ("reasoned reply", same.reasoned)) for row in shown]
+        paired = [[reasoned_row.shown, direct_row.shown,
+                   next((an.size_cell(t["n"], benchmark) for t in tests.values() if t), "-"),
+                   an.diff(tests["ece"]), an.diff(tests["brier"]),
+                   an.verdict_line({"the direct readout": tests})]
+                  for reasoned_row, direct_row, tests in same.paired]
+        direct_runs = [s for s in direct.stored if (s.model, s.benchmark) == (model, benchmark)]
+        parts += [f"**{model} / {bench(benchmark)}**\n",
+                  "\n".join(f"- {check.line()}" for check in same.checks) + "\n",
+                  table(["protocol", "method", *SCORE_COLUMNS], rows, {3, 4, 5, 6, 7, 8}) + "\n",
+                  table(["reasoned row", "direct-readout row", "docs paired",
+                         "ΔECE reasoned − direct", "ΔBrier reasoned − direct", "verdict"],
+                        paired, {2, 3, 4}) + "\n",
+                  "The direct-readout runs on these documents came from:\n",
+                  *_command_blocks(direct_runs)]
     return parts
 
 
@@ -493,6 +582,9 @@ def render(state: State) -> str:
             f"CaliDist As. m=1 vs 15-sample self-consistency: {an.cost_target(costs)}.\n",
         ]
     parts += _table4(state, result)
+    same_problems: list[str] = []
+    direct = an.Analysis(load(Path(args.results) / SAME_DOCUMENTS, same_problems), n_boot)
+    parts += _same_documents(result, direct)
     if state.overhead:
         parts += _overhead(state.overhead)
     if state.stored:
@@ -516,7 +608,8 @@ def render(state: State) -> str:
         parts += ["## Exact lm-eval commands of the model runs\n",
                   "As a user types them: the model folder is `$(calidist model NAME)`, paths "
                   "are relative to the repository root.\n", "\n".join(commands) + "\n"]
-    problems = state.problems + result.problems
+    problems = state.problems + result.problems + [
+        f"{SAME_DOCUMENTS}: {problem}" for problem in same_problems + direct.problems]
     if problems or result.notes:
         parts += ["## Problems and warnings of this analysis\n"]
         parts += [f"- {p}" for p in dict.fromkeys(problems)]

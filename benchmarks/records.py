@@ -89,6 +89,13 @@ class Stored:
         return float(seconds) if seconds not in (None, "") else float(self.header["wall_s"])
 
 
+# ``<results>/SAME_DOCUMENTS/<model>/<task>.jsonl.gz``: the direct-readout counterparts of the
+# reasoned tasks, run at the reasoned runs' sizes so that both protocols score the same
+# documents (BENCHMARKS.md, "The reasoned reply beside the direct readout"); ``load(results)``
+# does not see them (one folder deeper), ``load(results / SAME_DOCUMENTS)`` reads them.
+SAME_DOCUMENTS = "same-documents"
+
+
 def path_for(results: Path, model: str, task: str) -> Path:
     return Path(results) / model / f"{task}.jsonl.gz"
 
