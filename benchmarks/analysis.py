@@ -27,6 +27,7 @@ import numpy as np
 
 from benchmarks.commands import (
     BENCH_NAMES,
+    DIRECT_READOUT,
     GENERATE,
     TWO_STAGE_SUFFIXES,
     default_documents,
@@ -43,6 +44,7 @@ from calidist_tasks.methods import (
     SCORES,
     VARIANTS,
     Method,
+    direct_readout,
     paired_references,
     task_variant,
     variant_named,
@@ -789,23 +791,12 @@ def is_reasoned(method: Method) -> bool:
     return any(variant_named(name).confidence == REASONED for name in method.variants)
 
 
-def direct_variant(name: str) -> str:
-    """The direct-readout (logit) variant sending the prompts of variant ``name``: the one of
-    the same distractor style (``cot`` -> ``""``, ``assertion_cot`` -> ``assertion``)."""
-    distractor = variant_named(name).distractor
-    found = [v.name for v in VARIANTS if v.confidence == LOGIT and v.distractor == distractor]
-    if not found:
-        raise ValueError(f"variant {name!r}: no direct-readout (logit) variant of its style "
-                         f"{distractor!r} is registered (calidist_tasks/methods.py)")
-    return found[0]
-
-
 def direct_counterpart(method: Method) -> Method | None:
     """The direct-readout row a reasoned row is set beside: the row of the same confidence that
     the direct-readout variant of its preferred variant reports (Vanilla (reasoned) -> Vanilla,
     CaliDist reasoned (As.) -> CaliDist (As.)); None for the stated-confidence readings (the
     direct readout states none)."""
-    direct = direct_variant(method.variants[0])
+    direct = direct_readout(method.variants[0]).name
     return next((m for m in METHODS if not m.reading and m.confidence == method.confidence
                  and direct in m.variants), None)
 
@@ -887,7 +878,7 @@ def same_documents(analysis: Analysis, direct: Analysis
             continue
         checks = []
         for run in runs:
-            suffix = variant_named(direct_variant(run.suffix.lstrip("_"))).suffix
+            suffix = DIRECT_READOUT[run.suffix]
             check = document_check(run, direct.runs.get((model, benchmark, suffix)),
                                    f"calidist_{benchmark}{suffix}")
             if check.direct_documents is not None and not check.same:

@@ -22,7 +22,7 @@ from typing import Any
 
 from calidist_tasks.methods import LOGIT as LOGIT_CONFIDENCE
 from calidist_tasks.methods import REASONED as REASONED_CONFIDENCE
-from calidist_tasks.methods import VARIANTS
+from calidist_tasks.methods import VARIANTS, direct_readout
 from calidist_tasks.reasoned_stages import REPLIES_FOLDER, reply_stages
 from calidist_tasks.records import SPUQ
 
@@ -48,8 +48,7 @@ REASONED = (*(v.suffix for v in VARIANTS if v.confidence == REASONED_CONFIDENCE)
             "_consistency")
 # Each reasoned variant's direct letter readout (the logit variant of its distractor style):
 # the reasoned step runs it on the reasoned documents too (records in <results>/same-documents).
-DIRECT_READOUT = {v.suffix: next(d.suffix for d in VARIANTS if d.confidence == LOGIT_CONFIDENCE
-                                 and d.distractor == v.distractor)
+DIRECT_READOUT = {v.suffix: direct_readout(v.name).suffix
                   for v in VARIANTS if v.confidence == REASONED_CONFIDENCE}
 # Logit tasks whose hints name labels: --two-stage sends only those naming another label than
 # the prediction (corruption hints name none).

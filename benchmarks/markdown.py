@@ -14,6 +14,7 @@ from benchmarks import analysis as an
 from benchmarks.backend_speed import kept_section
 from benchmarks.commands import (
     BENCH_NAMES,
+    DIRECT_READOUT,
     GENERATE,
     LOGIT,
     default_documents,
@@ -22,7 +23,7 @@ from benchmarks.commands import (
 )
 from benchmarks.records import SAME_DOCUMENTS, Stored, load
 from calidist_tasks.aggregation import UNREADABLE_LIMIT
-from calidist_tasks.methods import ECE_BINNING, REASONED, VARIANTS, variant_named
+from calidist_tasks.methods import ECE_BINNING
 from calidist_tasks.records import CALIBRATION
 from calidist_tasks.report.tables import UNREADABLE
 
@@ -283,10 +284,8 @@ def _same_documents(result: an.Analysis, direct: an.Analysis) -> list[str]:
     check, and the paired differences; "not measured yet" where the direct readout did not run
     on the reasoned runs' documents."""
     found = an.same_documents(result, direct)
-    counterparts = {v.suffix: variant_named(an.direct_variant(v.name)).suffix
-                    for v in VARIANTS if v.confidence == REASONED}
     pairs = ", ".join(f"`calidist_<b>{reasoned}` → `calidist_<b>{suffix}`"
-                      for reasoned, suffix in counterparts.items())
+                      for reasoned, suffix in DIRECT_READOUT.items())
     parts = [
         f"## {SAME_DOCUMENTS_TITLE}\n",
         "The direct-readout runs above (the option letters scored right after the options, no "

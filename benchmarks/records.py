@@ -47,10 +47,6 @@ from calidist_tasks.report.loading import TaskRun, load_runs
 from calidist_tasks.report.stored import FORMAT, read_header, read_stored
 from calidist_tasks.yaml_configs import task_configs
 
-# <results>/same-documents/<model>/<task>.jsonl.gz: the reasoned tasks' direct readouts on
-# their documents (benchmarks/run.py's reasoned step); ``load(results)`` does not read them
-SAME_DOCUMENTS = "same-documents"
-
 
 @dataclass
 class Stored:

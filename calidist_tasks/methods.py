@@ -251,6 +251,18 @@ def variant_named(name: str) -> Variant:
     return next(v for v in VARIANTS if v.name == name)
 
 
+def direct_readout(name: str) -> Variant:
+    """The logit variant of variant ``name``'s distractor style: its prompts with the letters
+    scored right after the options (a reasoned variant's direct readout: ``cot`` -> ``""``,
+    ``assertion_cot`` -> ``assertion``)."""
+    distractor = variant_named(name).distractor
+    found = [v for v in VARIANTS if v.confidence == LOGIT and v.distractor == distractor]
+    if not found:
+        raise ValueError(f"variant {name!r}: no direct-readout (logit) variant of its style "
+                         f"{distractor!r} is registered")
+    return found[0]
+
+
 def methods_of(variant: Variant) -> list[Method]:
     """The leaderboard rows a task of ``variant`` fills, in METHODS order."""
     return [m for m in METHODS if variant.name in m.variants]

@@ -236,10 +236,12 @@ def test_table4_names_the_commands_its_records_say_made_them(tmp_path):
                                                ("probe_cot", "probe"),
                                                ("corruption_cot", "corruption")])
 def test_each_reasoned_variant_has_the_direct_readout_of_its_style(reasoned, direct):
-    from benchmarks.analysis import direct_counterpart, direct_variant
-    from calidist_tasks.methods import METHODS, variant_named
+    from benchmarks.analysis import direct_counterpart
+    from benchmarks.commands import DIRECT_READOUT
+    from calidist_tasks.methods import METHODS, direct_readout, variant_named
 
-    assert direct_variant(reasoned) == direct
+    assert direct_readout(reasoned).name == direct
+    assert DIRECT_READOUT[f"_{reasoned}"] == (f"_{direct}" if direct else "")
     short = variant_named(reasoned).short
     if short:
         by_label = {m.label: m for m in METHODS}
