@@ -381,7 +381,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             print_summary(run_two_stage(stage_argv, lm_eval_main) if two_stage
                           else lm_eval_main(stage_argv))
 
-        run_with_replies(with_include_path(rest), lm_eval_main, then)
+        from calidist_tasks.lm_eval_compat import models_reused
+
+        # models_reused stops an in-process vLLM engine when the run ends: a live engine process
+        # would keep Python from exiting after the results are printed
+        with models_reused():
+            run_with_replies(with_include_path(rest), lm_eval_main, then)
         return
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "demo":
