@@ -315,3 +315,35 @@ def test_models_reused_share_one_object_and_stop_its_engine_at_the_end(monkeypat
     assert stopped == [first.model.llm_engine.engine_core] and loaded == {}
     assert getattr(factory, attribute)("vllm") is Model  # the factory is lm-eval's again
     assert not compat.stop_engine(SimpleNamespace(model=object()))  # hf: nothing to stop
+
+
+def test_a_plain_calidist_eval_stops_the_engine_of_its_model(monkeypatch) -> None:
+    """``calidist eval`` of one ordinary task (no stages, no replies) still stops the model's
+    engine process when the run ends: a live vLLM engine kept the command from returning."""
+    from calidist_tasks import cli
+
+    stopped = []
+
+    class Model:
+        def __init__(self) -> None:
+            engine = SimpleNamespace(shutdown=lambda: stopped.append(engine))
+            self.model = SimpleNamespace(llm_engine=SimpleNamespace(engine_core=engine))
+
+        @classmethod
+        def create_from_arg_string(cls, arguments, additional_config=None):
+            return cls()
+
+    module_name, _, attribute = compat.MODEL_FACTORY.rpartition(".")
+    factory = import_module(module_name)
+    monkeypatch.setattr(factory, attribute, lambda name: Model)
+    built = []
+
+    def lm_eval(argv, table=True):  # lm-eval's evaluator: builds the model through the registry
+        built.append(getattr(factory, attribute)("vllm").create_from_arg_string("pretrained=x"))
+        return None
+
+    monkeypatch.setattr(cli, "lm_eval_main", lm_eval)
+    monkeypatch.setattr(cli, "print_summary", lambda results: None)
+    cli.main(["eval", "--model", "vllm", "--model_args", "pretrained=x",
+              "--tasks", "calidist_ppdb"])
+    assert len(built) == 1 and stopped == [built[0].model.llm_engine.engine_core]
