@@ -20,7 +20,13 @@ from typing import Any
 from calidist_tasks.records import SOURCE_FIELD, STAGE1_FOLDER, Record, is_failed, is_record
 from calidist_tasks.report.identity import assign_groups, run_identity
 from calidist_tasks.report.runs import TaskRun
-from calidist_tasks.run_files import RESULTS_NAME, SAMPLES_NAME, json_lines, model_name
+from calidist_tasks.run_files import (
+    RESULTS_NAME,
+    SAMPLES_NAME,
+    json_lines,
+    model_name,
+    stage1_folder,
+)
 
 TASK_PREFIX = "calidist_"
 
@@ -241,22 +247,12 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
     run.sources = [sources[i] for i in order]
 
 
-def _stage1_folder(run: TaskRun) -> Path | None:
-    """Where a two-stage run kept stage 1: its metadata's ``original_run``, else the
-    ``stage1`` folder beside the run's model folder (``<output_path>/stage1``)."""
-    metadata = run.config.get("metadata") or {}
-    for folder in (metadata.get("original_run"), run.results_file.parent.parent / STAGE1_FOLDER):
-        if folder and Path(folder).is_dir() and Path(folder) != run.results_file.parent:
-            return Path(folder)
-    return None
-
-
 def add_stage1_prompts(run: TaskRun, problems: list[str],
                        stage1: dict[Path, Loaded] | None = None) -> None:
     """A two-stage run's stage 2 logs the hints only: prepend each document's stage-1 original
     prompt to ``run.prompts``, so that its cost counts what the run sent in both stages (as the
     run itself prints). ``stage1`` caches the stage-1 folders already read."""
-    folder = _stage1_folder(run)
+    folder = stage1_folder(run.config.get("metadata") or {}, run.results_file.parent)
     if folder is None or run.records is None or run.prompts is None:
         return
     cache = {} if stage1 is None else stage1
