@@ -360,7 +360,9 @@ def test_calidist_eval_two_stage_runs_reasoned_tasks_in_one_command_or_two(
     import lm_eval.tasks
     from lm_eval.tasks import TaskManager
 
+    from benchmarks.records import reply_tokens
     from calidist_tasks.cli import main
+    from calidist_tasks.report.loading import load_runs
 
     monkeypatch.setattr(lm_eval.tasks, "TaskManager",  # ours only: no lm-eval index (~10 s)
                         lambda **kwargs: TaskManager(include_defaults=False, **kwargs))
@@ -375,6 +377,13 @@ def test_calidist_eval_two_stage_runs_reasoned_tasks_in_one_command_or_two(
     [scored] = [p for p in out.rglob(f"samples_{COT}_*.jsonl") if "replies" not in p.parts]
     samples = [json.loads(line) for line in scored.read_text().splitlines()]
     assert cot_records(samples) == cot_records(two["samples"][COT])
+    # Table 4 counts the replies as run: both stages' prompts and replies, in the records' order
+    loaded, problems = load_runs([out]), []
+    [run] = [r for r in loaded.runs if r.task == COT]
+    counted = reply_tokens(loaded.runs, run, len, problems)  # "tokens": characters
+    assert not problems
+    for record, replies in zip(run.records, counted, strict=True):
+        assert [reply for _, reply in replies] == [len(r["reply"]) for r in record["replies"]]
     # the two-command form: the reply task with --two-stage, then the reasoned task reading it
     replies = tmp_path / "replies"
     main(["eval", "--two-stage", "--tasks", REPLY_TASK, "--output_path", str(replies), *model])
@@ -415,3 +424,18 @@ def test_a_two_stage_reply_run_missing_a_hint_it_sends_is_refused_naming_the_doc
     other = next(d for d in task.eval_docs if d["calidist_index"] != record["index"])
     assert task.logged(other).replies == [r["reply"] for r in cot_records(
         two["samples"][COT])[other["calidist_index"]]["replies"]]
+
+
+@pytest.mark.parametrize("two_stage", ["flag", "argument", None])
+def test_reply_stages_run_the_replies_in_two_stages_with_two_stage(two_stage):
+    """``calidist eval --two-stage`` (the flag taken off, ``two_stage=True``) and a benchmark's
+    command line (the flag kept): the reply run is two-stage, not pinned to one stage."""
+    from calidist_tasks.reasoned_stages import ONE_STAGE, reply_stages
+
+    argv = ["--model", "hf", "--tasks", COT, "--output_path", "out",
+            *(["--two-stage"] if two_stage == "flag" else [])]
+    replies, scoring = reply_stages(argv, "out/replies", two_stage == "argument")
+    assert replies[replies.index("--tasks") + 1] == REPLY_TASK
+    assert scoring[scoring.index("--tasks") + 1] == COT
+    assert ("--two-stage" in replies) == ("--two-stage" in scoring) == (two_stage == "flag")
+    assert (json.dumps(ONE_STAGE) in replies) == (two_stage is None)
