@@ -384,13 +384,18 @@ def test_calidist_eval_two_stage_runs_reasoned_tasks_in_one_command_or_two(
     assert not problems
     for record, replies in zip(run.records, counted, strict=True):
         assert [reply for _, reply in replies] == [len(r["reply"]) for r in record["replies"]]
-    # the two-command form: the reply task with --two-stage, then the reasoned task reading it
+    # the two-command form: the reply tasks with --two-stage, then the reasoned tasks reading
+    # them; a task without hints ran whole in stage 2, and its replies are read so
     replies = tmp_path / "replies"
-    main(["eval", "--two-stage", "--tasks", REPLY_TASK, "--output_path", str(replies), *model])
+    main(["eval", "--two-stage", "--tasks", f"{REPLY_TASK},calidist_ppdb_verbalized",
+          "--output_path", str(replies), *model])
     monkeypatch.undo()  # lm-eval's own TaskManager, which run_lm_eval gives our folder alone
     results = run_lm_eval([COT], tiny_model_dir, {**metadata, "replies": str(replies)},
                           num_fewshot=0)
     assert cot_records(results["samples"][COT]) == cot_records(two["samples"][COT])
+    plain = run_lm_eval(["calidist_ppdb_cot"], tiny_model_dir,
+                        {**metadata, "replies": str(replies)}, num_fewshot=0)
+    assert [len(s["acc"]["replies"]) for s in plain["samples"]["calidist_ppdb_cot"]] == [1] * 8
 
 
 def test_a_two_stage_reply_run_missing_a_hint_it_sends_is_refused_naming_the_document(
