@@ -11,7 +11,9 @@ a *later stage*: a run that reads the samples file an *earlier run* logged with
 - GSM8K's stages ``chains`` and ``score`` (``open_ended``) read the stage before
   (``--metadata original_samples``): ŷ and the worked answers;
 - a reasoned ``_cot`` task (``reasoned``) reads its ``_verbalized`` task's run
-  (``--metadata replies``): each document's prompts and replies.
+  (``--metadata replies``): each document's prompts and replies; of a two-stage reply run, stage
+  2's and, through the ``original_run`` its results file logged (``EarlierRun.metadata``), stage
+  1's.
 
 ``EarlierRun.read`` finds the file (``run_files.samples_file_of``), refuses a run another model
 answered (``check_model``), and matches every logged line to this run's document of the same

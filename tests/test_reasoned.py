@@ -384,6 +384,10 @@ def test_calidist_eval_two_stage_runs_reasoned_tasks_in_one_command_or_two(
     assert not problems
     for record, replies in zip(run.records, counted, strict=True):
         assert [reply for _, reply in replies] == [len(r["reply"]) for r in record["replies"]]
+    # calidist report rebuilds both runs' numbers from their records (stage 1's not counted)
+    from conftest import assert_report_rebuilds_results
+
+    assert sorted(assert_report_rebuilds_results(out)) == [COT, REPLY_TASK]
     # the two-command form: the reply tasks with --two-stage, then the reasoned tasks reading
     # them; a task without hints ran whole in stage 2, and its replies are read so
     replies = tmp_path / "replies"
