@@ -87,7 +87,9 @@ def evaluate(
     score the replies of their ``_verbalized`` task, which runs first, by itself, in the same call
     (one model load; ``calidist_tasks.reasoned_stages``): its samples go to ``replies_dir``
     (default: a temporary folder) and its entries join the returned results where it was
-    selected. ``metadata={"replies": PATH}`` scores an earlier run's replies instead.
+    selected. ``metadata={"replies": PATH}`` scores an earlier run's replies instead. With
+    ``two_stage=True`` the reply run is two-stage too (its stage 1 in ``replies_dir/stage1``):
+    the original replies, then only those to the hints naming another label than their answer.
 
     Returns what ``simple_evaluate`` returns: ``results["results"][task]["ece,none"]`` and the
     other metrics of the README, ``results["samples"][task]`` per document; None on the non-zero

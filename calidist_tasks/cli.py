@@ -18,6 +18,7 @@ from typing import Any
 from calidist_tasks import task_folder
 from calidist_tasks.methods import LOGIT, REASONED
 from calidist_tasks.records import CONSISTENCY, SPUQ, VERBALIZED
+from calidist_tasks.two_stage import FLAG_TWO_STAGE as TWO_STAGE_FLAG
 from calidist_tasks.yaml_configs import task_configs
 
 MARKER = ".calidist-link.json"
@@ -114,13 +115,14 @@ def print_summary(results: Mapping[str, Any] | None) -> None:
 
 
 HELP_FLAGS = ("-h", "--help")
-TWO_STAGE_FLAG = "--two-stage"
 TWO_STAGE_HELP = textwrap.fill(
     f"{TWO_STAGE_FLAG} (calidist eval only): the paper's minimum cost, 1 + (c-1)*m prompts per "
     "document: stage 1 sends the hinted tasks' original prompts (kept in <output_path>/stage1), "
     "stage 2 only the hints naming a label other than each document's prediction; one model "
     "load, one output folder as a single-stage run's; needs --output_path; --use_cache lets a "
-    "rerun answer stage 1 from the cache (docs/method.md, \"Two-stage runs\").", 100) + "\n"
+    "rerun answer stage 1 from the cache (docs/method.md, \"Two-stage runs\"). A reasoned "
+    "(_cot) task's replies run in two stages too: the original prompts' replies, then only the "
+    "hints naming a label other than each reply's answer.", 100) + "\n"
 METADATA_HELP_TITLE = "calidist options (pass as --metadata '{\"key\": value}')"
 EPILOG = ("`calidist eval --help` lists calidist's own options (the --metadata keys: defaults and "
           "allowed values), then lm_eval's. From Python: calidist_tasks.evaluate "
@@ -377,16 +379,19 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         two_stage = len(rest) < len(argv) - 1
 
+        def run(stage_argv: list[str]) -> Any:  # two-stage: the reasoned tasks' replies too
+            return (run_two_stage(stage_argv, lm_eval_main) if two_stage
+                    else lm_eval_main(stage_argv))
+
         def then(stage_argv: list[str]) -> None:  # the reasoned tasks' replies have run
-            print_summary(run_two_stage(stage_argv, lm_eval_main) if two_stage
-                          else lm_eval_main(stage_argv))
+            print_summary(run(stage_argv))
 
         from calidist_tasks.lm_eval_compat import models_reused
 
         # models_reused stops an in-process vLLM engine when the run ends: a live engine process
         # would keep Python from exiting after the results are printed
         with models_reused():
-            run_with_replies(with_include_path(rest), lm_eval_main, then)
+            run_with_replies(with_include_path(rest), run, then, two_stage)
         return
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "demo":

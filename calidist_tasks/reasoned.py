@@ -22,6 +22,16 @@ per reply that counts, c loglikelihood requests. ``calidist eval`` and
 per prompt, the reply, its answer, its stated confidence and its letter log-probabilities, and
 the aggregation reports both readings from one run (``summarize_reasoned``).
 
+The reply run is one stage (every prompt answered; the hints naming the original reply's answer
+are logged, not scored) or, with ``--two-stage``, two (``two_stage``): stage 1 the original
+replies, stage 2 only the hints naming a label other than the original reply's answer (all of
+them where it has none), the paper's 1 + (c - 1)·m replies. The reasoned task reads either
+(``logged``; stage 2's results file names stage 1's folder) and scores the letters after the
+replies that count; its records and CaliDist numbers are the one-stage run's, less the replies to
+the hints naming the answer, which never count. One case differs: an original reply whose answer
+is read from an option's text alone (no letter to score) is unreadable here but named that option
+for the reply run, whose stage 2 then did not send the hints naming it; they are not counted.
+
 A reply whose answer cannot be located (none, several, or only an option's text) is unreadable in
 both readings: the documented rule (wrong at 1/c; docs/backends.md), counted in
 ``parse_fail_rate``, its letter log-probabilities those of the rule's uniform 1/c.
@@ -44,7 +54,9 @@ from calidist_tasks.joining import Outcome, PromptPlan, join_document, outcome_a
 from calidist_tasks.methods import REASONED, STATED, metric_names
 from calidist_tasks.prompts import CHOICES, FEWSHOT, HINT
 from calidist_tasks.records import INDEX_FIELD, SOURCE_FIELD, VERBALIZED, Record, bookkeeping
+from calidist_tasks.run_files import stage1_folder
 from calidist_tasks.staging import EarlierRun, Logged, described
+from calidist_tasks.two_stage import HINTS, hints_sent
 
 # Shared by both readings of a reply (the log-prob one under the logit tasks' names, the stated
 # one under those + ``methods.STATED``): the prediction, so acc and flip_rate, and the counts.
@@ -89,13 +101,15 @@ def read_reply(reply: str, shown: Mapping[str, Any]) -> Reading:
 
 # ---------------------------------------------------------------------- the reply run's samples
 class LoggedReplies(NamedTuple):
-    """One document's prompts and replies, as the verbalized task's run logged them."""
+    """One document's answered prompts, as the verbalized task's run logged them: their plans
+    (in ``prompt_plans`` order), prompts and replies."""
 
+    plans: list[PromptPlan]
     prompts: list[Any]
     replies: list[str]
 
 
-def logged_replies(run: EarlierRun, logged: Logged) -> LoggedReplies:
+def logged_replies(run: EarlierRun, logged: Logged) -> tuple[list[Any], list[str]]:
     """The prompts and replies of one line of the reply task's samples; refused naming the file
     and line when they are not there, or not one text reply per prompt."""
     where = run.where(logged)
@@ -109,7 +123,7 @@ def logged_replies(run: EarlierRun, logged: Logged) -> LoggedReplies:
     if len(prompts) != len(replies) or not all(isinstance(r, str) for r in replies):
         raise ValueError(f"{where}: expected one text reply per prompt, got "
                          f"{len(replies)} replies to {len(prompts)} prompts")
-    return LoggedReplies(prompts, replies)
+    return prompts, replies
 
 
 # ---------------------------------------------------------------------- the task
@@ -126,6 +140,7 @@ class ReasonedTask(GenerationTask):
             raise ValueError(f"{name}: a reasoned task needs reply_task, the task whose replies "
                              "it reads")
         self._replies: EarlierRun | None = None  # the reply task's run, read by build_all_requests
+        self._originals: EarlierRun | None = None  # a two-stage reply run's stage 1 (stage1_of)
         self._readings: dict[int, list[Reading]] = {}
         super().__init__(config={**config, "confidence": VERBALIZED}, **kwargs)
 
@@ -158,44 +173,80 @@ class ReasonedTask(GenerationTask):
                 "with --log_samples --output_path REPLIES first, then this one (or its group) "
                 "with --metadata '{\"replies\": \"REPLIES\"}'; calidist eval and "
                 "calidist_tasks.evaluate run both by themselves (README, \"The paper's protocol\")")
+        docs = list(self.eval_docs)
         self._replies = EarlierRun.read(
             self.settings.replies, task=self.config.task, key="replies",
-            earlier_task=self.reply_task, how="--log_samples --output_path",
-            docs=list(self.eval_docs), model=self.settings.model)
+            earlier_task=self.reply_task, how="--log_samples --output_path", docs=docs,
+            model=self.settings.model)
+        self._originals = self.stage1_of(self._replies, docs)
         super().build_all_requests(**kwargs)
 
+    def stage1_of(self, replies: EarlierRun, docs: Sequence[Mapping[str, Any]]
+                  ) -> EarlierRun | None:
+        """The original replies of a two-stage reply run, whose samples (stage 2's) hold the
+        hints only: its stage 1, in the folder its results file names
+        (``run_files.stage1_folder``); None for a one-stage run, and for replies without hints
+        (their task ran whole in stage 2)."""
+        metadata = replies.metadata()
+        if metadata.get("stage") != HINTS or not self.style.hinted:
+            return None
+        folder = stage1_folder(metadata, replies.file.parent)
+        if folder is None:
+            raise ValueError(
+                f"{self.config.task}: replies {replies.file} is stage 2 of a two-stage run of "
+                f"{self.reply_task}, and its stage 1 (original_run "
+                f"{metadata.get('original_run')!r}) is not there; give the replies of a run "
+                "whose stage-1 folder is kept")
+        return EarlierRun.read(folder, task=self.config.task, key="replies' stage 1",
+                               earlier_task=self.reply_task,
+                               how="--two-stage --log_samples --output_path", docs=docs,
+                               model=self.settings.model)
+
     def logged(self, doc: dict[str, Any]) -> LoggedReplies:
-        """The document's logged prompts and replies, one per prompt of ``prompt_plans``."""
+        """The document's answered prompts: every prompt of ``prompt_plans`` from a one-stage
+        reply run; from a two-stage one the original (stage 1) and the hints naming a label other
+        than its answer (stage 2, ``two_stage.hints_sent``). Refused naming the document when
+        any other number of replies is logged (another m, or prompts missing)."""
         if self._replies is None:
             raise RuntimeError(f"{self.config.task}: the replies are read by build_all_requests")
-        found = logged_replies(self._replies, self._replies.get(doc))
-        expected = len(self.prompt_plans(doc))
-        if len(found.replies) != expected:
+        prompts, replies = logged_replies(self._replies, self._replies.get(doc))
+        plans = self.prompt_plans(doc)
+        sent = f"{len(plans)} prompts here"
+        if self._originals is not None:  # stage 2 logged the hints, stage 1 the original
+            first = self._originals.get(doc)
+            answer = self._originals.fields(first, ["prediction"])["prediction"]
+            original, reply = logged_replies(self._originals, first)
+            prompts, replies = original + prompts, reply + replies
+            plans = [plans[0], *hints_sent(plans, HINTS, answer)]
+            sent = (f"{len(plans)} prompts sent by two stages (the original and the hints naming "
+                    f"a label other than its answer {answer}; stage 1 {self._originals.file})")
+        if len(replies) != len(plans):
             raise ValueError(
-                f"{self.config.task}: {described(doc)}: {len(found.replies)} replies logged, "
-                f"{expected} prompts here (replies {self._replies.file}); run {self.reply_task} "
-                "in one stage (not --two-stage) with the same m")
-        return found
+                f"{self.config.task}: {described(doc)}: {len(replies)} replies logged, {sent} "
+                f"(replies {self._replies.file}); run {self.reply_task} again with the same m")
+        return LoggedReplies(plans, prompts, replies)
 
     # ------------------------------------------------------------------ requests
     def readings(self, doc: dict[str, Any]) -> list[Reading]:
-        """Every reply of the document read (original first, in ``prompt_plans`` order)."""
+        """Every reply of the document read (original first, in ``logged`` order)."""
         index = doc[INDEX_FIELD]
         if index not in self._readings:
             choices = list(self.doc_to_choice(doc))
+            logged = self.logged(doc)
             shown = [self._request_doc(doc if plan.hint_label is None
                                        else self.distracted_doc(doc, plan), choices)
-                     for plan in self.prompt_plans(doc)]
+                     for plan in logged.plans]
             self._readings[index] = [read_reply(reply, s) for reply, s
-                                     in zip(self.logged(doc).replies, shown, strict=True)]
+                                     in zip(logged.replies, shown, strict=True)]
         return self._readings[index]
 
     def counted(self, doc: dict[str, Any]) -> list[bool]:
-        """Per prompt, whether it counts: the original, and the hints naming a label other than
-        the original reply's answer (the paper's k = (c - 1)·m; the others are not scored)."""
+        """Per answered prompt, whether it counts: the original, and the hints naming a label
+        other than the original reply's answer (the paper's k = (c - 1)·m; the others are not
+        scored, and a two-stage reply run did not send them)."""
         prediction = self.readings(doc)[0].answer
         return [plan.hint_label is None or plan.hint_label != prediction
-                for plan in self.prompt_plans(doc)]
+                for plan in self.logged(doc).plans]
 
     def construct_requests(self, doc: dict[str, Any], ctx: Any, **kwargs: Any) -> list[Instance]:
         """c loglikelihood requests per counted, readable reply: the prompt and the reply up to
@@ -203,9 +254,9 @@ class ReasonedTask(GenerationTask):
         that lm-eval still logs the document)."""
         kwargs = lm_eval_compat.instance_kwargs(kwargs)
         logged = self.logged(doc)
-        plans = self.prompt_plans(doc)
         prompts = [ctx if plan.hint_label is None
-                   else self.variant_prompt(self.distracted_doc(doc, plan)) for plan in plans]
+                   else self.variant_prompt(self.distracted_doc(doc, plan))
+                   for plan in logged.plans]
         for j, (ours, theirs) in enumerate(zip(prompts, logged.prompts, strict=True)):
             self._replies.check_prompt(doc, ours, theirs, f"prompt {j}")
         n_choices = len(self.doc_to_choice(doc))
@@ -225,10 +276,12 @@ class ReasonedTask(GenerationTask):
     def document_record(self, doc: dict[str, Any], results: list[Any]) -> Record:
         """Both readings joined (``join_document``): the log-prob reading is the record itself,
         the verbalized one its ``verbalized``; ``replies`` lists every prompt's reply, answer,
-        stated confidence and letter log-probabilities (null where it was not scored)."""
+        stated confidence and letter log-probabilities (null where it was not scored), for every
+        prompt the reply run answered (a two-stage one: not the hints naming the answer)."""
         where = f"{self.config.task} document {doc[INDEX_FIELD]} ({doc[SOURCE_FIELD]})"
         n_choices = len(self.doc_to_choice(doc))
-        plans, readings, counted = self.prompt_plans(doc), self.readings(doc), self.counted(doc)
+        logged, readings, counted = self.logged(doc), self.readings(doc), self.counted(doc)
+        plans = logged.plans
         scored = sum(c and r.cut is not None for r, c in zip(readings, counted, strict=True))
         if len(results) != max(scored * n_choices, 1):
             raise ValueError(f"{where}: expected {scored * n_choices} answers, got "
@@ -239,7 +292,7 @@ class ReasonedTask(GenerationTask):
         by_statement: list[Outcome] = []
         replies, start = [], 0
         for j, (plan, reply, reading, counts) in enumerate(
-                zip(plans, self.logged(doc).replies, readings, counted, strict=True)):
+                zip(plans, logged.replies, readings, counted, strict=True)):
             logprobs = None
             if counts and reading.cut is not None:
                 values = [ll for ll, _ in results[start:start + n_choices]]

@@ -5,9 +5,11 @@ every request before the model answers, so the replies need a run of their own. 
 and ``calidist_tasks.evaluate`` do it by themselves, the model loaded once
 (``lm_eval_compat.models_reused``):
 
-1. the selection's reasoned tasks' reply tasks (``calidist_<b>[_<style>]_verbalized``, one stage,
-   samples logged) into ``<output_path>/replies`` (a temporary folder without --output_path);
-   their results are complete verbalized runs;
+1. the selection's reasoned tasks' reply tasks (``calidist_<b>[_<style>]_verbalized``, samples
+   logged) into ``<output_path>/replies`` (a temporary folder without --output_path); their
+   results are complete verbalized runs. One stage (every prompt answered), or with
+   ``--two-stage`` two (``two_stage``: the original replies in ``<output_path>/replies/stage1``,
+   then only the hints naming a label other than each reply's answer), the paper's cost;
 2. the rest of the selection (groups expanded, the reply tasks left out: they have run) with
    ``--metadata replies=<that folder>``, through lm-eval or ``--two-stage``'s runner.
 
@@ -24,11 +26,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from calidist_tasks.records import STAGE1_FOLDER
 from calidist_tasks.settings import SPLIT_STAGES
 from calidist_tasks.two_stage import (
     FLAG_OUTPUT,
     FLAG_SAMPLES,
     FLAG_TASKS,
+    FLAG_TWO_STAGE,
     expand_tasks,
     flag_values,
     without_flags,
@@ -36,7 +40,7 @@ from calidist_tasks.two_stage import (
 from calidist_tasks.yaml_configs import task_configs
 
 REPLIES_FOLDER = "replies"  # inside --output_path: the reply tasks' run
-ONE_STAGE = {"stage": SPLIT_STAGES[0]}  # the reply run sends every prompt (a _cot task reads all)
+ONE_STAGE = {"stage": SPLIT_STAGES[0]}  # a reply run without --two-stage sends every prompt
 # lm-eval's result keys holding one entry per task (merged by ``evaluate_with_replies``)
 PER_TASK_KEYS = ("results", "samples", "configs", "versions", "n-shot", "higher_is_better",
                  "n-samples")
@@ -59,11 +63,13 @@ def _has_replies(metadata: Iterable[Any]) -> bool:
     return any("replies" in str(value) for value in metadata)
 
 
-def reply_stages(argv: Sequence[str], folder: str | os.PathLike
+def reply_stages(argv: Sequence[str], folder: str | os.PathLike, two_stage: bool = False
                  ) -> tuple[list[str], list[str]] | None:
     """The two ``calidist eval`` command lines of ``argv``'s reasoned tasks: the reply tasks'
     run, its samples in ``folder``, then the rest of the selection reading them; None when the
-    selection has no reasoned task or already reads replies (one run does)."""
+    selection has no reasoned task or already reads replies (one run does). The reply run is
+    one stage unless ``two_stage`` (``calidist eval``'s own --two-stage, taken off ``argv``) or
+    ``argv`` holds --two-stage (a command line for ``calidist eval``, which keeps it)."""
     argv = list(argv)
     names = [n.strip() for value in flag_values(argv, FLAG_TASKS, many=True)
              for n in value.split(",") if n.strip()]
@@ -73,23 +79,24 @@ def reply_stages(argv: Sequence[str], folder: str | os.PathLike
     outputs = flag_values(argv, FLAG_OUTPUT)
     base = without_flags(without_flags(argv, FLAG_TASKS, many=True), FLAG_OUTPUT)
     logged = [] if any(a.partition("=")[0] in FLAG_SAMPLES for a in argv) else ["--log_samples"]
-    return ([*base, "--tasks", ",".join(replies), "--output_path", str(folder), *logged,
-             "--metadata", json.dumps(ONE_STAGE)],
+    stages = [] if two_stage or FLAG_TWO_STAGE in argv else ["--metadata", json.dumps(ONE_STAGE)]
+    return ([*base, "--tasks", ",".join(replies), "--output_path", str(folder), *logged, *stages],
             [*base, "--tasks", ",".join(rest),
              *(["--output_path", outputs[-1]] if outputs else []),
              "--metadata", json.dumps({"replies": str(folder)})])
 
 
-def run_with_replies(argv: Sequence[str], run: Callable[[list[str]], None],
-                     then: Callable[[list[str]], None]) -> None:
-    """``calidist eval``: the reply tasks through ``run`` (lm-eval's CLI), then the rest of the
-    selection through ``then`` (lm-eval's CLI, or the two-stage runner), the model loaded once."""
+def run_with_replies(argv: Sequence[str], run: Callable[[list[str]], Any],
+                     then: Callable[[list[str]], None], two_stage: bool = False) -> None:
+    """``calidist eval``: the reply tasks through ``run``, then the rest of the selection through
+    ``then`` (both lm-eval's CLI, or with ``two_stage`` the two-stage runner), the model loaded
+    once."""
     from calidist_tasks.lm_eval_compat import models_reused
 
     outputs = flag_values(argv, FLAG_OUTPUT)
     with tempfile.TemporaryDirectory(prefix="calidist-replies-") as scratch:
         folder = Path(outputs[-1]) / REPLIES_FOLDER if outputs else Path(scratch)
-        stages = reply_stages(argv, folder)
+        stages = reply_stages(argv, folder, two_stage)
         if stages is None:
             then(list(argv))
             return
@@ -110,7 +117,8 @@ def evaluate_with_replies(evaluate: Callable[..., Any], model: Any, tasks: Seque
                           **kwargs: Any) -> dict[str, Any] | None:
     """``calidist_tasks.evaluate`` of a selection with reasoned tasks: the reply tasks, saved to
     ``replies_dir`` (default: a temporary folder), then the rest reading them; one results dict
-    holding every selected task (the reply tasks' entries from the first run)."""
+    holding every selected task (the reply tasks' entries from the first run). With
+    ``two_stage`` the reply run is two-stage too, its stage 1 kept in ``replies_dir/stage1``."""
     from calidist_tasks.lm_eval_compat import models_reused
     from calidist_tasks.run_files import save_like_lm_eval
 
@@ -120,8 +128,12 @@ def evaluate_with_replies(evaluate: Callable[..., Any], model: Any, tasks: Seque
         return evaluate(model, list(tasks), metadata, **kwargs)
     with models_reused(), tempfile.TemporaryDirectory(prefix="calidist-replies-") as scratch:
         folder = Path(replies_dir or scratch)
-        first = evaluate(model, replies, {**metadata, **ONE_STAGE},
-                         **{**kwargs, "log_samples": True, "two_stage": False})
+        if kwargs.get("two_stage"):  # stage 1 kept beside: the reasoned tasks read it
+            first = evaluate(model, replies, metadata, **{
+                **kwargs, "log_samples": True, "stage1_dir": str(folder / STAGE1_FOLDER)})
+        else:
+            first = evaluate(model, replies, {**metadata, **ONE_STAGE},
+                             **{**kwargs, "log_samples": True})
         if first is None:
             raise RuntimeError("reasoned tasks run their replies first in one process; under a "
                                "multi-process launcher run the two stages as two commands")

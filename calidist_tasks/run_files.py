@@ -21,6 +21,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from calidist_tasks.records import STAGE1_FOLDER
+
 RECORD_KEY = "acc"  # every task reports acc; lm-eval logs the record under each metric name
 STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"  # lm-eval's date_id
 RESULTS_NAME = re.compile(rf"^(?P<stem>.+)_(?P<stamp>{STAMP})\.json$")
@@ -52,6 +54,16 @@ def samples_file_of(path: str | Path, task: str, key: str, how: str) -> Path:
         raise FileNotFoundError(f"{task}: {key}: no samples_{task}_*.jsonl under {given}; "
                                 f"run {task} with {how} first")
     raise FileNotFoundError(f"{task}: {key} {given} does not exist")
+
+
+def stage1_folder(metadata: Mapping[str, Any], model_folder: Path) -> Path | None:
+    """Where a two-stage run kept stage 1 (``two_stage``): its metadata's ``original_run``, else
+    the ``stage1`` folder beside its model folder (``<output_path>/stage1``, where a relative
+    ``original_run`` is not found from here); None when neither is a folder."""
+    for folder in (metadata.get("original_run"), model_folder.parent / STAGE1_FOLDER):
+        if folder and Path(folder).is_dir() and Path(folder) != model_folder:
+            return Path(folder)
+    return None
 
 
 def json_lines(path: str | Path) -> list[str]:

@@ -11,7 +11,9 @@ a *later stage*: a run that reads the samples file an *earlier run* logged with
 - GSM8K's stages ``chains`` and ``score`` (``open_ended``) read the stage before
   (``--metadata original_samples``): ŷ and the worked answers;
 - a reasoned ``_cot`` task (``reasoned``) reads its ``_verbalized`` task's run
-  (``--metadata replies``): each document's prompts and replies.
+  (``--metadata replies``): each document's prompts and replies; of a two-stage reply run, stage
+  2's and, through the ``original_run`` its results file logged (``EarlierRun.metadata``), stage
+  1's.
 
 ``EarlierRun.read`` finds the file (``run_files.samples_file_of``), refuses a run another model
 answered (``check_model``), and matches every logged line to this run's document of the same
@@ -65,17 +67,31 @@ def same_document(ours: Mapping[str, Any], logged: Mapping[str, Any]) -> bool:
             and document_key(logged, fields) == document_key(ours, fields))
 
 
+def results_beside(file: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The results file lm-eval wrote beside a samples file (same date stamp) and its content;
+    None when there is none or it cannot be read."""
+    match = SAMPLES_NAME.match(file.name)
+    results = file.parent / f"results_{match['stamp']}.json" if match else None
+    if results is None or not results.is_file():
+        return None
+    try:
+        data = json.loads(results.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return (results, data) if isinstance(data, dict) else None
+
+
 def check_model(file: Path, where: str, model: str | None) -> None:
     """Refuse samples that the results file lm-eval wrote beside them (same date stamp) says
     another model answered; nothing to compare when either model is unknown."""
-    match = SAMPLES_NAME.match(file.name)
-    results = file.parent / f"results_{match['stamp']}.json" if match else None
-    if not model or results is None or not results.is_file():
+    found = results_beside(file)
+    if not model or found is None:
         return
+    results, data = found
     try:
-        config = json.loads(results.read_text(encoding="utf-8"))["config"]
+        config = data["config"]
         theirs = model_name({"config": {"model_args": config["model_args"]}})  # not the backend
-    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+    except (ValueError, AttributeError, KeyError, TypeError):
         return
     if theirs != UNKNOWN_MODEL and theirs != model:
         raise ValueError(f"{where} was answered by model {theirs!r} ({results.name}), not this "
@@ -136,6 +152,14 @@ class EarlierRun:
         if not logged:
             raise ValueError(f"{task}: {key} {file} holds no samples")
         return cls(task, key, earlier_task, file, logged)
+
+    def metadata(self) -> dict[str, Any]:
+        """The earlier task's metadata as the results file beside its samples logged it (its
+        ``--metadata``: a two-stage run's ``stage`` and ``original_run``); {} without one."""
+        found = results_beside(self.file)
+        config = ((found[1].get("configs") or {}).get(self.earlier_task) if found else None)
+        metadata = config.get("metadata") if isinstance(config, dict) else None
+        return dict(metadata) if isinstance(metadata, dict) else {}
 
     def where(self, logged: Logged) -> str:
         """How an error names one line: the task, the key, the file and the line."""

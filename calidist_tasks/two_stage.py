@@ -265,6 +265,7 @@ FLAG_TASKS = ("--tasks", "-t")
 FLAG_OUTPUT = ("--output_path", "-o")
 FLAG_SAMPLES = ("--log_samples", "-s")
 FLAG_CACHE = ("--use_cache", "-c")
+FLAG_TWO_STAGE = "--two-stage"  # calidist eval's own flag: this module's runner
 
 
 def flag_values(argv: Sequence[str], flags: tuple[str, ...], many: bool = False) -> list[str]:

@@ -173,7 +173,8 @@ def test_a_prompt_the_reply_did_not_answer_is_refused(tiny_model_dir, replies_ru
                     {**metadata, "replies": str(file)}, num_fewshot=0)
 
 
-def test_replies_of_a_two_stage_run_are_refused_naming_the_document(replies_run, tmp_path):
+def test_a_one_stage_reply_run_missing_prompts_is_refused_naming_the_document(replies_run,
+                                                                              tmp_path):
     from conftest import load_task
 
     from calidist_tasks.staging import EarlierRun
@@ -248,3 +249,202 @@ def test_evaluate_runs_the_replies_first_and_returns_every_selected_task(
     record = results["samples"]["calidist_ppdb_cot"][0]["acc"]
     assert set(record["replies"][0]) >= {"reply", "answer", "stated_confidence",
                                          "letter_logprobs"}
+
+
+# ---------------------------------------------------------------------- two-stage reply runs
+COT = "calidist_ppdb_assertion_cot"
+REPLY_TASK = "calidist_ppdb_assertion_verbalized"
+# counts that differ when the replies to the hints naming the answer are not generated
+COUNTS = ("requests", "generations", "parse_failures")
+RUN = {"device": "cpu", "batch_size": 8, "bootstrap_iters": 0, "num_fewshot": 0}
+
+
+def scripted_reply(prompt: str) -> str:
+    """A reasoned reply fixed by its prompt (the same in every run), every fifth unreadable."""
+    import hashlib
+
+    n = int(hashlib.sha256(prompt.encode()).hexdigest(), 16)
+    if n % 5 == 0:
+        return UNREADABLE
+    return (f"Step 1: compare. Confidence: 40%\nSo the correct answer is ({'ab'[n % 2]}) "
+            f"something. Overall Confidence: {50 + n % 40}%")
+
+
+@pytest.fixture(scope="module")
+def scripted_model():
+    """hf's generation replaced by ``scripted_reply`` (the tiny model writes no readable answer):
+    yields the number of prompts each generation call got."""
+    from lm_eval.models.huggingface import HFLM
+
+    sent: list[int] = []
+
+    def generate_until(self, requests, disable_tqdm=False):
+        sent.append(len(requests))
+        return [scripted_reply(request.args[0]) for request in requests]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(HFLM, "generate_until", generate_until)
+        yield sent
+
+
+def cot_records(samples: list[dict]) -> dict[int, dict]:
+    """The records of a run's samples, as its samples file holds them (lists, not tuples)."""
+    return {sample["acc"]["index"]: json.loads(json.dumps(sample["acc"])) for sample in samples}
+
+
+def without_counts(record: dict) -> dict:
+    """A record less the counts of what was generated (``COUNTS``)."""
+    kept = {k: v for k, v in record.items() if k not in COUNTS}
+    return {**kept, "verbalized": {k: v for k, v in record["verbalized"].items()
+                                   if k not in COUNTS}}
+
+
+@pytest.fixture(scope="module")
+def one_and_two_stage(tiny_model_dir, ppdb_data_dir, scripted_model, tmp_path_factory):
+    """The reasoned task through calidist_tasks.evaluate, its replies in one stage and in two:
+    (one-stage results, prompts it generated, two-stage results, prompts, two-stage replies)."""
+    import calidist_tasks
+
+    metadata = {**METADATA, "data_dir": str(ppdb_data_dir)}
+    args = f"pretrained={tiny_model_dir},dtype=float32"
+    runs = []
+    for two_stage in (False, True):
+        folder = tmp_path_factory.mktemp("replies")
+        scripted_model.clear()
+        results = calidist_tasks.evaluate("hf", [COT], metadata, model_args=args,
+                                          two_stage=two_stage, replies_dir=str(folder), **RUN)
+        runs.append((results, sum(scripted_model), folder))
+    (one, one_sent, _), (two, two_sent, folder) = runs
+    return one, one_sent, two, two_sent, folder
+
+
+def test_a_two_stage_reply_run_sends_only_the_hints_naming_another_answer(one_and_two_stage):
+    one, one_sent, two, two_sent, _ = one_and_two_stage
+    records = cot_records(one["samples"][COT])
+    assert len(records) == 8 and one_sent == 8 * 3  # every prompt: the original, one hint a label
+    # the original reply's answer (None: unreadable, every hint is sent)
+    wanted = sum(1 + sum(r["hint_label"] != record["replies"][0]["answer"]
+                         for r in record["replies"][1:]) for record in records.values())
+    assert two_sent == wanted < one_sent
+    assert sum(record["replies"][0]["answer"] is None for record in records.values()) >= 1
+
+
+def test_a_two_stage_reasoned_run_has_the_one_stage_records_less_the_uncounted_replies(
+        one_and_two_stage):
+    one, _, two, _, _ = one_and_two_stage
+    first, second = cot_records(one["samples"][COT]), cot_records(two["samples"][COT])
+    assert first.keys() == second.keys()
+    dropped = 0
+    for index, record in first.items():
+        counted = [r for r in record["replies"] if r["counted"]]
+        dropped += len(record["replies"]) - len(counted)
+        assert second[index]["replies"] == counted
+        assert without_counts({**second[index], "replies": None}) == without_counts(
+            {**record, "replies": None})
+        assert second[index]["generations"] == len(counted)
+    assert dropped >= 1
+    # CaliDist reads only the hints naming another label: the same numbers
+    compared = 0
+    for name, value in one["results"][COT].items():
+        if not isinstance(value, float) or name.startswith(("requests_per_doc",
+                                                            "parse_fail_rate")):
+            continue
+        other = two["results"][COT][name]
+        assert (math.isnan(value) and math.isnan(other)) or other == pytest.approx(value), name
+        compared += not math.isnan(value)
+    assert compared >= 10
+
+
+def test_calidist_eval_two_stage_runs_reasoned_tasks_in_one_command_or_two(
+        tiny_model_dir, ppdb_data_dir, one_and_two_stage, tmp_path, monkeypatch):
+    import lm_eval.tasks
+    from lm_eval.tasks import TaskManager
+
+    from benchmarks.records import reply_tokens
+    from calidist_tasks.cli import main
+    from calidist_tasks.report.loading import load_runs
+
+    monkeypatch.setattr(lm_eval.tasks, "TaskManager",  # ours only: no lm-eval index (~10 s)
+                        lambda **kwargs: TaskManager(include_defaults=False, **kwargs))
+    _, _, two, _, _ = one_and_two_stage
+    metadata = {**METADATA, "data_dir": str(ppdb_data_dir)}
+    model = ["--model", "hf", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
+             "--device", "cpu", "--batch_size", "8", "--num_fewshot", "0", "--log_samples",
+             "--metadata", json.dumps(metadata)]
+    out = tmp_path / "out"
+    main(["eval", "--two-stage", "--tasks", COT, "--output_path", str(out), *model])
+    assert list((out / "replies" / "stage1").rglob(f"samples_{REPLY_TASK}_*.jsonl"))
+    [scored] = [p for p in out.rglob(f"samples_{COT}_*.jsonl") if "replies" not in p.parts]
+    samples = [json.loads(line) for line in scored.read_text().splitlines()]
+    assert cot_records(samples) == cot_records(two["samples"][COT])
+    # Table 4 counts the replies as run: both stages' prompts and replies, in the records' order
+    loaded, problems = load_runs([out]), []
+    [run] = [r for r in loaded.runs if r.task == COT]
+    counted = reply_tokens(loaded.runs, run, len, problems)  # "tokens": characters
+    assert not problems
+    for record, replies in zip(run.records, counted, strict=True):
+        assert [reply for _, reply in replies] == [len(r["reply"]) for r in record["replies"]]
+    # calidist report rebuilds both runs' numbers from their records (stage 1's not counted)
+    from conftest import assert_report_rebuilds_results
+
+    assert sorted(assert_report_rebuilds_results(out)) == [COT, REPLY_TASK]
+    # the two-command form: the reply tasks with --two-stage, then the reasoned tasks reading
+    # them; a task without hints ran whole in stage 2, and its replies are read so
+    replies = tmp_path / "replies"
+    main(["eval", "--two-stage", "--tasks", f"{REPLY_TASK},calidist_ppdb_verbalized",
+          "--output_path", str(replies), *model])
+    monkeypatch.undo()  # lm-eval's own TaskManager, which run_lm_eval gives our folder alone
+    results = run_lm_eval([COT], tiny_model_dir, {**metadata, "replies": str(replies)},
+                          num_fewshot=0)
+    assert cot_records(results["samples"][COT]) == cot_records(two["samples"][COT])
+    plain = run_lm_eval(["calidist_ppdb_cot"], tiny_model_dir,
+                        {**metadata, "replies": str(replies)}, num_fewshot=0)
+    assert [len(s["acc"]["replies"]) for s in plain["samples"]["calidist_ppdb_cot"]] == [1] * 8
+
+
+def test_a_two_stage_reply_run_missing_a_hint_it_sends_is_refused_naming_the_document(
+        one_and_two_stage, ppdb_data_dir, tmp_path):
+    from conftest import load_task
+
+    from calidist_tasks.run_files import SAMPLES_NAME
+    from calidist_tasks.staging import EarlierRun
+
+    *_, two, _, folder = one_and_two_stage
+    [file] = [p for p in folder.rglob(f"samples_{REPLY_TASK}_*.jsonl")
+              if "stage1" not in p.parts]
+    lines = [json.loads(line) for line in file.read_text().splitlines()]
+    record = next(r for r in cot_records(two["samples"][COT]).values()
+                  if r["replies"][0]["answer"] is not None)
+    line = next(line for line in lines if line["doc"]["calidist_index"] == record["index"])
+    line["resps"], line["arguments"] = [], {}  # stage 2's one hint, gone
+    copy = tmp_path / file.name
+    copy.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    # the results file beside the samples names stage 1's folder
+    results = file.parent / f"results_{SAMPLES_NAME.match(file.name)['stamp']}.json"
+    (tmp_path / results.name).write_text(results.read_text())
+    task = load_task(COT, {**METADATA, "replies": str(copy), "data_dir": str(ppdb_data_dir)})
+    task._replies = EarlierRun.read(copy, task=COT, key="replies", earlier_task=REPLY_TASK,
+                                    how="", docs=task.eval_docs)
+    task._originals = task.stage1_of(task._replies, task.eval_docs)
+    assert task._originals is not None
+    with pytest.raises(ValueError, match=f"document {record['index']} .*1 replies logged, 2 "
+                                         "prompts sent by two stages"):
+        task.logged(task.eval_docs[record["index"]])
+    other = next(d for d in task.eval_docs if d["calidist_index"] != record["index"])
+    assert task.logged(other).replies == [r["reply"] for r in cot_records(
+        two["samples"][COT])[other["calidist_index"]]["replies"]]
+
+
+@pytest.mark.parametrize("two_stage", ["flag", "argument", None])
+def test_reply_stages_run_the_replies_in_two_stages_with_two_stage(two_stage):
+    """``calidist eval --two-stage`` (the flag taken off, ``two_stage=True``) and a benchmark's
+    command line (the flag kept): the reply run is two-stage, not pinned to one stage."""
+    from calidist_tasks.reasoned_stages import ONE_STAGE, reply_stages
+
+    argv = ["--model", "hf", "--tasks", COT, "--output_path", "out",
+            *(["--two-stage"] if two_stage == "flag" else [])]
+    replies, scoring = reply_stages(argv, "out/replies", two_stage == "argument")
+    assert replies[replies.index("--tasks") + 1] == REPLY_TASK
+    assert scoring[scoring.index("--tasks") + 1] == COT
+    assert ("--two-stage" in replies) == ("--two-stage" in scoring) == (two_stage == "flag")
+    assert (json.dumps(ONE_STAGE) in replies) == (two_stage is None)

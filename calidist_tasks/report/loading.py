@@ -20,7 +20,13 @@ from typing import Any
 from calidist_tasks.records import SOURCE_FIELD, STAGE1_FOLDER, Record, is_failed, is_record
 from calidist_tasks.report.identity import assign_groups, run_identity
 from calidist_tasks.report.runs import TaskRun
-from calidist_tasks.run_files import RESULTS_NAME, SAMPLES_NAME, json_lines, model_name
+from calidist_tasks.run_files import (
+    RESULTS_NAME,
+    SAMPLES_NAME,
+    json_lines,
+    model_name,
+    stage1_folder,
+)
 
 TASK_PREFIX = "calidist_"
 
@@ -241,22 +247,13 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
     run.sources = [sources[i] for i in order]
 
 
-def _stage1_folder(run: TaskRun) -> Path | None:
-    """Where a two-stage run kept stage 1: its metadata's ``original_run``, else the
-    ``stage1`` folder beside the run's model folder (``<output_path>/stage1``)."""
-    metadata = run.config.get("metadata") or {}
-    for folder in (metadata.get("original_run"), run.results_file.parent.parent / STAGE1_FOLDER):
-        if folder and Path(folder).is_dir() and Path(folder) != run.results_file.parent:
-            return Path(folder)
-    return None
-
-
 def add_stage1_prompts(run: TaskRun, problems: list[str],
                        stage1: dict[Path, Loaded] | None = None) -> None:
     """A two-stage run's stage 2 logs the hints only: prepend each document's stage-1 original
-    prompt to ``run.prompts``, so that its cost counts what the run sent in both stages (as the
-    run itself prints). ``stage1`` caches the stage-1 folders already read."""
-    folder = _stage1_folder(run)
+    prompt to ``run.prompts`` and its reply to ``run.generations``, so that its cost counts what
+    the run sent and generated in both stages (as the run itself prints; a reasoned task's
+    Table 4 cost reads its reply run's). ``stage1`` caches the stage-1 folders already read."""
+    folder = stage1_folder(run.config.get("metadata") or {}, run.results_file.parent)
     if folder is None or run.records is None or run.prompts is None:
         return
     cache = {} if stage1 is None else stage1
@@ -268,16 +265,20 @@ def add_stage1_prompts(run: TaskRun, problems: list[str],
             problems.append(f"{run.name}: its stage-1 samples are not under {folder}: its cost "
                             "counts stage 2's hint prompts only")
         return
-    originals = {r["index"]: p for r, p in zip(found[0].records or [], found[0].prompts or [],
-                                               strict=True)}
+    first = found[0]
+    originals = {r["index"]: (p, g) for r, p, g in zip(
+        first.records or [], first.prompts or [], first.generations or [], strict=True)}
     missing = [r["index"] for r in run.records if r["index"] not in originals]
     if missing:
         problems.append(f"{run.name}: {len(missing)} documents have no stage-1 samples in "
                         f"{folder}: its cost counts stage 2's hint prompts only")
         return
-    run.prompts = [originals[r["index"]] + prompts
+    run.prompts = [originals[r["index"]][0] + prompts
                    for r, prompts in zip(run.records, run.prompts, strict=True)]
-    run.stage1_samples = found[0].samples_file
+    if run.generations is not None:
+        run.generations = [originals[r["index"]][1] + texts
+                           for r, texts in zip(run.records, run.generations, strict=True)]
+    run.stage1_samples = first.samples_file
 
 
 def load_runs(paths: Sequence[str | Path],
