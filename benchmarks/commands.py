@@ -50,9 +50,13 @@ REASONED = (*(v.suffix for v in VARIANTS if v.confidence == REASONED_CONFIDENCE)
 # the reasoned step runs it on the reasoned documents too (records in <results>/same-documents).
 DIRECT_READOUT = {v.suffix: direct_readout(v.name).suffix
                   for v in VARIANTS if v.confidence == REASONED_CONFIDENCE}
-# Logit tasks whose hints name labels: --two-stage sends only those naming another label than
-# the prediction (corruption hints name none).
+# Logit tasks the runner's --two-stage runs in two stages: stage 2 sends only the prompts aimed
+# at a label other than the prediction (the cost table also estimates corruption's two-stage cost)
 TWO_STAGE_SUFFIXES = ("_assertion", "_probe")
+# Reasoned tasks whose reply runs --two-stage shortens the same way: hinted replies only for the
+# labels other than the original reply's answer (CaliDist reads no other)
+REASONED_TWO_STAGE = tuple(v.suffix for v in VARIANTS
+                           if v.confidence == REASONED_CONFIDENCE and v.distracted)
 # The --metadata keys that decide which documents and prompts a task ran (a committed record
 # file is reused only when they match the request; data_dir is where, not what).
 SIZE_KEYS = ("calib_size", "eval_size", "m", "seed", "split_seed")
@@ -209,7 +213,7 @@ def task_command(args: argparse.Namespace, model: str, model_dir: str, task: str
         # task of a benchmark sends are computed once
         "--use_cache", str(out.parent / "lm_cache"),
     ]
-    if args.two_stage and suffix in TWO_STAGE_SUFFIXES:
+    if args.two_stage and suffix in TWO_STAGE_SUFFIXES + REASONED_TWO_STAGE:
         command.append("--two-stage")
     if suffix not in LOGIT:
         # REASONED holds consistency: its samples are reasoned replies (Table 4: 15 x Vanilla)
@@ -331,10 +335,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--aqua-m", type=int, default=2,
                         help="assertion distractors per label on AQuA (5 labels: m costs 5x)")
     parser.add_argument("--two-stage", action="store_true",
-                        help="run the assertion and probe logit tasks with calidist eval "
-                             "--two-stage: the same records (mu, delta, lambda_raw) without the "
-                             "hints naming the predicted label; the cost table then shows the "
-                             "two-stage cost as run and no single-stage rows for them")
+                        help="run the assertion and probe logit tasks and the hinted "
+                             "reasoned tasks (assertion_cot, probe_cot, corruption_cot) with "
+                             "calidist eval --two-stage: the same records (mu, delta, "
+                             "lambda_raw) without the hints naming the predicted label (the "
+                             "original reply's answer); the cost table then shows the two-stage "
+                             "cost as run and no single-stage rows for them")
     parser.add_argument("--batch-size", type=int, default=8, help="batch of the logit tasks")
     parser.add_argument("--gen-batch-size", type=int, default=64,
                         help="batch of the generation tasks: each decoding step reads every "

@@ -242,6 +242,10 @@ def test_default_backends_follow_the_backend_table_per_model_and_workload(tmp_pa
     assert scoring[scoring.index("--tasks") + 1] == "calidist_ppdb_cot"
     assert json.loads(scoring[len(scoring) - 1 - scoring[::-1].index("--metadata") + 1]) == {
         "replies": str(out / "replies")}
+    # --two-stage: the reply run is two-stage, and the scoring reads it as such
+    commands = run.task_commands(run.parse_args(["--two-stage"]), "tiny", "/model",
+                                 "calidist_ppdb_assertion_cot", "_assertion_cot", "ppdb", out)
+    assert len(commands) == 2 and all("--two-stage" in command for command, _ in commands)
     # the same backend for both: one run (calidist eval runs the replies itself)
     (single, _), = run.task_commands(run.parse_args(["--backend", "vllm"]), "tiny", "/model",
                                      "calidist_ppdb_cot", "_cot", "ppdb", out)
@@ -501,7 +505,8 @@ def test_a_two_stage_run_is_exported_and_costed_as_run(tmp_path):
 
     args = commands.parse_args(["--two-stage"])
     for suffix, sent in (("_assertion", True), ("_probe", True), ("_corruption", False),
-                         ("", False)):
+                         ("", False), ("_assertion_cot", True), ("_probe_cot", True),
+                         ("_corruption_cot", True), ("_cot", False), ("_consistency", False)):
         command = commands.task_command(args, "tiny", "/model", f"calidist_ppdb{suffix}",
                                         suffix, "ppdb", tmp_path)
         assert ("--two-stage" in command) is sent, suffix
