@@ -633,3 +633,25 @@ def test_a_method_with_mostly_unreadable_replies_is_flagged_in_the_leaderboard(e
     assert f"| Vanilla {UNREADABLE} |" not in text and "| Vanilla | `calidist_ppdb` |" in text
     rows = analysis.Analysis(stored, n_boot=10).rows("tiny", "ppdb")
     assert [row.label for row in rows if row.unreadable] == ["CaliDist (As.)"]
+
+
+def test_the_runner_reads_the_backend_table_that_backend_speed_writes(tmp_path):
+    """backend_speed's rows, saved as JSON, are what commands.measured_backend chooses from:
+    the fastest backend whose answers matched hf's."""
+    from benchmarks import commands
+    from benchmarks.backend_speed import workload_rows
+
+    hf = {0: {"prompts": ["a b c x"], "answers": [-0.5, -1.0], "predictions": [0]}}
+    measured = {("hf", "scoring"): {"seconds": 60.0, "wall_s": 70.0, "docs": hf},
+                ("vllm", "scoring"): {"seconds": 10.0, "wall_s": 20.0, "docs": {
+                    0: {**hf[0], "predictions": [1]}}},  # faster, but another prediction
+                ("hf-prefix-cache", "scoring"): {"seconds": 20.0, "wall_s": 25.0, "docs": hf},
+                ("vllm-server", "scoring"): {"skipped": "not run"}}
+    rows = workload_rows("tiny", "ppdb", "scoring", measured, str.split)
+    by_backend = {row["backend"]: row for row in rows}
+    assert by_backend["hf-prefix-cache"]["speedup"] == 3.0
+    assert by_backend["vllm"]["matches_hf"] is False and by_backend["hf"]["matches_hf"] is True
+    table = tmp_path / "backend_speed.json"
+    table.write_text(json.dumps({"rows": rows}))
+    assert commands.measured_backend("tiny", "scoring", commands.LOCAL_BACKENDS, table) == \
+        "hf-prefix-cache"
