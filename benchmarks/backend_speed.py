@@ -9,9 +9,12 @@ Two workloads at today's defaults (the YAMLs' one exemplar per label):
 - **scoring**: ``calidist_<b>_assertion`` through ``calidist eval --two-stage`` (stage 1 the
   original prompts, stage 2 the hints naming a label other than the prediction), m as
   ``benchmarks/run.py``'s default;
-- **reasoned generation**: ``calidist_<b>_verbalized``, the paper's Appendix F prompt (think step
-  by step, a confidence per step and overall), through the chat template, greedy, capped at
-  ``--max-gen-toks``.
+- **reasoned generation**: the replies a reasoned CaliDist task reads,
+  ``calidist_<b>_assertion_verbalized`` through ``calidist eval --two-stage`` (stage 1 the
+  original prompts' replies, stage 2 one hinted reply per label other than each reply's answer,
+  m = ``--gen-m``): the paper's Appendix F prompt (think step by step, a confidence per step and
+  overall), through the chat template, greedy, capped at ``--max-gen-toks``. The hinted replies
+  share the original prompt's exemplar block and question, which prefix caching reuses.
 
 Backends: ``hf``, ``hf-prefix-cache`` (ours), ``vllm`` (lm-eval's in-process engine, prefix
 caching on) and ``vllm-server`` (vLLM's OpenAI server, which this script starts and stops:
@@ -62,7 +65,7 @@ from calidist_tasks.records import STAGE1_FOLDER, is_record  # noqa: E402
 from calidist_tasks.run_files import read_jsonl  # noqa: E402
 
 BACKENDS = ("hf", "hf-prefix-cache", "vllm", "vllm-server")
-WORKLOADS = {"scoring": "_assertion", "generation": "_verbalized"}
+WORKLOADS = {"scoring": "_assertion", "generation": "_assertion_verbalized"}
 BEGIN, END = "<!-- backend-speed:begin -->", "<!-- backend-speed:end -->"
 # a backend's letter log-likelihoods "match hf's" within this (float32 kernels differ by ~1e-5)
 MATCH_TOLERANCE = 1e-3
@@ -127,10 +130,10 @@ def task_command(args: argparse.Namespace, backend: str, workload: str, folder: 
                "--tasks", task, "--output_path", str(out), "--log_samples"]
     if workload == "scoring":
         metadata["m"] = {"ppdb": args.ppdb_m, "aqua": args.aqua_m}[benchmark]
-        command.append("--two-stage")
     else:
+        metadata["m"] = args.gen_m
         command += ["--apply_chat_template", "--gen_kwargs", f"max_gen_toks={args.max_gen_toks}"]
-    return [*command, "--metadata", json.dumps(metadata)]
+    return [*command, "--two-stage", "--metadata", json.dumps(metadata)]
 
 
 def documents(out: Path, task: str) -> dict[int, dict[str, list]]:
@@ -179,11 +182,15 @@ def agreement(docs: dict[int, dict[str, list]], hf: dict[int, dict[str, list]]
     within ``MATCH_TOLERANCE``."""
     if docs.keys() != hf.keys():
         return "other documents than hf's", False
+    if any(isinstance(a, str) for d in docs.values() for a in d["answers"]):
+        # a chat server logs messages, not the prompt. A stage-1 reply with another answer
+        # sends other hints in stage 2: those replies are counted as differing
+        same = sum(a == b for i, d in docs.items()
+                   for a, b in zip(d["answers"], hf[i]["answers"], strict=False))
+        total = sum(max(len(d["answers"]), len(hf[i]["answers"])) for i, d in docs.items())
+        return f"{same} of {total} greedy replies identical", same == total
     pairs = [(a, b) for i, d in docs.items() for a, b in zip(d["answers"], hf[i]["answers"],
                                                              strict=True)]
-    if pairs and isinstance(pairs[0][0], str):  # a chat server logs messages, not the prompt
-        same = sum(a == b for a, b in pairs)
-        return f"{same} of {len(pairs)} greedy replies identical", same == len(pairs)
     if any(d["prompts"] != hf[i]["prompts"] for i, d in docs.items()):
         return "other prompts than hf's", False
     difference = max(abs(a - b) for a, b in pairs)
@@ -243,12 +250,26 @@ def run_one(args: argparse.Namespace, backend: str, workload: str, folder: str,
     # was timed under another load
     shutil.rmtree(out, ignore_errors=True)
     info = bench.run_task(command, out)
-    if info["returncode"]:
-        return {"skipped": f"failed (return code {info['returncode']}; see "
-                           f"{bench.portable(str(out / 'lm_eval.log'))})"}
     task = command[command.index("--tasks") + 1]
-    return {"seconds": request_seconds((out / "lm_eval.log").read_text(encoding="utf-8")),
-            "wall_s": info["wall_s"], "docs": documents(out, task)}
+    code, log = info["returncode"], (out / "lm_eval.log").read_text(encoding="utf-8")
+    run: dict[str, Any] = {"wall_s": info["wall_s"]}
+    if code and not (code < 0 and finished_before_dying(out, log)):
+        return {"skipped": f"failed (return code {code}; see "
+                           f"{bench.portable(str(out / 'lm_eval.log'))})"}
+    if code:  # killed by a signal after its results were written: measured, and said so
+        run["note"] = (f"the process died of signal {-code} at exit, after writing its results"
+                       " (docs/backends.md)")
+    return {**run, "seconds": request_seconds(log), "docs": documents(out, task)}
+
+
+def finished_before_dying(out: Path, log: str) -> bool:
+    """Whether a run whose process died had answered its requests and written its results
+    (vLLM's CPU build sometimes aborts in the interpreter's teardown, after everything)."""
+    try:
+        request_seconds(log)
+    except ValueError:
+        return False
+    return any(out.rglob("results_*.json")) and any(out.rglob("samples_*.jsonl"))
 
 
 def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -308,6 +329,8 @@ def workload_rows(model: str, benchmark: str, workload: str,
         full, limit = token_work(run["docs"], hf.get("docs", run["docs"]), tokenize)
         row.update(documents=len(run["docs"]), seconds=run["seconds"], tokens=full,
                    limit_tokens=limit, wall_s=run["wall_s"])
+        if "note" in run:
+            row["note"] = run["note"]
         if "docs" in hf:
             row["hf_seconds"] = hf["seconds"]
             row["speedup"] = hf["seconds"] / run["seconds"]
@@ -327,13 +350,18 @@ def render(rows: list[dict[str, Any]], command: str, load: str) -> str:
         f"{load}. Rerun with:\n\n```\n{command}\n```\n",
         "Scoring: `calidist_<b>_assertion` through `calidist eval --two-stage` (one exemplar "
         "per label, stage 1 the original prompts, stage 2 the hints naming another label). "
-        "Reasoned generation: `calidist_<b>_verbalized`, the paper's Appendix F step-by-step "
-        "prompt, chat template, greedy. Seconds: lm-eval's request progress bars (model "
-        "loading, server start and metrics excluded). Tokens: every distinct prompt's tokens "
-        "plus the generated ones (the model's tokenizer). Speed-up: `hf`'s seconds / the "
-        "backend's. Prefix-sharing limit: each document's shared prompt prefix (exemplar "
-        "block, question, options: P tokens) computed once, P + k·H tokens instead of "
-        "k·(P + H), at `hf`'s tokens per second; the last column is the backend's speed-up as "
+        "Reasoned generation: the replies a reasoned CaliDist task reads, "
+        "`calidist_<b>_assertion_verbalized` through `calidist eval --two-stage` (stage 1 the "
+        "original prompts' replies, stage 2 one hinted reply per label other than each reply's "
+        "answer), the paper's Appendix F step-by-step prompt, chat template, greedy. Seconds: "
+        "lm-eval's request progress bars (model loading, server start and metrics excluded). "
+        "Tokens: every distinct prompt's tokens plus the generated ones (the model's "
+        "tokenizer). Speed-up: `hf`'s seconds / the backend's. Prefix-sharing limit: each "
+        "document's shared prompt prefix (exemplar block, question, options: P tokens) "
+        "computed once, P + k·H tokens instead of k·(P + H), at `hf`'s tokens per second (on "
+        "generation a token counts alike whether prefilled or decoded, though decoding one "
+        "costs far more, so there the limit bounds what sharing saves, not what batching "
+        "does); the last column is the backend's speed-up as "
         "a share of the limit's (1.00 = the limit reached).\n",
         "| model | dataset | workload | backend | documents | request s | documents/s | "
         "tokens/s | speed-up vs hf | limit speed-up | share of limit | agreement with hf |",
@@ -355,6 +383,8 @@ def render(rows: list[dict[str, Any]], command: str, load: str) -> str:
                       str(r["agreement"])]
         else:
             cells += ["-", "-", "-", "hf not run"]
+        if "note" in r:
+            cells[-1] += f"; {r['note']}"
         lines.append(f"{head} {' | '.join(cells)} |")
     lines += ["", END]
     return "\n".join(lines)
@@ -392,6 +422,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="calibration,evaluation documents of the generation workload")
     parser.add_argument("--max-gen-toks", type=int, default=512,
                         help="generation cap (the verbalized YAML's 512 by default)")
+    parser.add_argument("--gen-m", type=int, default=1,
+                        help="hinted replies per label of the generation workload (the paper's "
+                             "Table 4 CaliDist As. row: m = 1)")
     parser.add_argument("--ppdb-m", type=int, default=default.ppdb_m)
     parser.add_argument("--aqua-m", type=int, default=default.aqua_m)
     parser.add_argument("--batch-size", type=int, default=default.batch_size)

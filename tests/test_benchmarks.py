@@ -116,8 +116,65 @@ def test_prefix_sharing_limit_counts_each_documents_shared_prefix_once():
     assert agreement({1: {**docs[1], "answers": ["one two"]}}, {1: docs[1]}) == (
         "0 of 1 greedy replies identical", False)
     assert agreement({1: docs[1]}, {1: docs[1]}) == ("1 of 1 greedy replies identical", True)
+    # two-stage replies: a stage-1 reply with another answer sent other hints in stage 2, so
+    # the two runs hold different numbers of replies; the unmatched ones count as differing
+    two_stage = {"prompts": ["q r"], "answers": ["(a) 60%", "hinted", "hinted again"]}
+    assert agreement({1: {**two_stage, "answers": ["(b) 60%", "hinted"]}}, {1: two_stage}) == (
+        "1 of 3 greedy replies identical", False)
     assert agreement({0: {**docs[0], "prompts": ["other"]}}, {0: docs[0]}) == (
         "other prompts than hf's", False)
+
+
+def test_backend_speed_workloads_are_two_stage_scoring_and_reasoned_hinted_replies(tmp_path):
+    """Both workloads run as a reasoned CaliDist run does: two stages; the generation one the
+    hinted Appendix F replies (m = --gen-m) through the chat template."""
+    from benchmarks.backend_speed import parse_args, task_command
+
+    args = parse_args(["--gen-m", "1", "--max-gen-toks", "96", "--ppdb-m", "3"])
+
+    def sent(workload: str) -> tuple[str, dict, list[str]]:
+        command = task_command(args, "hf", workload, "/model", "ppdb", tmp_path, None)
+        metadata = json.loads(command[command.index("--metadata") + 1])
+        return command[command.index("--tasks") + 1], metadata, command
+
+    task, metadata, command = sent("generation")
+    assert task == "calidist_ppdb_assertion_verbalized" and metadata["m"] == 1
+    assert "--two-stage" in command and "--apply_chat_template" in command
+    assert command[command.index("--gen_kwargs") + 1] == "max_gen_toks=96"
+    task, metadata, command = sent("scoring")
+    assert task == "calidist_ppdb_assertion" and metadata["m"] == 3
+    assert "--two-stage" in command and "--apply_chat_template" not in command
+
+
+def test_a_run_killed_at_exit_after_its_results_is_measured_and_says_so(tmp_path,
+                                                                       monkeypatch):
+    """vLLM's CPU build sometimes aborts in the interpreter's teardown (signal 6) after the run
+    wrote everything: its timing stands, with a note; a run that died earlier is a failure."""
+    from benchmarks import backend_speed
+
+    args = backend_speed.parse_args([])
+    bar = "Running loglikelihood requests: 100%|##| 36/36 [01:05<00:00]\n"
+
+    def finish(code: int, log: str, files: bool):
+        def run_task(command, out):
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "lm_eval.log").write_text(log)
+            if files:
+                (out / "results_x.json").write_text("{}")
+                (out / "samples_calidist_ppdb_assertion_x.jsonl").write_text("")
+            return {"returncode": code, "wall_s": 80.0}
+        monkeypatch.setattr(backend_speed.bench, "run_task", run_task)
+        return backend_speed.run_one(args, "vllm", "scoring", "/m", "ppdb", tmp_path / "o", None)
+
+    measured = finish(-6, bar, files=True)
+    assert measured["seconds"] == 65.0 and "signal 6 at exit" in measured["note"]
+    row = backend_speed.workload_rows("m", "ppdb", "scoring", {("vllm", "scoring"): measured},
+                                      lambda text: ())[0]
+    assert "signal 6" in backend_speed.render([row], "cmd", "idle")
+    assert "failed (return code -6" in finish(-6, bar, files=False)["skipped"]
+    assert "failed (return code -6" in finish(-6, "no bar\n", files=True)["skipped"]
+    assert "failed (return code 1" in finish(1, bar, files=True)["skipped"]
+    assert "note" not in finish(0, bar, files=True)
 
 
 def test_request_seconds_read_the_final_progress_bars():
