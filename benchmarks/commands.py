@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.methods import LOGIT as LOGIT_CONFIDENCE
-from calidist_tasks.methods import REASONED as REASONED_CONFIDENCE
-from calidist_tasks.methods import VARIANTS, direct_readout
-from calidist_tasks.reasoned_stages import REPLIES_FOLDER, reply_stages
-from calidist_tasks.records import SPUQ
+from calidist_tasks.registry import LOGIT as LOGIT_CONFIDENCE
+from calidist_tasks.registry import REASONED as REASONED_CONFIDENCE
+from calidist_tasks.registry import VARIANTS, direct_readout
+from calidist_tasks.runs.reply_runs import REPLIES_FOLDER, reply_stages
+from calidist_tasks.scoring.records import SPUQ
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"  # committed compact records (records.py)
@@ -34,7 +34,7 @@ BENCHMARKS = ("ppdb", "aqua")
 BENCH_NAMES = {"ppdb": "PPDB", "aqua": "AQuA"}
 # Task suffix -> step. Logit tasks cost one forward pass per prompt and run first; generation
 # (verbalized, consistency) is much slower on a CPU and runs after every model's logit tasks.
-# The registry's variants (``calidist_tasks.methods.VARIANTS``); the benchmark runs no SPUQ. The
+# The registry's variants (``calidist_tasks.registry.VARIANTS``); the benchmark runs no SPUQ. The
 # paper's protocol (REASONED: letters scored at the answer of reasoned replies; calidist eval
 # generates the matching _verbalized task's replies first, at the verbalized prompt's full budget,
 # --reasoned-max-gen-toks) is its own step, not in the default steps: a reasoned reply costs

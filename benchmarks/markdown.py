@@ -22,10 +22,10 @@ from benchmarks.commands import (
     without_markdown,
 )
 from benchmarks.records import SAME_DOCUMENTS, Stored, load
-from calidist_tasks.aggregation import UNREADABLE_LIMIT
-from calidist_tasks.methods import ECE_BINNING
-from calidist_tasks.records import CALIBRATION
+from calidist_tasks.registry import ECE_BINNING
 from calidist_tasks.report.tables import UNREADABLE
+from calidist_tasks.scoring.aggregation import UNREADABLE_LIMIT
+from calidist_tasks.scoring.records import CALIBRATION
 
 FULL_SIZES = "PPDB 200 calibration + 1000 evaluation, AQuA dev (254) + test (254)"
 
@@ -463,7 +463,7 @@ def _ablations(state: State, result: an.Analysis) -> list[str]:
         "x100 on the evaluation documents, 95% bootstrap intervals; Δ: paired difference "
         "against the run as logged, on the same documents. m: the first m hints per label of "
         "the logged prompts (a run with fewer distractors sends exactly those), mu, delta and "
-        "lambda_raw recomputed by `calidist_tasks.report.methods.instability` (the "
+        "lambda_raw recomputed by `calidist_tasks.report.cells.instability` (the "
         "calidist_metrics functions the task's joining uses). delta_mode: the other "
         "`confidence_instability` mode recomputed from the same hints. fit=default_sigmoid: "
         "alpha 0, beta 1 (the paper's Default Sigmoid). Calibration size: random subsets of "

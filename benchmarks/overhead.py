@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.commands import ROOT, portable
-from calidist_tasks.records import CALIBRATION, EVALUATION, INDEX_FIELD, SPLIT_FIELD
+from calidist_tasks.scoring.records import CALIBRATION, EVALUATION, INDEX_FIELD, SPLIT_FIELD
 
 SAMPLE = ROOT / "calidist_tasks" / "sample_data" / "twitter_url_corpus" / "test.tsv"
 
@@ -129,8 +129,8 @@ def own_share(out: Path, metadata: dict | None = None) -> dict:
     from lm_eval.tasks import TaskManager
 
     from calidist_tasks import task_folder
-    from calidist_tasks.offline_models import build_tiny_model
-    from calidist_tasks.task import CaliDistTask
+    from calidist_tasks.backends.offline_models import build_tiny_model
+    from calidist_tasks.tasks.base import CaliDistTask
 
     model = out / "tiny_model"
     if not (model / "config.json").exists():
@@ -191,7 +191,7 @@ def check_multiprocess(out: Path, processes: int = 2) -> dict:
     --cpu --num_processes N -m lm_eval`` with plain ``hf`` (which on a CPU does not shard).
     """
     from calidist_tasks import task_folder
-    from calidist_tasks.offline_models import build_tiny_model
+    from calidist_tasks.backends.offline_models import build_tiny_model
 
     out.mkdir(parents=True, exist_ok=True)
     model = out / "tiny_model"

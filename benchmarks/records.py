@@ -40,12 +40,12 @@ from benchmarks.commands import (
     portable,
     requested,
 )
-from calidist_tasks.methods import task_variant
-from calidist_tasks.records import STAGE1_FOLDER
+from calidist_tasks.data.yaml_configs import task_configs
+from calidist_tasks.registry import task_variant
 from calidist_tasks.report.cost import prompt_groups, token_counter
 from calidist_tasks.report.loading import TaskRun, load_runs
 from calidist_tasks.report.stored import FORMAT, read_header, read_stored
-from calidist_tasks.yaml_configs import task_configs
+from calidist_tasks.scoring.records import STAGE1_FOLDER
 
 
 @dataclass

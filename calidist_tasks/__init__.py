@@ -85,7 +85,7 @@ def evaluate(
 
     Reasoned tasks (``calidist_<b>_cot``, ``calidist_<b>_<style>_cot``: the paper's protocol)
     score the replies of their ``_verbalized`` task, which runs first, by itself, in the same call
-    (one model load; ``calidist_tasks.reasoned_stages``): its samples go to ``replies_dir``
+    (one model load; ``calidist_tasks.runs.reply_runs``): its samples go to ``replies_dir``
     (default: a temporary folder) and its entries join the returned results where it was
     selected. ``metadata={"replies": PATH}`` scores an earlier run's replies instead. With
     ``two_stage=True`` the reply run is two-stage too (its stage 1 in ``replies_dir/stage1``):
@@ -101,9 +101,9 @@ def evaluate(
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    import calidist_tasks.prefix_cache  # noqa: F401  registers the hf-prefix-cache model
-    from calidist_tasks import recovery
-    from calidist_tasks.api_replies import checked_replies
+    import calidist_tasks.backends.prefix_cache  # noqa: F401  registers the hf-prefix-cache model
+    from calidist_tasks.backends.api_replies import checked_replies
+    from calidist_tasks.runs import recovery
 
     if "task_manager" in simple_evaluate_kwargs:
         raise TypeError("calidist_tasks.evaluate builds its own TaskManager (with our task folder "
@@ -111,7 +111,7 @@ def evaluate(
     if isinstance(tasks, str):
         tasks = [name.strip() for name in tasks.split(",") if name.strip()]
     if not (metadata or {}).get("replies"):
-        from calidist_tasks.reasoned_stages import evaluate_with_replies, staged_selection
+        from calidist_tasks.runs.reply_runs import evaluate_with_replies, staged_selection
 
         if staged_selection(tasks)[0]:
             return evaluate_with_replies(evaluate, model, tasks, metadata, replies_dir,
@@ -119,7 +119,7 @@ def evaluate(
                                          include_defaults=include_defaults, two_stage=two_stage,
                                          stage1_dir=stage1_dir, **simple_evaluate_kwargs)
     if two_stage:
-        from calidist_tasks.two_stage import evaluate_two_stage
+        from calidist_tasks.runs.two_stage import evaluate_two_stage
 
         return evaluate_two_stage(evaluate, model, tasks, metadata, stage1_dir,
                                   model_args=model_args, log_samples=log_samples,
@@ -128,7 +128,7 @@ def evaluate(
     manager = TaskManager(include_path=task_folder(), include_defaults=include_defaults,
                           metadata=merged)
     # an API reply lm-eval cannot parse: one clear APIReplyError; a failed aggregation: raised
-    # after every other task is aggregated, the whole run saved (calidist_tasks.recovery)
+    # after every other task is aggregated, the whole run saved (calidist_tasks.runs.recovery)
     with checked_replies(), recovery.aggregation_errors_deferred() as failed:
         results = lm_eval.simple_evaluate(model=model, model_args=model_args, tasks=list(tasks),
                                           task_manager=manager, log_samples=log_samples,

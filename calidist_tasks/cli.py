@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from calidist_tasks import task_folder
-from calidist_tasks.methods import LOGIT, REASONED
-from calidist_tasks.records import CONSISTENCY, SPUQ, VERBALIZED
-from calidist_tasks.two_stage import FLAG_TWO_STAGE as TWO_STAGE_FLAG
-from calidist_tasks.yaml_configs import task_configs
+from calidist_tasks.data.yaml_configs import task_configs
+from calidist_tasks.registry import LOGIT, REASONED
+from calidist_tasks.runs.two_stage import FLAG_TWO_STAGE as TWO_STAGE_FLAG
+from calidist_tasks.scoring.records import CONSISTENCY, SPUQ, VERBALIZED
 
 MARKER = ".calidist-link.json"
 LINK_NAME = "calidist"
@@ -46,10 +46,10 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
     """Run lm-eval's own CLI in this process with ``argv`` (without the program name), every
     reply of an OpenAI-format API backend checked as it arrives: one lm-eval cannot parse stops
     the run with ``calidist: <backend> (endpoint <url>) sent a reply ...: <what was wrong>``
-    (exit status 1; ``calidist_tasks.api_replies``) instead of a traceback from lm-eval. The
+    (exit status 1; ``backends.api_replies``) instead of a traceback from lm-eval. The
     ``--output_path`` is checked before any model time; a failed aggregation stops the run
     after every other task's results are written, and results lm-eval cannot write are saved
-    elsewhere and stop it too (``calidist_tasks.recovery``), never exit status 0.
+    elsewhere and stop it too (``calidist_tasks.runs.recovery``), never exit status 0.
 
     Returns what lm-eval's ``simple_evaluate`` returned (None on other ranks or when nothing
     ran); ``table=False`` leaves out lm-eval's results table (stage 1 of a two-stage run)."""
@@ -58,14 +58,14 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
     import lm_eval.utils
     from lm_eval.__main__ import cli_evaluate
 
-    import calidist_tasks.prefix_cache  # noqa: F401  registers --model hf-prefix-cache
-    from calidist_tasks import recovery
-    from calidist_tasks.api_replies import (
+    import calidist_tasks.backends.prefix_cache  # noqa: F401  registers --model hf-prefix-cache
+    from calidist_tasks.backends.api_replies import (
         APIReplyError,
         checked_replies,
         discard_unfinished_requests,
     )
-    from calidist_tasks.two_stage import FLAG_OUTPUT, flag_values
+    from calidist_tasks.runs import recovery
+    from calidist_tasks.runs.two_stage import FLAG_OUTPUT, flag_values
 
     for output in flag_values(argv, FLAG_OUTPUT)[-1:]:  # before any model time
         try:
@@ -105,7 +105,7 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
 def print_summary(results: Mapping[str, Any] | None) -> None:
     """calidist's compact table after lm-eval's: vanilla beside the calibrated confidences
     (x100) per task; the results file keeps every metric."""
-    from calidist_tasks.summary import calibration_table
+    from calidist_tasks.report.summary import calibration_table
 
     if not results or not any(t.startswith("calidist_") for t in results.get("results", {})):
         return
@@ -228,7 +228,7 @@ def list_tasks(pattern: str | None = None) -> list[tuple[str, str, str, str, str
     ``calidist report`` it fills, or a group's tasks."""
     from fnmatch import fnmatchcase
 
-    from calidist_tasks.methods import methods_of, task_variant
+    from calidist_tasks.registry import methods_of, task_variant
 
     found = []
     for name, config in task_configs().items():
@@ -303,8 +303,8 @@ def unlink(target_root: Path | None = None) -> Path:
 
 def demo(args: argparse.Namespace, extra: Sequence[str]) -> None:
     """The README's first command: PPDB assertion on the bundled sample with SmolLM2."""
-    from calidist_tasks.offline_models import prepare_smollm2
-    from calidist_tasks.summary import calibration_table, latest_results
+    from calidist_tasks.backends.offline_models import prepare_smollm2
+    from calidist_tasks.report.summary import calibration_table, latest_results
 
     model = args.model or str(prepare_smollm2())
     data_dir = Path(__file__).parent / "sample_data"
@@ -374,8 +374,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         if any(a in HELP_FLAGS for a in rest):
             lm_eval_main(with_include_path(rest))
             return
-        from calidist_tasks.reasoned_stages import run_with_replies
-        from calidist_tasks.two_stage import run_two_stage
+        from calidist_tasks.runs.reply_runs import run_with_replies
+        from calidist_tasks.runs.two_stage import run_two_stage
 
         two_stage = len(rest) < len(argv) - 1
 
@@ -386,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         def then(stage_argv: list[str]) -> None:  # the reasoned tasks' replies have run
             print_summary(run(stage_argv))
 
-        from calidist_tasks.lm_eval_compat import models_reused
+        from calidist_tasks.backends.lm_eval_compat import models_reused
 
         # models_reused stops an in-process vLLM engine when the run ends: a live engine process
         # would keep Python from exiting after the results are printed
@@ -406,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.command == "unlink":
         print(f"removed: {unlink()}")
     elif args.command == "model":
-        from calidist_tasks import offline_models
+        from calidist_tasks.backends import offline_models
 
         prepare = {"smollm2": offline_models.prepare_smollm2,
                    "qwen-coder": offline_models.prepare_qwen_coder}[args.name]

@@ -15,7 +15,7 @@ from typing import Any
 
 from calidist_metrics import DELTA_MODES, FIT_METHODS, LAMBDA_SCALES
 
-SAMPLINGS = ("auto", "top_k", "temperature")  # consistency decoding (calidist_tasks.consistency)
+SAMPLINGS = ("auto", "top_k", "temperature")  # consistency decoding (confidence.consistency)
 # Verbalized prompt: "paper" is Appendix F's step-by-step wording, "short" asks for the option
 # and one confidence only (cheaper, and easier for small models).
 VERBALIZED_PROMPTS = ("paper", "short")

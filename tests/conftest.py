@@ -21,7 +21,7 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Llama model with its own BPE tokenizer, built once per test session."""
-    from calidist_tasks.offline_models import build_tiny_model
+    from calidist_tasks.backends.offline_models import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"))
 
@@ -93,9 +93,9 @@ def assert_report_rebuilds_results(folder: Path) -> list[str]:
     whose replies were mostly unreadable (its aggregation writes NaN on purpose)."""
     import math
 
-    from calidist_tasks.methods import SCORES, methods_of, task_variant
+    from calidist_tasks.registry import SCORES, methods_of, task_variant
+    from calidist_tasks.report.cells import task_cells
     from calidist_tasks.report.loading import load_runs
-    from calidist_tasks.report.methods import task_cells
 
     checked = []
     for run in load_runs([folder]).runs:

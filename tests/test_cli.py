@@ -252,7 +252,7 @@ def test_link_needs_an_existing_lm_eval_task_folder(tmp_path):
 def test_two_stage_plans_stage1_with_the_hinted_tasks_and_stage2_with_all(tmp_path):
     import json
 
-    from calidist_tasks.two_stage import plan_two_stage
+    from calidist_tasks.runs.two_stage import plan_two_stage
 
     out = tmp_path / "out"
     argv = ["--model", "hf", "--tasks", "calidist_ppdb_all,calidist_aqua_assertion",
@@ -281,7 +281,8 @@ def test_two_stage_plans_stage1_with_the_hinted_tasks_and_stage2_with_all(tmp_pa
 def test_eval_prints_calidist_summary_and_two_stage_one_table(capsys, monkeypatch):
     """After lm-eval's table, calidist eval prints vanilla beside calibrated (x100); a two-stage
     run asks lm-eval for stage 2's table only and returns stage 2's results."""
-    from calidist_tasks import cli, two_stage
+    from calidist_tasks import cli
+    from calidist_tasks.runs import two_stage
 
     results = {"results": {"calidist_ppdb_assertion": {
         "acc,none": 0.5, "ece_vanilla,none": 0.3, "ece,none": 0.1, "brier,none": 0.2,
@@ -338,7 +339,7 @@ def test_eval_help_names_the_task_options():
 def test_readme_matches_the_task_configs():
     """The README's tag claim names exactly GSM8K's later stages (tag calidist_stage2), and
     its commands that run a PPDB task (no Hub copy) give data_dir."""
-    from calidist_tasks.yaml_configs import task_configs
+    from calidist_tasks.data.yaml_configs import task_configs
 
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     tags = {name: config.get("tag") for name, config in task_configs().items()

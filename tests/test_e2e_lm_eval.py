@@ -22,11 +22,11 @@ import pytest
 from conftest import assert_report_rebuilds_results, write_mnli
 
 from calidist_tasks import cli
-from calidist_tasks.aggregation import summarize_baselines, summarize_calidist
-from calidist_tasks.methods import metric_names
-from calidist_tasks.reasoned_stages import REPLIES_FOLDER
+from calidist_tasks.registry import metric_names
+from calidist_tasks.report.summary import calibration_table, latest_results
+from calidist_tasks.runs.reply_runs import REPLIES_FOLDER
+from calidist_tasks.scoring.aggregation import summarize_baselines, summarize_calidist
 from calidist_tasks.settings import RunSettings
-from calidist_tasks.summary import calibration_table, latest_results
 
 SIZES = {"calib_size": 6, "eval_size": 10}
 STYLES = ("", "_assertion", "_probe", "_corruption")

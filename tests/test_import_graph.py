@@ -67,10 +67,11 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_graph_finds_the_modules_and_their_imports() -> None:
     modules = _modules()
     graph = {name: _imported(path, name, modules) for name, path in modules.items()}
-    assert {"calidist_tasks.task", "calidist_tasks.fewshot", "calidist_tasks.prompts"} <= set(graph)
-    assert "calidist_tasks.prompts" in graph["calidist_tasks.task"]
-    assert "calidist_tasks.task" in graph["calidist_tasks.generation"]
-    assert "calidist_tasks.task" not in graph["calidist_tasks.fewshot"]
+    assert {"calidist_tasks.tasks.base", "calidist_tasks.prompting.fewshot",
+            "calidist_tasks.prompting.parts"} <= set(graph)
+    assert "calidist_tasks.prompting.parts" in graph["calidist_tasks.tasks.base"]
+    assert "calidist_tasks.tasks.base" in graph["calidist_tasks.tasks.generation"]
+    assert "calidist_tasks.tasks.base" not in graph["calidist_tasks.prompting.fewshot"]
 
 
 def test_cycle_finder_finds_a_cycle() -> None:
@@ -99,10 +100,11 @@ def _reachable(graph: dict[str, set[str]], start: str) -> dict[str, str]:
 
 
 # What lm-eval runs (the task classes, the CLI's eval path): none of them may need the report.
-RUN_PATH = ("calidist_tasks.task", "calidist_tasks.generation", "calidist_tasks.open_ended",
-            "calidist_tasks.open_ended_verbalized", "calidist_tasks.two_stage",
-            "calidist_tasks.recovery", "calidist_tasks.aggregation", "calidist_tasks.methods",
-            "calidist_tasks.run_files")
+RUN_PATH = ("calidist_tasks.tasks.base", "calidist_tasks.tasks.generation",
+            "calidist_tasks.tasks.gsm8k", "calidist_tasks.tasks.gsm8k_verbalized",
+            "calidist_tasks.runs.two_stage", "calidist_tasks.runs.recovery",
+            "calidist_tasks.scoring.aggregation", "calidist_tasks.registry",
+            "calidist_tasks.runs.files")
 
 
 def test_the_run_path_never_imports_the_report() -> None:

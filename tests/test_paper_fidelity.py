@@ -23,7 +23,8 @@ from calidist_metrics import (
     reliability_score,
     stack_columns,
 )
-from calidist_tasks import consistency, distractors, styles
+from calidist_tasks.confidence import consistency
+from calidist_tasks.prompting import distractors, styles
 from calidist_tasks.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +47,7 @@ def test_every_row_names_a_test_that_exists() -> None:
 
 
 def test_confidence_is_the_softmax_over_option_letters() -> None:
-    from calidist_tasks.joining import outcome_from_loglikelihoods
+    from calidist_tasks.scoring.joining import outcome_from_loglikelihoods
 
     outcome = outcome_from_loglikelihoods([-1.0, -0.2, -3.0], "doc")
     probs = np.exp([-1.0, -0.2, -3.0]) / np.exp([-1.0, -0.2, -3.0]).sum()
@@ -223,7 +224,7 @@ def test_consistency_baselines_of_appendix_d_and_i() -> None:
     verbalized_yaml = yaml.safe_load(re.sub(r"!function \S+", "fn", (
         ROOT / "yaml_tasks" / "_verbalized_yaml").read_text()))
     assert kwargs["max_gen_toks"] == verbalized_yaml["generation_kwargs"]["max_gen_toks"]
-    from calidist_tasks.confidence_sources import SOURCES
+    from calidist_tasks.confidence.sources import SOURCES
 
     assert SOURCES["consistency"].reply_form(RunSettings()) == SOURCES["verbalized"].reply_form(
         RunSettings())
@@ -247,7 +248,7 @@ def test_the_aggregations_ece_has_10_equal_width_left_closed_bins() -> None:
     each closed on the left. Three documents, binned by hand: 0.65 in [0.6, 0.7); 0.70 and 0.79
     in [0.7, 0.8). Five bins, or bins closed on the right (0.70 in (0.6, 0.7]), give another
     number."""
-    from calidist_tasks.aggregation import summarize_generations
+    from calidist_tasks.scoring.aggregation import summarize_generations
 
     confidences, correct = [0.65, 0.70, 0.79], [1, 0, 1]
     by_hand = (1 / 3) * abs(1 - 0.65) + (2 / 3) * abs(0.5 - (0.70 + 0.79) / 2)
@@ -273,7 +274,7 @@ def test_the_aggregations_ece_has_10_equal_width_left_closed_bins() -> None:
 def test_verbalized_prompt_of_appendix_f(ppdb_data_dir: Path) -> None:
     """The paper's multistep request after the question, a budget for a step-by-step reply, and
     the overall confidence read from Appendix F's own example reply."""
-    from calidist_tasks import verbalized
+    from calidist_tasks.prompting import verbalized
 
     assert RunSettings().verbalized_prompt == "paper"
     assert verbalized.REPLY_FORMS["paper"].instruction == (

@@ -1,4 +1,4 @@
-"""The method registry (``calidist_tasks.methods``): one definition per variant and method, and
+"""The method registry (``calidist_tasks.registry``): one definition per variant and method, and
 a new distractor style added by touching only the registry and the style's own class
 (docs/architecture.md, "To add ...")."""
 
@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from conftest import assert_report_rebuilds_results
 
-from calidist_tasks import distractors, fits, methods, styles
-from calidist_tasks.joining import PromptPlan
-from calidist_tasks.prompts import HINT
-from calidist_tasks.records import CALIDIST, metric_name
-from calidist_tasks.yaml_configs import task_configs
+from calidist_tasks import registry as methods
+from calidist_tasks.data.yaml_configs import task_configs
+from calidist_tasks.prompting import distractors, styles
+from calidist_tasks.prompting.parts import HINT
+from calidist_tasks.scoring import fits
+from calidist_tasks.scoring.joining import PromptPlan
+from calidist_tasks.scoring.records import CALIDIST, metric_name
 
 FRIEND_HINT = "Hint: a friend picked"
 
@@ -130,8 +132,8 @@ def test_a_new_style_runs_end_to_end(friend, tiny_model_dir: Path, ppdb_data_dir
 def test_logprob_rows_name_the_metrics_the_aggregation_reports() -> None:
     """A verbalized task's log-prob rows (a chat API's second reading of its replies) are the
     ``*_logprob`` metrics its aggregation adds, and add none to the task's own list."""
-    from calidist_tasks.aggregation import logprob_metric_names
-    from calidist_tasks.records import LOGPROB, VERBALIZED
+    from calidist_tasks.scoring.aggregation import logprob_metric_names
+    from calidist_tasks.scoring.records import LOGPROB, VERBALIZED
 
     for variant in (v for v in methods.VARIANTS if v.confidence == VERBALIZED):
         rows = [m for m in methods.methods_of(variant) if m.reading == LOGPROB]
@@ -144,7 +146,7 @@ def test_logprob_rows_name_the_metrics_the_aggregation_reports() -> None:
 
 
 def test_each_row_is_paired_with_the_vanilla_and_ts_of_its_own_protocol():
-    from calidist_tasks.methods import METHODS, paired_references
+    from calidist_tasks.registry import METHODS, paired_references
 
     labels = {m.label for m in METHODS}
     for method in METHODS:

@@ -1,5 +1,5 @@
 """Write the variant YAML files of every benchmark family from the method registry's variants
-(``calidist_tasks.methods.VARIANTS``), as lm-eval's mmlu/_generate_configs.py does.
+(``calidist_tasks.registry.VARIANTS``), as lm-eval's mmlu/_generate_configs.py does.
 A family is a folder here with a ``_template_yaml``; GSM8K's
 two-stage tasks are written by hand. From the repository root:
 ``python yaml_tasks/_generate_configs.py [--benchmark aqua] [--check]``.
@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from calidist_tasks.methods import VARIANTS as REGISTERED
+from calidist_tasks.registry import VARIANTS as REGISTERED
 
 ROOT = Path(__file__).resolve().parent
 HAND_WRITTEN = ("gsm8k",)  # two stages, its own variant set: see docs/gsm8k.md

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.dataset import read_rows
+from calidist_tasks.data.documents import read_rows
 
 CHOICES = ("Entailment", "Contradiction", "NotMentioned")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calidist_tasks.open_ended import MAX_DIGITS, canonical_number
+from calidist_tasks.tasks.gsm8k import MAX_DIGITS, canonical_number
 
 
 def process_row(row: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.dataset import read_rows, read_text, split_lines
+from calidist_tasks.data.documents import read_rows, read_text, split_lines
 
 log = logging.getLogger(__name__)
 VOTES = re.compile(r"^\((\d),\s*(\d)\)$")

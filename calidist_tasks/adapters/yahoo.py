@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calidist_tasks.dataset import is_blank
+from calidist_tasks.data.documents import is_blank
 
 
 def process_row(row: dict[str, Any]) -> dict[str, Any]:

@@ -38,15 +38,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.aggregation import UNREADABLE_LIMIT
-from calidist_tasks.fits import column
-from calidist_tasks.methods import ECE_BINNING, METHODS, vanilla_labels
-from calidist_tasks.records import EVALUATION
+from calidist_tasks.registry import ECE_BINNING, METHODS, vanilla_labels
+from calidist_tasks.report.cells import Cell, leaderboard_cells
 from calidist_tasks.report.cost import cost_table
 from calidist_tasks.report.identity import group_names, identity_table, selected
 from calidist_tasks.report.latex import latex_table
 from calidist_tasks.report.loading import Loaded, TaskRun, load_runs
-from calidist_tasks.report.methods import Cell, leaderboard_cells
 from calidist_tasks.report.plots import (
     FORMATS,
     Series,
@@ -72,7 +69,10 @@ from calidist_tasks.report.tables import (
     more_scores,
 )
 from calidist_tasks.report.transfer import parse_pair, transfer_table
-from calidist_tasks.run_files import save_like_lm_eval
+from calidist_tasks.runs.files import save_like_lm_eval
+from calidist_tasks.scoring.aggregation import UNREADABLE_LIMIT
+from calidist_tasks.scoring.fits import column
+from calidist_tasks.scoring.records import EVALUATION
 
 __all__ = ["Report", "run_command", "write_report", "write_report_from_results"]
 log = logging.getLogger(__name__)  # progress, to stderr in `calidist report` (--quiet: none)
@@ -237,7 +237,7 @@ def write_report(
 
     ``tasks`` / ``models``: comma-separated shell patterns; only the runs whose task name and
     model name match are read (``identity.selected``)."""
-    from calidist_tasks.recovery import check_writable
+    from calidist_tasks.runs.recovery import check_writable
 
     pairs = [parse_pair(t) for t in transfers]
     if figures:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calidist_tasks.methods import methods_of, task_variant
+from calidist_tasks.registry import methods_of, task_variant
 from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.report.tables import Table
 

@@ -18,11 +18,11 @@ from dataclasses import replace
 from fnmatch import fnmatchcase
 from typing import Any
 
-from calidist_tasks.methods import Variant, task_variant
-from calidist_tasks.records import CONSISTENCY, EVALUATION, SPUQ, VERBALIZED
+from calidist_tasks.registry import Variant, task_variant
 from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.report.tables import Table
-from calidist_tasks.run_files import MODEL_KEYS
+from calidist_tasks.runs.files import MODEL_KEYS
+from calidist_tasks.scoring.records import CONSISTENCY, EVALUATION, SPUQ, VERBALIZED
 
 # model_args that change how fast, not what, a model answers
 RUNTIME_ARGS = {"device", "device_map", "batch_size", "max_batch_size", "parallelize",

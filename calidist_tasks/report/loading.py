@@ -17,16 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.records import SOURCE_FIELD, STAGE1_FOLDER, Record, is_failed, is_record
 from calidist_tasks.report.identity import assign_groups, run_identity
 from calidist_tasks.report.runs import TaskRun
-from calidist_tasks.run_files import (
+from calidist_tasks.runs.files import (
     RESULTS_NAME,
     SAMPLES_NAME,
     json_lines,
     model_name,
     stage1_folder,
 )
+from calidist_tasks.scoring.records import SOURCE_FIELD, STAGE1_FOLDER, Record, is_failed, is_record
 
 TASK_PREFIX = "calidist_"
 

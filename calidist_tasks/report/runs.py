@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.records import Record
+from calidist_tasks.scoring.records import Record
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from calidist_tasks.report.runs import TaskRun
-from calidist_tasks.run_files import read_jsonl
+from calidist_tasks.runs.files import read_jsonl
 
 FORMAT = "calidist-benchmark-records/1"
 SUFFIX = ".jsonl.gz"

@@ -29,9 +29,9 @@ from calidist_metrics import (
     expected_calibration_error,
     paired_bootstrap_test,
 )
-from calidist_tasks.methods import METHODS, SCORES, higher_is_better
-from calidist_tasks.records import VANILLA, metric_name
-from calidist_tasks.report.methods import Cell
+from calidist_tasks.registry import METHODS, SCORES, higher_is_better
+from calidist_tasks.report.cells import Cell
+from calidist_tasks.scoring.records import VANILLA, metric_name
 
 # (score, title, higher is better)
 LEADERBOARD_SCORES = tuple((score, title, higher_is_better(score))

@@ -13,11 +13,11 @@ import warnings
 from dataclasses import replace
 
 from calidist_metrics import CalibrationWarning, CaliDistCalibrator
-from calidist_tasks.fits import calidist_calibrator, calidist_inputs, column, split_records
-from calidist_tasks.methods import SCORES
-from calidist_tasks.report.methods import run_context, settings_of
+from calidist_tasks.registry import SCORES
+from calidist_tasks.report.cells import run_context, settings_of
 from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.report.tables import LEADERBOARD_SCORES, Table
+from calidist_tasks.scoring.fits import calidist_calibrator, calidist_inputs, column, split_records
 
 CONFIDENCES = ("vanilla", "in-domain", "transferred")
 

@@ -91,7 +91,7 @@ def test_a_failed_aggregation_saves_the_records_and_says_how_to_recompute(
     written (under a file), which fails only at the aggregation, after the model has answered.
     The records are saved where the message says, and `calidist report` recomputes from them."""
     from calidist_tasks import cli
-    from calidist_tasks.recovery import AggregationError
+    from calidist_tasks.runs.recovery import AggregationError
 
     monkeypatch.chdir(tmp_path)  # the documented default place: ./calidist-recovered/
     blocker = tmp_path / "not-a-folder"

@@ -1,7 +1,7 @@
 """API replies lm-eval cannot parse (empty `choices`, log-probabilities as strings, no `logprobs`,
 a chat message without `content`): through `calidist eval` each stops the run with one message
 naming the backend, the endpoint, the request and what was missing, not a traceback from lm-eval's
-internals (calidist_tasks.api_replies). The scripted server (tests/openai_server.py, `bad_reply`)
+internals (backends.api_replies). The scripted server (tests/openai_server.py, `bad_reply`)
 sends them; lm-eval runs in this process with its command line parsing replaced by the same
 `simple_evaluate` call (its real command line indexes every lm-eval task, ~15 s a run), so the
 backend, the HTTP round trip, the parsers and `calidist eval`'s handling are the real ones."""
@@ -16,7 +16,7 @@ from conftest import run_lm_eval
 from openai_server import ModelServer
 
 from calidist_tasks import cli
-from calidist_tasks.api_replies import (
+from calidist_tasks.backends.api_replies import (
     NO_LOGPROBS,
     checked_replies,
     generations_problem,

@@ -19,8 +19,8 @@ from openai_server import ModelServer
 
 import reliability.models  # noqa: F401  (registers calidist-fake)
 from calidist_tasks import cli
-from calidist_tasks.joining import outcome_from_loglikelihoods
-from calidist_tasks.recovery import AggregationError
+from calidist_tasks.runs.recovery import AggregationError
+from calidist_tasks.scoring.joining import outcome_from_loglikelihoods
 
 NAN, INF = float("nan"), float("inf")
 

@@ -19,7 +19,7 @@ from calidist_metrics import (
     save_calibrator,
     stack_columns,
 )
-from calidist_tasks.fits import applied_calibrator
+from calidist_tasks.scoring.fits import applied_calibrator
 from reliability.support import refused, write
 
 TASK = "calidist_ppdb_assertion"
@@ -131,7 +131,7 @@ def test_another_model_is_applied_with_a_warning(tmp_path, ppdb_data_dir, fitted
     """Documented fallback: a fit from another model is applied (transfer across models is an
     experiment of the paper) and the run logs which model it was fitted for."""
     path = save_calibrator(fitted, tmp_path / "fit.json", **{**context, "model": "other/model"})
-    with caplog.at_level(logging.WARNING, logger="calidist_tasks.aggregation"):
+    with caplog.at_level(logging.WARNING, logger="calidist_tasks.scoring.aggregation"):
         load_task(TASK, metadata(ppdb_data_dir, path, pretrained="my/model"))
     assert "fitted for model 'other/model', applied to 'my/model'" in caplog.text
 

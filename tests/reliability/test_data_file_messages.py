@@ -12,7 +12,7 @@ import pyarrow.parquet
 import pytest
 from conftest import load_task
 
-from calidist_tasks.records import SOURCE_FIELD
+from calidist_tasks.scoring.records import SOURCE_FIELD
 from reliability.support import mnli_lines, refused, write
 
 MNLI = "calidist_mnli"

@@ -14,8 +14,14 @@ from pathlib import Path
 import pytest
 from conftest import load_task, run_lm_eval
 
-from calidist_tasks import fewshot
-from calidist_tasks.records import CALIBRATION, EVALUATION, INDEX_FIELD, SOURCE_FIELD, SPLIT_FIELD
+from calidist_tasks.prompting import fewshot
+from calidist_tasks.scoring.records import (
+    CALIBRATION,
+    EVALUATION,
+    INDEX_FIELD,
+    SOURCE_FIELD,
+    SPLIT_FIELD,
+)
 from reliability.support import mnli_lines, refused, write
 
 MNLI = "calidist_mnli"
@@ -33,7 +39,7 @@ def _twice(n: int = 6) -> list[str]:
 
 def test_rows_repeated_in_a_file_are_read_once_with_one_warning(tmp_path: Path, caplog) -> None:
     path = write(tmp_path / "data.jsonl", "\n".join(_twice(6)) + "\n")
-    with caplog.at_level(logging.WARNING, logger="calidist_tasks.dataset"):
+    with caplog.at_level(logging.WARNING, logger="calidist_tasks.data.documents"):
         task = load_task(MNLI, {"data_files": str(path), "calib_size": 2, "eval_size": "all"})
     docs = list(task.eval_docs)
     assert len(docs) == 6
@@ -82,7 +88,7 @@ def test_a_calibration_copy_of_an_evaluation_document_is_dropped(tmp_path: Path,
     matched = write(tmp_path / "matched.jsonl", "\n".join(lines[:5]))
     mismatched = write(tmp_path / "mismatched.jsonl", "\n".join([lines[2], *lines[5:]]))
     files = {"validation_matched": str(matched), "validation_mismatched": str(mismatched)}
-    with caplog.at_level(logging.WARNING, logger="calidist_tasks.dataset"):
+    with caplog.at_level(logging.WARNING, logger="calidist_tasks.data.documents"):
         task = load_task(MNLI, {"data_files": files, "calib_size": 3, "eval_size": "all"})
     calibration = [d for d in task.eval_docs if d[SPLIT_FIELD] == CALIBRATION]
     evaluation = [d for d in task.eval_docs if d[SPLIT_FIELD] == EVALUATION]

@@ -17,8 +17,8 @@ from conftest import load_task, write_mnli
 from family_data import write_all
 
 from calidist_tasks import task_folder
-from calidist_tasks.task import CHOICES
-from calidist_tasks.verbalized import VerbalizedFilter, outcome_from_parse, parse_response
+from calidist_tasks.prompting.verbalized import VerbalizedFilter, outcome_from_parse, parse_response
+from calidist_tasks.tasks.base import CHOICES
 
 # Option-letter families only: GSM8K's verbalized stages answer with numbers, and their echo
 # handling is tested in tests/test_gsm8k_verbalized.py.

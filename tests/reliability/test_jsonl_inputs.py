@@ -15,7 +15,7 @@ from conftest import load_task, run_lm_eval
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calidist_tasks.dataset import read_rows
+from calidist_tasks.data.documents import read_rows
 from calidist_tasks.settings import RunSettings
 from reliability.support import MNLI_ROW, mnli_lines, refused, write
 
@@ -184,7 +184,8 @@ def test_a_document_longer_than_the_context_is_named_and_cut_from_the_left(
         out = run_lm_eval(["calidist_mnli_probe"], tiny_model_dir, metadata, log_samples=False,
                           model_args=f"pretrained={tiny_model_dir},dtype=float32,max_length=1024",
                           num_fewshot=0)
-    ours = [r.getMessage() for r in caplog.records if r.name == "calidist_tasks.context_length"]
+    ours = [r.getMessage() for r in caplog.records
+            if r.name == "calidist_tasks.tasks.context_length"]
     assert len(ours) == 1 and "1 document(s)" in ours[0] and "data.jsonl:3 (" in ours[0], ours
     assert "context of 1024 tokens" in ours[0]
     assert any("exceeds model's maximum length" in r.getMessage() for r in caplog.records)
@@ -193,7 +194,7 @@ def test_a_document_longer_than_the_context_is_named_and_cut_from_the_left(
 
 
 def test_without_a_local_tokenizer_nothing_is_checked(tmp_path: Path) -> None:
-    from calidist_tasks.context_length import context_window
+    from calidist_tasks.tasks.context_length import context_window
 
     assert context_window({}) is None
     assert context_window({"pretrained": "HuggingFaceTB/SmolLM2-135M-Instruct"}) is None

@@ -19,7 +19,7 @@ from lm_eval.utils import sanitize_model_name
 
 import calidist_tasks
 from calidist_tasks import cli
-from calidist_tasks.recovery import AggregationError
+from calidist_tasks.runs.recovery import AggregationError
 
 METADATA = {"calib_size": 2, "eval_size": 2, "m": 1}
 

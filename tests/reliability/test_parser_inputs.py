@@ -21,9 +21,9 @@ import pytest
 from conftest import doc_requests, load_task, run_lm_eval
 from family_data import gsm8k_rows, write_all
 
-from calidist_tasks.open_ended import MAX_DIGITS, parse_number, same_number
-from calidist_tasks.open_ended_verbalized import NumberFilter
-from calidist_tasks.verbalized import VerbalizedFilter
+from calidist_tasks.prompting.verbalized import VerbalizedFilter
+from calidist_tasks.tasks.gsm8k import MAX_DIGITS, parse_number, same_number
+from calidist_tasks.tasks.gsm8k_verbalized import NumberFilter
 from reliability.support import refused, write
 
 PPDB = ["Sentence2 is a paraphrase of Sentence1.", "Sentence2 is not a paraphrase of Sentence1."]

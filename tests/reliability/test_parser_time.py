@@ -21,16 +21,7 @@ from collections.abc import Callable
 import pytest
 
 from calidist_tasks.adapters import hellaswag
-from calidist_tasks.open_ended import (
-    answer_span,
-    canonical_number,
-    chain_scoring,
-    number_hint,
-    parse_number,
-    read_number,
-)
-from calidist_tasks.open_ended_verbalized import NumberFilter, parse_number_response
-from calidist_tasks.verbalized import (
+from calidist_tasks.prompting.verbalized import (
     VerbalizedFilter,
     own_text,
     parse_answer,
@@ -38,6 +29,15 @@ from calidist_tasks.verbalized import (
     parse_response,
     strip_confidence,
 )
+from calidist_tasks.tasks.gsm8k import (
+    answer_span,
+    canonical_number,
+    chain_scoring,
+    number_hint,
+    parse_number,
+    read_number,
+)
+from calidist_tasks.tasks.gsm8k_verbalized import NumberFilter, parse_number_response
 
 SIZE = 100_000  # characters of each degenerate reply
 RATIO = 200  # times a normal reply's time per character

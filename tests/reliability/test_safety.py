@@ -18,7 +18,7 @@ from lm_eval.models.huggingface import HFLM
 
 from calidist_metrics import CALIDIST_COLUMNS, CaliDistCalibrator, save_calibrator, stack_columns
 from calidist_tasks import cli, task_folder
-from calidist_tasks.yaml_configs import task_configs
+from calidist_tasks.data.yaml_configs import task_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted([*ROOT.glob("calidist_tasks/**/*.py"), *ROOT.glob("metrics/**/*.py")])

@@ -112,7 +112,7 @@ def test_settings_the_run_did_not_set_are_the_files_with_one_warning(tmp_path, p
                                                                     context, caplog):
     path = save_calibrator(fit(lambda_scale="log", method="refine"), tmp_path / "fit.json",
                            **{**context, "delta_mode": "worst_case"})
-    with caplog.at_level(logging.WARNING, logger="calidist_tasks.aggregation"):
+    with caplog.at_level(logging.WARNING, logger="calidist_tasks.scoring.aggregation"):
         task = load_task(TASK, metadata(ppdb_data_dir, path))
     settings = task.settings
     assert (settings.lambda_scale, settings.delta_mode, settings.fit) == (

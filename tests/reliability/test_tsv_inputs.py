@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calidist_tasks.adapters import ppdb
-from calidist_tasks.dataset import read_rows
+from calidist_tasks.data.documents import read_rows
 from calidist_tasks.settings import RunSettings
 from reliability.support import refused, write
 

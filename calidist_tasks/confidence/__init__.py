@@ -1,0 +1,1 @@
+"""Confidence sources of generation tasks: stated, consistency, SPUQ, chat log-probabilities."""

@@ -1,0 +1,159 @@
+"""CaliDist (log-prob) on chat APIs: the answer token's letter probabilities from the reply itself.
+
+The paper's logit confidence p is the probability of the answer token inside the generated,
+reasoned reply (Appendix F; Table 3's "Log-Prob" rows read it from GPT-4o-mini's and Gemini's
+token log-probabilities). A chat API returns, with the reply, each generated token's
+log-probability and its ``top_logprobs`` alternatives (OpenAI's ``logprobs.content``), so the
+same generation gives the answer, the stated confidence and p; no second request is needed.
+
+How a reply's log-probabilities reach the task (docs/backends.md, "CaliDist (log-prob) on chat
+APIs"):
+
+1. ``api_replies.checked_replies`` (``calidist eval``) asks every chat generation for
+   ``logprobs: true`` and ``top_logprobs: TOP_LOGPROBS`` and returns each reply as a
+   ``ScoredReply``: the text lm-eval expects, carrying its tokens (it survives lm-eval's request
+   cache, which pickles it, concurrency and batching, since it is the answer lm-eval stores);
+2. the verbalized filter (``verbalized.parse_response``) finds where the reply states its final
+   answer (``verbalized.answer_position``) and reads the c letters' log-probabilities at that
+   token (``letter_logprobs``) into the parsed answer's ``letter_logprobs``; p is the stated
+   letter's share of their softmax (``logprob_outcome``);
+3. ``GenerationTask.document_record`` adds the document's log-prob record
+   (``logprob_record``: the same join as the verbalized one, from these letters), and the
+   aggregation reports its metrics with the suffix ``_logprob`` (``records.LOGPROB``).
+
+Absent letters: a chat API lists only the K most likely tokens at a position. A letter not
+among them gets the floor ``min(smallest listed log-probability, log(remaining mass / absent
+letters))``: each absent token is at most as likely as the least likely listed one, and the
+absent letters share at most the probability the listed tokens leave; the floor is the largest
+value that respects both when that share is split evenly. It never makes an absent letter more
+likely than a listed token, the generated one included.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from calidist_tasks.prompting.distractors import LETTERS
+from calidist_tasks.scoring.joining import (
+    Outcome,
+    PromptPlan,
+    join_document,
+    outcome_from_loglikelihoods,
+)
+from calidist_tasks.scoring.records import Record
+
+# top_logprobs asked of a chat API: OpenAI's maximum (vLLM's default max_logprobs is 20 too);
+# ``--gen_kwargs top_logprobs=N`` asks for another number, ``logprobs=false`` for none.
+TOP_LOGPROBS = 20
+
+# One generated token: (its text, its log-probability, the listed alternatives (text, logprob)).
+Token = tuple[str, float, tuple[tuple[str, float], ...]]
+
+
+class ScoredReply(str):
+    """A chat reply's text that carries its generated tokens (``Token``) for the answer's
+    letter probabilities; everything else (the parser, lm-eval's logs) sees a plain string."""
+
+    tokens: tuple[Token, ...]
+
+    def __new__(cls, text: str, tokens: Sequence[Token]) -> ScoredReply:
+        reply = super().__new__(cls, text)
+        reply.tokens = tuple(tokens)
+        return reply
+
+    def __reduce__(self) -> tuple[Any, ...]:  # lm-eval's request cache pickles its answers
+        return ScoredReply, (str(self), self.tokens)
+
+    def in_tokens(self, position: int | None) -> int | None:
+        """Where character ``position`` of the text lies in the tokens' joined text, which may
+        hold more (an end-of-turn token after it; a thinking part lm-eval cut off before it);
+        None when the text is not found there."""
+        start = "".join(token for token, _, _ in self.tokens).find(self)
+        return None if position is None or start < 0 else start + position
+
+
+def letter_logprobs(tokens: Sequence[Token], position: int | None,
+                    n_choices: int) -> tuple[float, ...] | None:
+    """The log-probabilities of the c option letters at the token holding character
+    ``position`` of the tokens' joined text (the answer letter), None when there is none.
+
+    A letter's token is the answer token with its letter replaced, in either case ("(c" ->
+    "(a", "(A"; " B" -> " A"); several matching alternatives are summed. Letters not listed get
+    the module's floor."""
+    found_at = _token_at(tokens, position)
+    if found_at is None:
+        return None
+    (text, logprob, listed), offset = found_at
+    prefix, suffix = text[:offset], text[offset + 1:]
+    alternatives = dict(listed)
+    alternatives.setdefault(text, logprob)
+    found = []
+    for letter in LETTERS[:n_choices]:
+        forms = {prefix + letter + suffix, prefix + letter.upper() + suffix}
+        values = [value for token, value in alternatives.items() if token in forms]
+        found.append(_logsumexp(values) if values else None)
+    absent = found.count(None)
+    if absent:
+        least = min(alternatives.values())
+        remaining = 1.0 - sum(math.exp(v) for v in alternatives.values())
+        floor = min(least, math.log(remaining / absent)) if remaining > 0 else least
+        found = [floor if value is None else value for value in found]
+    return tuple(found)
+
+
+def _token_at(tokens: Sequence[Token], position: int | None) -> tuple[Token, int] | None:
+    """The token holding character ``position`` of the joined text, and the offset in it."""
+    start = 0
+    for token in tokens:
+        if position is not None and 0 <= position - start < len(token[0]):
+            return token, position - start
+        start += len(token[0])
+    return None
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+def logprob_outcome(parsed: dict[str, Any], n_choices: int, where: str) -> Outcome:
+    """One reply's log-prob outcome: the answer it states, at its letter's probability (softmax
+    over the c letters at the answer token; the greedy choice's letter is their argmax), so both
+    readings of a reply predict the same option and a two-stage run sends the same hints for
+    both. A reply whose answer letter was not found is unreadable, as ``outcome_from_parse``
+    (wrong at 1/c), its letters all equal (so the fitted baselines see 1/c too)."""
+    letters, answer = parsed.get("letter_logprobs"), parsed.get("answer")
+    if letters is None or answer is None:
+        return Outcome(-1, 1.0 / n_choices, (0.0,) * n_choices, parsed=False)
+    checked = outcome_from_loglikelihoods(letters, where)  # refuses non-finite values
+    answer = int(answer)
+    top = max(checked.letter_logprobs)
+    share = math.exp(checked.letter_logprobs[answer] - top) * checked.confidence
+    return Outcome(answer, share, checked.letter_logprobs)
+
+
+def logprob_record(parsed: Sequence[dict[str, Any]], plans: Sequence[PromptPlan],
+                   n_choices: int, label: int, delta_mode: str, where: str,
+                   first: Outcome | None = None) -> Record | None:
+    """A verbalized document's CaliDist (log-prob) record from the same replies (one per prompt
+    of ``plans``, the original first unless ``first``, stage 1's log-prob outcome of a two-stage
+    run, gives it), or None when they carry no token log-probabilities (a backend that does not
+    return them: ``hf``, ``vllm``, a plain ``lm_eval`` run)."""
+    scored = ["letter_logprobs" in p for p in parsed]
+    if not any(scored):
+        return None
+    if not all(scored):
+        raise ValueError(f"{where}: {scored.count(False)} of {len(parsed)} replies carry no token "
+                         "log-probabilities (a --use_cache entry from a run that did not ask for "
+                         "them?): rerun without that cache")
+    outcomes = [logprob_outcome(p, n_choices, f"{where} prompt {i}") for i, p in enumerate(parsed)]
+    if first is not None:
+        plans, outcomes = [PromptPlan(), *plans], [first, *outcomes]
+    elif plans and plans[0].hint_label is not None:
+        raise ValueError(f"{where}: stage 1 logged no log-prob answer: run both stages on a chat "
+                         "backend that returns log-probabilities")
+    record = join_document(plans, outcomes, label, delta_mode)
+    record.update(generations=len(outcomes), parse_failures=sum(not o.parsed for o in outcomes))
+    return record

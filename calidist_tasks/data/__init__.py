@@ -1,0 +1,1 @@
+"""Documents: loading local or Hub rows, the calibration / evaluation split, our YAML configs."""

@@ -1,0 +1,1 @@
+"""Prompts: their parts, distractor styles, few-shot exemplars, and the reply reader."""

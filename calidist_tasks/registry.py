@@ -1,0 +1,358 @@
+"""The method registry: every task variant and every method, defined here once.
+
+A *variant* is what a task sends: its distractor style (YAML ``distractor``, ``styles.STYLES``)
+and its confidence source (``LOGIT``, the option letters' probabilities, or a generation task's
+YAML ``confidence``); ``yaml_tasks/_generate_configs.py`` writes one task per variant and
+benchmark. A *method* is a leaderboard row: the variants that report it (preferred first), the
+confidence its metrics are named after (``records.metric_name``), its fit (``fits.Fit``:
+calibration records -> evaluation confidences) and its display label. The task's metric names,
+the aggregation's fits, ``calidist report``, the demo summary and ``benchmarks/`` all read them
+from here; a task's variant comes from its own config (``task_variant``), never from its name.
+A new method or variant is one more entry (``register``); see docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from calidist_metrics import (
+    aurc,
+    auroc,
+    brier_score,
+    expected_calibration_error,
+    maximum_calibration_error,
+    smooth_ece,
+)
+from calidist_tasks.scoring import fits
+from calidist_tasks.scoring.records import (
+    CALIDIST,
+    CONSISTENCY,
+    ENTROPY,
+    FSD,
+    ISOTONIC,
+    LOGPROB,
+    PLATT,
+    SPUQ,
+    TEMPERATURE_SCALING,
+    VANILLA,
+    VECTOR_SCALING,
+    VERBALIZED,
+    metric_name,
+)
+
+# ------------------------------------------------------------------ scores and their direction
+# How ``ece`` and ``ece_adaptive`` bin (calidist_metrics.reliability_bins), printed wherever
+# results are: libraries differ here (a 5%-step confidence of exactly 0.7 falls in another bin
+# under a right-closed rule) by up to 0.014 ECE.
+ECE_BINNING = ("ECE: top-label, 10 equal-width bins [0, 0.1), [0.1, 0.2), ..., [0.9, 1.0], "
+               "each closed on the left (a confidence of exactly 0.7 is in [0.7, 0.8); 1.0 in "
+               "the last bin); adaptive ECE: 10 equal-mass bins")
+SCORES: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+    "ece": lambda c, y: expected_calibration_error(c, y, n_bins=10, strategy="uniform"),
+    "ece_adaptive": lambda c, y: expected_calibration_error(c, y, n_bins=10, strategy="quantile"),
+    "brier": brier_score,
+    "auroc": auroc,
+    "mce": lambda c, y: maximum_calibration_error(c, y, n_bins=10, strategy="uniform"),
+    "smece": smooth_ece,
+    "aurc": aurc,
+}
+# Which way each reported number is better (lm-eval's arrows, the report's verdicts); a metric
+# named "<score>_<confidence>" goes the way of its score. Diagnostics have none.
+HIGHER_IS_BETTER = {"acc": True, "auroc": True, "ece": False, "ece_adaptive": False,
+                    "brier": False, "mce": False, "smece": False, "aurc": False,
+                    "parse_fail_rate": False}
+
+
+def higher_is_better(name: str) -> bool | None:
+    """True for accuracy and AUROC, False for ECE, MCE, smECE, Brier, AURC and the unreadable
+    share (also under a confidence's suffix: "ece_vanilla", "acc_vector"); None (lm-eval then
+    prints no arrow) for diagnostics such as alpha, beta, lambda bounds and counts."""
+    for score in sorted(HIGHER_IS_BETTER, key=len, reverse=True):
+        if name == score or name.startswith(score + "_"):
+            return HIGHER_IS_BETTER[score]
+    return None
+
+
+# ------------------------------------------------------------------ variants
+LOGIT = "logit"  # CaliDistTask's confidence source: the option letters' probabilities
+# ReasonedTask's: the letters' probabilities at the answer of a reasoned reply, read with the
+# reply's stated confidence (calidist_tasks.tasks.reasoned); the paper's protocol
+REASONED = "reasoned"
+NONE = "none"  # the distractor style of a task without hints
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One kind of task: what it sends (style, confidence source) and its YAML fragment."""
+
+    name: str  # the task-name suffix without "_" ("" = the original prompt, logit)
+    distractor: str = NONE  # ``styles.STYLES`` name
+    confidence: str = LOGIT  # LOGIT, or a generation task's ``confidence_sources.SOURCES`` name
+    fragment: str = ""  # shared YAML fragment included after a family's _template_yaml
+    short: str = ""  # the style's abbreviation in labels ("As.")
+    reply: str = ""  # the variant whose logged replies this one reads (the reasoned variants)
+
+    @property
+    def suffix(self) -> str:
+        """The task-name suffix: calidist_<benchmark><suffix>."""
+        return f"_{self.name}" if self.name else ""
+
+    @property
+    def distracted(self) -> bool:
+        return self.distractor != NONE
+
+
+# The group calidist_<b>_all lists the variants in this order.
+VARIANTS: list[Variant] = [
+    Variant(""),
+    Variant("assertion", "assertion", short="As."),
+    Variant("probe", "probe", short="Pr."),
+    Variant("corruption", "corruption", short="Sa."),
+    Variant("verbalized", confidence=VERBALIZED, fragment="_verbalized_yaml"),
+    Variant("assertion_verbalized", "assertion", VERBALIZED, "_verbalized_yaml", "As."),
+    Variant("probe_verbalized", "probe", VERBALIZED, "_verbalized_yaml", "Pr."),
+    Variant("corruption_verbalized", "corruption", VERBALIZED, "_verbalized_yaml", "Sa."),
+    Variant("consistency", confidence=CONSISTENCY, fragment="_consistency_yaml"),
+    Variant("spuq", confidence=SPUQ, fragment="_spuq_yaml"),
+    # the paper's protocol: letters scored at the answer of the matching _verbalized task's
+    # reasoned replies (calidist_tasks/tasks/reasoned.py)
+    Variant("cot", confidence=REASONED, fragment="_cot_yaml", reply="verbalized"),
+    Variant("assertion_cot", "assertion", REASONED, "_cot_yaml", "As.",
+            reply="assertion_verbalized"),
+    Variant("probe_cot", "probe", REASONED, "_cot_yaml", "Pr.", reply="probe_verbalized"),
+    Variant("corruption_cot", "corruption", REASONED, "_cot_yaml", "Sa.",
+            reply="corruption_verbalized"),
+]
+
+
+# ------------------------------------------------------------------ methods
+@dataclass(frozen=True)
+class Method:
+    """One leaderboard row."""
+
+    label: str
+    variants: tuple[str, ...]  # the Variant names that report it, preferred first
+    # the confidence its metrics are named after: ``records.metric_name(score, confidence)``
+    confidence: str
+    fit: fits.Fit  # calibration records -> its confidence per evaluation document
+
+    def metric(self, score: str) -> str:
+        """The results-file name of ``score`` for this row."""
+        return metric_name(score, self.confidence)
+
+    @property
+    def own(self) -> bool:
+        """Whether this row is the model's own confidence (no fit): the vanilla rows."""
+        return self.fit is fits.own_confidence
+
+    @property
+    def reading(self) -> str:
+        """The record key of the second reading this row is fitted on (``fits.of_reading``),
+        "" for the record's own: a second reading's metrics are the task's suffixed ones."""
+        return getattr(self.fit, "reading", "")
+
+
+def _names(confidence: str) -> tuple[str, ...]:
+    """The variants sending ``confidence``, in VARIANTS order."""
+    return tuple(v.name for v in VARIANTS if v.confidence == confidence)
+
+
+def _calidist(variant: Variant) -> Method:
+    kind = " verbalized" if variant.confidence == VERBALIZED else ""
+    return Method(f"CaliDist{kind} ({variant.short})", (variant.name,), CALIDIST, fits.calidist_fit)
+
+
+# A reasoned task reads one reply per prompt twice: the log-prob reading under the logit tasks'
+# names, the stated confidence (the record's ``verbalized``) under the same names + this suffix.
+STATED = "_" + VERBALIZED
+
+
+def _reasoned(variant: Variant) -> list[Method]:
+    """A reasoned style's CaliDist rows: the log-prob reading and the stated one."""
+    return [Method(f"CaliDist reasoned ({variant.short})", (variant.name,), CALIDIST,
+                   fits.calidist_fit),
+            Method(f"CaliDist reasoned verbalized ({variant.short})", (variant.name,),
+                   VERBALIZED, fits.of_reading(VERBALIZED, fits.calidist_fit))]
+
+
+def _stated(label: str, confidence: str, fit: fits.Fit, variants: tuple[str, ...]) -> Method:
+    """The row of a reasoned task's stated-confidence reading (``_reasoned``)."""
+    return Method(label, variants, confidence + STATED, fits.of_reading(VERBALIZED, fit))
+
+
+def _logprob(label: str, confidence: str, fit: fits.Fit, variants: tuple[str, ...]) -> Method:
+    """The row of a verbalized task's log-prob reading of its replies on a chat API (the
+    record's ``logprob``, ``answer_logprobs``): the logit task's metric + "_logprob"; a run
+    whose records hold no such reading (``hf``, ``vllm``) reports none of these rows."""
+    return Method(label, variants, f"{confidence}_{LOGPROB}" if confidence else LOGPROB,
+                  fits.of_reading(LOGPROB, fit, saved_fit=True))
+
+
+LOGIT_VARIANTS = _names(LOGIT)
+VERBALIZED_VARIANTS = _names(VERBALIZED)
+REASONED_VARIANTS = _names(REASONED)
+METHODS: list[Method] = [
+    Method("Vanilla", LOGIT_VARIANTS, VANILLA, fits.own_confidence),
+    Method("Temperature scaling", ("",), TEMPERATURE_SCALING, fits.temperature_scaled),
+    Method("Platt", ("",), PLATT, fits.platt_scaled),
+    Method("Isotonic", ("",), ISOTONIC, fits.isotonic_calibrated),
+    Method("Vector scaling", ("",), VECTOR_SCALING, fits.vector_scaled),
+    Method("Verbalized", VERBALIZED_VARIANTS, VANILLA, fits.own_confidence),
+    Method("Verbalized + Platt", ("verbalized",), PLATT, fits.platt_scaled),
+    Method("Verbalized + isotonic", ("verbalized",), ISOTONIC, fits.isotonic_calibrated),
+    Method("Consistency", ("consistency",), CONSISTENCY, fits.sampled(CONSISTENCY)),
+    Method("Entropy", ("consistency",), ENTROPY, fits.sampled(ENTROPY)),
+    Method("FSD", ("consistency",), FSD, fits.sampled(FSD)),
+    Method("SPUQ", ("spuq",), SPUQ, fits.sampled(SPUQ)),
+    *(_calidist(v) for v in VARIANTS if v.distracted and v.confidence == LOGIT),
+    *(_calidist(v) for v in VARIANTS if v.distracted and v.confidence == VERBALIZED),
+    Method("Vanilla (reasoned)", REASONED_VARIANTS, VANILLA, fits.own_confidence),
+    Method("Temperature scaling (reasoned)", ("cot",), TEMPERATURE_SCALING,
+           fits.temperature_scaled),
+    Method("Platt (reasoned)", ("cot",), PLATT, fits.platt_scaled),
+    Method("Isotonic (reasoned)", ("cot",), ISOTONIC, fits.isotonic_calibrated),
+    Method("Vector scaling (reasoned)", ("cot",), VECTOR_SCALING, fits.vector_scaled),
+    _stated("Verbalized (reasoned)", VANILLA, fits.own_confidence, REASONED_VARIANTS),
+    _stated("Verbalized + Platt (reasoned)", PLATT, fits.platt_scaled, ("cot",)),
+    _stated("Verbalized + isotonic (reasoned)", ISOTONIC, fits.isotonic_calibrated, ("cot",)),
+    *(m for v in VARIANTS if v.distracted and v.confidence == REASONED for m in _reasoned(v)),
+    # the paper's Table 3 "Log-Prob" rows: the answer token's letter probabilities of the
+    # verbalized tasks' replies on a chat API
+    _logprob("Vanilla (log-prob)", VANILLA, fits.own_confidence, VERBALIZED_VARIANTS),
+    _logprob("Temperature scaling (log-prob)", TEMPERATURE_SCALING, fits.temperature_scaled,
+             ("verbalized",)),
+    _logprob("Platt (log-prob)", PLATT, fits.platt_scaled, ("verbalized",)),
+    _logprob("Isotonic (log-prob)", ISOTONIC, fits.isotonic_calibrated, ("verbalized",)),
+    _logprob("Vector scaling (log-prob)", VECTOR_SCALING, fits.vector_scaled, ("verbalized",)),
+    *(_logprob(f"CaliDist log-prob ({v.short})", CALIDIST, fits.calidist_fit, (v.name,))
+      for v in VARIANTS if v.distracted and v.confidence == VERBALIZED),
+]
+
+
+def register(variant: Variant | None = None, *rows: Method) -> None:
+    """Add a variant (written by the YAML generator, found by ``task_variant``) and the methods
+    it reports; a style's own class goes into ``styles.STYLES``."""
+    if variant is not None:
+        if any(v.name == variant.name for v in VARIANTS):
+            raise ValueError(f"a variant named {variant.name!r} is registered already")
+        VARIANTS.append(variant)
+    for method in rows:
+        if any(m.label == method.label for m in METHODS):
+            raise ValueError(f"a method labelled {method.label!r} is registered already")
+        METHODS.append(method)
+
+
+def variant_named(name: str) -> Variant:
+    return next(v for v in VARIANTS if v.name == name)
+
+
+def direct_readout(name: str) -> Variant:
+    """The logit variant of variant ``name``'s distractor style: its prompts with the letters
+    scored right after the options (a reasoned variant's direct readout: ``cot`` -> ``""``,
+    ``assertion_cot`` -> ``assertion``)."""
+    distractor = variant_named(name).distractor
+    found = [v for v in VARIANTS if v.confidence == LOGIT and v.distractor == distractor]
+    if not found:
+        raise ValueError(f"variant {name!r}: no direct-readout (logit) variant of its style "
+                         f"{distractor!r} is registered")
+    return found[0]
+
+
+def methods_of(variant: Variant) -> list[Method]:
+    """The leaderboard rows a task of ``variant`` fills, in METHODS order."""
+    return [m for m in METHODS if variant.name in m.variants]
+
+
+def paired_references(method: Method) -> dict[str, str]:
+    """The rows ``method``'s paired differences are taken against (BENCHMARKS.md): the Vanilla
+    and temperature-scaling rows of the same protocol, so that a reasoned row is compared with
+    the reasoned Vanilla on the same replies, a chat API's log-prob row with its own Vanilla."""
+    if method.reading == LOGPROB:
+        protocol = " (log-prob)"
+    elif any(variant_named(name).confidence == REASONED for name in method.variants):
+        protocol = " (reasoned)"
+    else:
+        protocol = ""
+    return {"Vanilla": "Vanilla" + protocol, "TS": "Temperature scaling" + protocol}
+
+
+def vanilla_labels() -> set[str]:
+    """Labels of the rows that are the model's own confidence."""
+    return {m.label for m in METHODS if m.own}
+
+
+def paired_variants() -> set[str]:
+    """Variants whose record "confidence" is a vanilla row: their other rows are paired with
+    it."""
+    return {v for m in METHODS if m.own for v in m.variants}
+
+
+def fitted_methods(distracted: bool, confidence: str = LOGIT) -> list[Method]:
+    """One method per confidence a task of this kind reports (every variant sending the same
+    kind reports the same metric names), in METHODS order, CaliDist's first; not the rows of a
+    second reading (``Method.reading``), whose suffixed metrics the task names and summarizes
+    itself (``aggregation.logprob_metric_names``, ``reasoned.reasoned_metric_names``)."""
+    names = {v.name for v in VARIANTS if v.distracted == distracted and v.confidence == confidence}
+    found: dict[str, Method] = {}
+    for method in METHODS:
+        if names & set(method.variants) and not method.reading:
+            found.setdefault(method.confidence, method)
+    return sorted(found.values(), key=lambda m: m.confidence != CALIDIST)
+
+
+# ------------------------------------------------------------------ metric names
+DIAGNOSTICS = (
+    "flip_rate", "mu_mean", "delta_mean", "alpha", "beta", "lambda_min", "lambda_max",
+    "stable_fraction", "requests_per_doc", "n_calibration", "n_evaluation",
+)
+# the fitted temperature, and vector scaling's own accuracy (it may change the prediction)
+BASELINE_EXTRAS = ("temperature", metric_name("acc", VECTOR_SCALING), "requests_per_doc",
+                   "n_calibration", "n_evaluation")
+GENERATION_EXTRAS = ("parse_fail_rate", "requests_per_doc", "n_calibration", "n_evaluation")
+# sampling_temperature: the samples' temperature (ConfidenceSource.summary_extras)
+SAMPLING_EXTRAS = {CONSISTENCY: ("identical_samples_rate", "sampling_temperature"), SPUQ: ()}
+
+
+def metric_names(distracted: bool, confidence: str = LOGIT) -> list[str]:
+    """The metrics a task reports (README, "Metrics"): accuracy, every score of each of its
+    methods' confidences (``fitted_methods``), then its diagnostics."""
+    names = ["acc", *(m.metric(s) for m in fitted_methods(distracted, confidence)
+                      for s in SCORES)]
+    if distracted:
+        return [*names, *DIAGNOSTICS, *(["parse_fail_rate"] if confidence != LOGIT else [])]
+    if confidence == LOGIT:
+        return [*names, *BASELINE_EXTRAS]
+    return [*names, *GENERATION_EXTRAS, *SAMPLING_EXTRAS.get(confidence, ())]
+
+
+# ------------------------------------------------------------------ a task's variant
+@lru_cache(maxsize=1)
+def _yaml_configs() -> dict[str, dict[str, Any]]:
+    from calidist_tasks.data.yaml_configs import task_configs
+
+    return task_configs()
+
+
+def task_variant(task: str, config: Mapping[str, Any] | None = None
+                 ) -> tuple[str, Variant | None]:
+    """(benchmark, variant) of a task run, from the keys a calidist task logs in its config's
+    metadata (``benchmark``, ``distractor``, ``confidence``), else from our YAML config of that
+    task (runs made before the task logged them); variant None when no registered variant sends
+    that style and confidence, for a stage that only generates what a later stage scores (a
+    letter-scoring confidence with generate_until requests), or when the task is none of ours."""
+    config = config or {}
+    keys = {**_yaml_configs().get(task, {}), **config, **(config.get("metadata") or {})}
+    if not keys.get("distractor") and not keys.get("benchmark"):
+        return task, None
+    distractor = keys.get("distractor") or NONE
+    confidence = keys.get("confidence") or LOGIT
+    if confidence == LOGIT and keys.get("output_type") == "generate_until":
+        return str(keys.get("benchmark") or task), None  # a generation stage (GSM8K's first two)
+    variant = next((v for v in VARIANTS
+                    if v.distractor == distractor and v.confidence == confidence), None)
+    return str(keys.get("benchmark") or task), variant

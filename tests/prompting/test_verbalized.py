@@ -1,0 +1,366 @@
+"""The verbalized path: the (answer, confidence) parser, its filter, its rule for unreadable
+replies, and the verbalized tasks' prompts, requests, records and metrics (no model needed)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import load_task, run_lm_eval
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calidist_tasks.prompting.distractors import ASSERTION_TEMPLATES, assertion_hint, probe_hint
+from calidist_tasks.prompting.verbalized import (
+    CONFIDENCE_FORMAT,
+    CONFIDENCE_INSTRUCTION,
+    STEP_FORMAT,
+    STEP_INSTRUCTION,
+    VerbalizedFilter,
+    outcome_from_parse,
+    parse_answer,
+    parse_confidence,
+    parse_response,
+)
+from calidist_tasks.scoring.records import record_marker
+from calidist_tasks.tasks.base import CHOICES, HINT
+from calidist_tasks.tasks.generation import SHORT_MAX_GEN_TOKS
+
+PPDB = ["Sentence2 is a paraphrase of Sentence1.", "Sentence2 is not a paraphrase of Sentence1."]
+FIVE = ["the river", "the garden", "the engine", "the market", "the planet"]
+
+
+@pytest.mark.parametrize(("text", "answer", "confidence"), [
+    ("The answer is (b). Confidence: 80%", 1, 0.8),
+    ("b) because the second sentence adds a claim. 80 %", 1, 0.8),
+    ("Answer: B\nConfidence: 0.8", 1, 0.8),
+    ("I pick option a, confidence eighty percent", 0, 0.8),
+    ("Sentence2 is not a paraphrase of Sentence1. I am 90% sure.", 1, 0.9),
+    ("(A) Sentence2 is a paraphrase of Sentence1. Confidence level: 65", 0, 0.65),
+    ("The correct option is a.\nMy confidence is 1.0", 0, 1.0),
+    ("a. Sentence2 is a paraphrase\nOverall Confidence: 60%", 0, 0.6),
+    # per-step confidences of the paper's multistep prompts: the overall one counts
+    ("Step one. Confidence: 55%\nThe correct answer is (c). Overall Confidence: 60%", None, 0.6),
+    # what SmolLM2-135M writes: the format line copied, placeholder and all
+    ("The answer is (b). Confidence: N%", 1, None),
+    ("The sentence(s) differ. (a), 70%", 0, 0.7),  # "(s)" inside a word is no option marker
+])
+def test_formats_real_models_write(text, answer, confidence):
+    parsed = parse_response(text, PPDB)
+    assert parsed["answer"] == answer
+    assert parsed["confidence"] == (None if confidence is None else pytest.approx(confidence))
+
+
+# ------------------------------------------------------------------ step-by-step replies
+MSCINLI = [
+    "Sentence1 generalizes, specifies or has an equivalent meaning with Sentence2.",
+    "Sentence1 presents the reason, cause, or condition for the result or conclusion made "
+    "Sentence2.",
+    "Sentence2 mentions a comparison, criticism, juxtaposition, or a limitation of something said "
+    "in Sentence1.",
+    "Sentence1 and Sentence2 are independent.",
+]
+# The paper's example reply (Appendix F, after "Assistant:"), verbatim.
+PAPER_REPLY = """\
+Sentence1 mentions that the configuration for ethernet switch is similar to the one mentioned in [14]. Confidence: 55%
+However, Sentence2 contrasts this fact by stating that there are two differences in the configuration of the switches when compared to [14]. Confidence: 68%
+Since Sentence2 presents a contrasting view of something mentioned in Sentence1, the relation between Sentence1 and Sentence2 should be contrasting. Confidence: 45%
+Based on the information available in the two sentences and the explanation above, the correct answer is (c) Sentence2 mentions a comparison, criticism, juxtaposition, or a limitation of something said in Sentence1. Overall Confidence: 60%"""  # noqa: E501
+STEPS = "Step 1: Sentence2 names two differences. Confidence: 55%\nStep 2: so it contrasts. Confidence: 68%\n"  # noqa: E501
+
+
+def test_the_papers_example_reply_reads_as_its_overall_confidence():
+    assert parse_response(PAPER_REPLY, MSCINLI) == {"answer": 2, "confidence": 0.6}
+    # "Assistant:" and the reply, as a completion model may continue the paper's exemplar
+    assert parse_response(f"Assistant:\n{PAPER_REPLY}", MSCINLI) == {"answer": 2,
+                                                                     "confidence": 0.6}
+
+
+@pytest.mark.parametrize(("text", "answer", "confidence"), [
+    # the overall or final confidence, wherever it stands
+    (STEPS + "The answer is (c). Overall Confidence: 60%", 2, 0.6),
+    (STEPS + "The answer is (c).\nFinal confidence: 70%", 2, 0.7),
+    (STEPS + "Overall confidence: 70%. The answer is (c).", 2, 0.7),
+    # no overall one: the confidence stated with or after the final answer statement
+    (STEPS + "The answer is (c). Confidence: 60%", 2, 0.6),
+    (STEPS + "So I am 60% confident the answer is (c).", 2, 0.6),
+    (STEPS + "The answer is (c).\nConfidence: 60%", 2, 0.6),
+    # per-step confidences alone are never the answer's, even when they agree
+    (STEPS + "The answer is (c).", 2, None),
+    ("Step 1: x. Confidence: 70%\nStep 2: y. Confidence: 70%\nThe answer is (c).", 2, None),
+    # a single confidence is read wherever it stands
+    ("Step 1: two differences. Confidence: 65%\nThe answer is (c).", 2, 0.65),
+    # two different overall confidences after the final answer: unreadable
+    (STEPS + "The answer is (c). Overall Confidence: 60%, overall confidence: 70%", 2, None),
+    # the answer is the final statement's, not a letter of the reasoning
+    ("Option (a) seems wrong: Sentence1 is not more general. Confidence: 80%\n"
+     "The hint says the answer is (b), but nothing is a cause. Confidence: 70%\n"
+     "Therefore the correct answer is (c). Overall Confidence: 65%", 2, 0.65),
+    ("(a) and (b) do not fit. Answer: C. Confidence: 75%", 2, 0.75),
+])
+def test_step_by_step_replies(text, answer, confidence):
+    parsed = parse_response(text, MSCINLI)
+    assert parsed["answer"] == answer
+    assert parsed["confidence"] == (None if confidence is None else pytest.approx(confidence))
+
+
+@pytest.mark.parametrize("instruction", [STEP_INSTRUCTION, STEP_FORMAT, CONFIDENCE_INSTRUCTION,
+                                         CONFIDENCE_FORMAT])
+def test_our_instructions_echoed_are_not_read(instruction):
+    reply = f"{instruction}\n{STEPS}The answer is (c). Overall Confidence: 60%"
+    assert parse_response(instruction, MSCINLI) == {"answer": None, "confidence": None}
+    assert parse_response(reply, MSCINLI) == {"answer": 2, "confidence": 0.6}
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "I cannot tell from these sentences.",
+    "The answer is not (b).",  # a negation names no answer
+    "(a) or (b), hard to say.",  # two options: never pick one
+    "Option (a) fits. Then again (b) fits.",  # markers (no answer statement) that disagree
+    "The answer is (a). No, the answer is (e).",  # the final statement names no option
+    "The answer is a paraphrase, I think.",  # the article "a" is not option (a)
+    "The answer is (e).",  # a letter that is not an option
+    "c. Sentence2 is not a paraphrase of Sentence1.",  # a wrong letter beside an option's text
+    "Sentence2 is a paraphrase of Sentence1. Sentence2 is not a paraphrase of Sentence1.",
+])
+def test_unreadable_answers_are_never_guessed(text):
+    assert parse_answer(text, PPDB) is None
+
+
+@pytest.mark.parametrize("text", [
+    "The answer is (a).",
+    "Confidence: 150%",  # out of range
+    "Confidence: 80%. Confidence: 30%",  # conflicting
+    "Mention your confidence level in your answer (0-100)%.",  # our own instruction echoed
+])
+def test_unreadable_confidences(text):
+    assert parse_confidence(text) is None
+
+
+def test_an_echoed_hint_is_not_the_models_answer():
+    hint = assertion_hint(ASSERTION_TEMPLATES.index("With my 100% confidence the answer is"),
+                          "b", PPDB[1])
+    reply = f"{hint}\nThe answer is (a). Confidence: 70%"
+    assert parse_response(reply, PPDB, hint) == {"answer": 0, "confidence": 0.7}
+    # the hint's claim alone, echoed inside the reply, is removed too
+    claim = "With my 100% confidence the answer is (b)"
+    assert parse_response(f"You say '{claim}'. I say (a), 70%.", PPDB, hint) == {
+        "answer": 0, "confidence": 0.7}
+    # without knowing the hint, a hint repeated after the answer would be the final statement
+    assert parse_response(f"The answer is (a). Confidence: 70%\n{hint}", PPDB)["answer"] == 1
+    assert parse_response(f"The answer is (a). Confidence: 70%\n{hint}", PPDB, hint) == {
+        "answer": 0, "confidence": 0.7}
+
+
+def test_an_echoed_few_shot_exemplar_is_not_the_models_answer():
+    exemplar = ("Consider ...\na. yes\nb. no\nHint: I think the answer should be (b) no.\n"
+                "The answer is (a)")
+    block = f"{exemplar}\n\nConsider more ...\na. yes\nb. no\nThe answer is (b)\n\n"
+    reply = f"{exemplar}\nThe answer is (b). Confidence: 40%"
+    assert parse_response(reply, ["yes", "no"], exemplars=block) == {"answer": 1,
+                                                                      "confidence": 0.4}
+    assert parse_response(exemplar, ["yes", "no"], exemplars=block)["answer"] is None
+
+
+def test_outcome_rule_for_unreadable_replies():
+    assert outcome_from_parse({"answer": 2, "confidence": 0.9}, 5) == (
+        outcome_from_parse({"answer": 2, "confidence": 0.9}, 3))
+    ok = outcome_from_parse({"answer": 2, "confidence": 0.9}, 5)
+    assert (ok.prediction, ok.confidence, ok.parsed) == (2, 0.9, True)
+    no_answer = outcome_from_parse({"answer": None, "confidence": 0.9}, 5)
+    assert (no_answer.prediction, no_answer.confidence, no_answer.parsed) == (-1, 0.2, False)
+    no_conf = outcome_from_parse({"answer": 1, "confidence": None}, 4)
+    assert (no_conf.prediction, no_conf.confidence, no_conf.parsed) == (1, 0.25, False)
+    assert outcome_from_parse({"answer": 1, "confidence": None}, 4, need_confidence=False).parsed
+
+
+def test_filter_reads_options_and_hint_from_the_request_document():
+    hint = probe_hint("a", PPDB[0])
+    docs = [{CHOICES: PPDB}, {CHOICES: PPDB, HINT: hint}]
+    resps = [["Answer: b. Confidence: 40%"], [hint + " I still say (b), 75%"]]
+    assert VerbalizedFilter().apply(resps, docs) == [
+        [{"answer": 1, "confidence": 0.4}], [{"answer": 1, "confidence": 0.75}]]
+
+
+# ------------------------------------------------------------------ property tests
+TEMPLATES = [
+    "The answer is ({l}). Confidence: {p}%",
+    "Answer: {L}\nConfidence: {p} %",
+    "({l}) {text}. I am {p}% confident.",
+    "{l}) {text}\nconfidence: {p}%",
+    "My final answer is {l}.\nOverall confidence: {p}%",
+    "I choose option {l} with a confidence of {p} percent.",
+    "{text}\nConfidence: {p}%",
+]
+words = st.text(alphabet="qwrtzpsdfghjklxvnm", min_size=3, max_size=8)
+
+
+@st.composite
+def options(draw):
+    n = draw(st.integers(2, 6))
+    texts = draw(st.lists(words, min_size=n, max_size=n, unique=True))
+    # an option that contains another option's text is a different test (substring rule)
+    if any(a != b and a in b for a in texts for b in texts):
+        texts = [f"{t} {i}" for i, t in enumerate(texts)]
+    return [f"the {t}" for t in texts]
+
+
+@settings(max_examples=300, deadline=None)
+@given(choices=options(), data=st.data(), template=st.sampled_from(TEMPLATES),
+       percent=st.integers(0, 100))
+def test_every_format_round_trips(choices, data, template, percent):
+    index = data.draw(st.integers(0, len(choices) - 1))
+    letter = "abcdef"[index]
+    text = template.format(l=letter, L=letter.upper(), p=percent, text=choices[index])
+    assert parse_response(text, choices) == {"answer": index, "confidence": percent / 100}
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=200), choices=options())
+def test_any_text_parses_to_a_valid_answer_or_none(text, choices):
+    parsed = parse_response(text, choices, hint=text[:40] or None)
+    assert parsed["answer"] is None or 0 <= parsed["answer"] < len(choices)
+    assert parsed["confidence"] is None or 0.0 <= parsed["confidence"] <= 1.0
+    assert parsed == parse_response(text, choices, hint=text[:40] or None)  # deterministic
+
+
+@settings(max_examples=200, deadline=None)
+@given(prose=st.lists(st.sampled_from(["well", "maybe", "sentence", "true", "it", "seems",
+                                       "likely", "hmm", ",", "."]), max_size=30))
+def test_prose_without_an_answer_or_number_reads_as_nothing(prose):
+    assert parse_response(" ".join(prose), FIVE) == {"answer": None, "confidence": None}
+
+
+@settings(max_examples=200, deadline=None)
+@given(choices=options(), data=st.data(), percent=st.integers(0, 100),
+       template=st.integers(0, len(ASSERTION_TEMPLATES) - 1), probe=st.booleans())
+def test_echoing_the_hint_never_changes_the_reading(choices, data, percent, template, probe):
+    own = data.draw(st.integers(0, len(choices) - 1))
+    hinted = data.draw(st.integers(0, len(choices) - 1).filter(lambda i: i != own))
+    letter = "abcdef"[hinted]
+    hint = (probe_hint(letter, choices[hinted]) if probe
+            else assertion_hint(template, letter, choices[hinted]))
+    reply = f"The answer is ({'abcdef'[own]}). Confidence: {percent}%"
+    expected = {"answer": own, "confidence": percent / 100}
+    assert parse_response(f"{hint}\n{reply}", choices, hint) == expected
+    assert parse_response(f"{reply}\n{hint}", choices, hint) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(choices=options(), data=st.data())
+def test_the_last_answer_statement_is_the_answer(choices, data):
+    first, second = data.draw(st.lists(st.integers(0, len(choices) - 1), min_size=2,
+                                       max_size=2, unique=True))
+    text = f"The answer is ({'abcdef'[first]}). Actually the answer is ({'abcdef'[second]})."
+    assert parse_answer(text, choices) == second
+
+
+@settings(max_examples=100, deadline=None)
+@given(percent=st.integers(1, 99))
+def test_percent_and_fraction_agree(percent):
+    assert parse_confidence(f"Confidence: {percent}%") == pytest.approx(
+        parse_confidence(f"Confidence: {percent / 100:.2f}"))
+
+
+# ------------------------------------------------------------------ the tasks
+@pytest.fixture(scope="module")
+def ppdb_tasks(ppdb_data_dir):
+    metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 4, "eval_size": 4}
+    return {name: load_task(f"calidist_ppdb_{name}", metadata)
+            for name in ("verbalized", "assertion_verbalized", "corruption_verbalized")}
+
+
+def requests_of(task, doc):
+    ctx = task.fewshot_context(doc, 0, gen_prefix=task.doc_to_prefix(doc))
+    return task.construct_requests(doc, ctx, metadata=(task.config.task, 0, 1))
+
+
+@pytest.mark.parametrize(("metadata", "instruction", "reply_format", "budget"), [
+    ({}, STEP_INSTRUCTION, STEP_FORMAT, 512),  # the paper's prompt by default
+    ({"verbalized_prompt": "short"}, CONFIDENCE_INSTRUCTION, CONFIDENCE_FORMAT,
+     SHORT_MAX_GEN_TOKS),
+])
+def test_prompt_asks_for_the_option_and_a_confidence(ppdb_data_dir, metadata, instruction,
+                                                     reply_format, budget):
+    task = load_task("calidist_ppdb_assertion_verbalized",
+                     {"data_dir": str(ppdb_data_dir), "calib_size": 4, "eval_size": 4, **metadata})
+    task.set_config("num_fewshot", 0)
+    doc = task.eval_docs[0]
+    requests = requests_of(task, doc)
+    assert len(requests) == 1 + 2 * 2  # original + m=2 hints for each of the 2 labels
+    assert {r.request_type for r in requests} == {"generate_until"}
+    original = requests[0].arguments[0]
+    lines = original.splitlines()
+    assert lines[3].endswith("which of the following options is true? " + instruction)
+    assert lines[4:] == [f"a. {PPDB[0]}", f"b. {PPDB[1]}", reply_format]
+    assert requests[0].arguments[1]["do_sample"] is False
+    assert {r.arguments[1]["max_gen_toks"] for r in requests} == {budget}
+    for request, plan in zip(requests[1:], task.prompt_plans(doc)[1:], strict=True):
+        hint = assertion_hint(plan.template, "ab"[plan.hint_label], PPDB[plan.hint_label])
+        assert request.arguments[0] == original.replace(reply_format,
+                                                        hint + "\n" + reply_format)
+        assert request.doc[HINT] == hint and request.doc[CHOICES] == PPDB
+    # --gen_kwargs max_gen_toks=64 (lm-eval updates the task's generation_kwargs after loading)
+    task.set_config("generation_kwargs", {"max_gen_toks": 64}, update=True)
+    assert {r.arguments[1]["max_gen_toks"] for r in requests_of(task, doc)} == {64}
+
+
+def test_the_short_budget_yields_to_gen_kwargs(tiny_model_dir, ppdb_data_dir):
+    """Through lm-eval: verbalized_prompt=short with --gen_kwargs max_gen_toks=3 sends 3."""
+    out = run_lm_eval(["calidist_ppdb_verbalized"], tiny_model_dir,
+                      {"data_dir": str(ppdb_data_dir), "calib_size": 1, "eval_size": 1,
+                       "verbalized_prompt": "short"}, num_fewshot=0, gen_kwargs="max_gen_toks=3")
+    sample = out["samples"]["calidist_ppdb_verbalized"][-1]
+    assert sample["arguments"][0][1]["max_gen_toks"] == 3
+    assert sample["arguments"][0][0].endswith(CONFIDENCE_FORMAT + "\n")
+
+
+def test_corrupted_requests_parse_against_the_real_options(ppdb_tasks):
+    task = ppdb_tasks["corruption_verbalized"]
+    doc = task.eval_docs[0]
+    requests = requests_of(task, doc)
+    assert "This sentence is a paraphrase of Sentence1." in requests[1].arguments[0]
+    assert all(r.doc[CHOICES] == PPDB for r in requests)
+
+
+def test_records_and_metrics_follow_the_documented_rule(ppdb_tasks):
+    task = ppdb_tasks["assertion_verbalized"]
+    records = []
+    for i, doc in enumerate(task.eval_docs):
+        # the model answers the original 'a' at 90% (unreadable for the last document) and
+        # flips to 'b' at 60% under every hint; one hinted reply per document is unreadable
+        original = ({"answer": None, "confidence": None} if i == len(task.eval_docs) - 1
+                    else {"answer": 0, "confidence": 0.9})
+        hinted = [{"answer": 1, "confidence": 0.6}] * 3 + [{"answer": None, "confidence": 0.6}]
+        metrics = task.process_results(doc, [[original]] + [[h] for h in hinted])
+        record = metrics["acc"]  # the record once; every other metric a marker naming it
+        assert set(metrics) >= {"ece", "ece_vanilla", "brier", "auroc", "parse_fail_rate"}
+        assert metrics["ece"] == record_marker("acc")
+        records.append(record)
+    last = records[-1]
+    assert (last["prediction"], last["confidence"], last["parsed"]) == (-1, 0.5, False)
+    first = records[0]
+    assert first["prediction"] == 0 and first["confidence"] == 0.9
+    assert first["generations"] == 5 and first["parse_failures"] == 1
+    # hints naming 'a' (= the prediction) are dropped; of the two 'b' hints one flipped at 0.6
+    # and one is unreadable: a changed answer at 1/c = 0.5
+    assert first["mu"] == pytest.approx((0.6 + 0.5) / 2) and first["flipped"] == 1
+    summary = task.summarize(records)
+    evaluation = [r for r in records if r["split"] == "evaluation"]
+    failures = sum(r["parse_failures"] for r in evaluation)
+    assert summary["parse_fail_rate"] == pytest.approx(failures / (5 * len(evaluation)))
+    assert summary["acc"] == pytest.approx(sum(r["correct"] for r in evaluation) / 4)
+    assert all(math.isfinite(summary[k]) for k in ("ece", "ece_vanilla", "brier", "auroc"))
+
+
+def test_original_only_task_reports_the_logit_free_baselines(ppdb_tasks):
+    task = ppdb_tasks["verbalized"]
+    names = set(task.reported_metrics())
+    assert {"acc", "ece_vanilla", "ece_platt", "ece_isotonic", "parse_fail_rate"} <= names
+    assert not any(n.endswith(("_ts", "_vector")) for n in names)  # those need logits
+    records = [task.process_results(doc, [[{"answer": i % 2, "confidence": 0.7}]])["acc"]
+               for i, doc in enumerate(task.eval_docs)]
+    summary = task.summarize(records)
+    assert summary["parse_fail_rate"] == 0.0
+    assert summary["ece_vanilla"] == pytest.approx(abs(summary["acc"] - 0.7))

@@ -1,0 +1,415 @@
+"""GSM8K, the open-ended three-stage flow (docs/gsm8k.md): the number parser, the hint numbers,
+the chains and their scoring checked by hand, and all stages end to end through lm-eval with the
+tiny model."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import assert_report_rebuilds_results, doc_requests, load_task, run_lm_eval
+from family_data import write_all
+from hypothesis import given
+from hypothesis import strategies as st
+
+from calidist_tasks.registry import metric_names
+from calidist_tasks.runs.files import samples_file_of, save_like_lm_eval
+from calidist_tasks.scoring.records import hints_of
+from calidist_tasks.tasks.gsm8k import (
+    HINT_NUMBERS,
+    READOUT,
+    Scoring,
+    answer_span,
+    canonical_number,
+    chain_scoring,
+    near_numbers,
+    parse_number,
+    same_number,
+)
+
+
+@pytest.mark.parametrize("text, number", [
+    ("She makes 9 * 2 = $18 every day.\nThe answer is 18.", "18"),
+    ("The answer is: $2,000 in all", "2000"),
+    ("The answer is $1,234.50", "1234.5"),
+    ("Answer: 7 apples, then 8 more", "7"),  # a stated answer wins over later numbers
+    ("The answer is 10.\n\nThe answer is 10.\n\nThe answer is 1", "10"),  # cut off when repeating
+    ("To answer 3 questions she needs 5 hours", "5"),  # "answer 3" states no answer
+    ("16 - 3 - 4 = <<16-3-4=9>>9 eggs\n#### 9", "9"),
+    ("It drops to -3 degrees", "-3"),
+    ("pages 5-6 of 10", "10"),  # a range is not a negative number
+    ("3, 4 and 5", "5"),  # "3, 4" is two numbers, not 34
+    ("about 2.50 dollars.", "2.5"),
+    ("::::::::", None),
+    ("no digits here", None),
+    ("", None),
+])
+def test_parse_number(text: str, number: str | None) -> None:
+    assert parse_number(text) == number
+
+
+@given(st.decimals(min_value=-10**9, max_value=10**9, places=2, allow_nan=False),
+       st.sampled_from(["The answer is {}.", "So it is {} in total", "#### {}", "{}"]),
+       st.booleans())
+def test_parse_number_reads_any_stated_number(value: Decimal, form: str, commas: bool) -> None:
+    written = f"{value:,.2f}" if commas else f"{value:.2f}"
+    assert same_number(parse_number("Step 1: 12 + 3 = 15.\n" + form.format(written)),
+                       canonical_number(str(value)))
+
+
+@given(st.decimals(min_value=-10**7, max_value=10**7, places=2, allow_nan=False),
+       st.integers(0, 5))
+def test_near_numbers(value: Decimal, seed: int) -> None:
+    answer = canonical_number(str(value))
+    hints = near_numbers(answer, HINT_NUMBERS, "doc", seed)
+    assert len(set(hints)) == HINT_NUMBERS
+    assert all(not same_number(h, answer) for h in hints)
+    assert all(canonical_number(h) == h for h in hints)
+    if value >= 0:
+        assert all(Decimal(h) >= 0 for h in hints)
+    step = Decimal(10) ** min(Decimal(answer).as_tuple().exponent, 0)  # the answer's precision
+    width = max(HINT_NUMBERS * step, abs(value) / 4 + step)  # within ±25%, at least ±n steps
+    assert all(abs(Decimal(h) - Decimal(answer)) <= width for h in hints)
+    assert hints == near_numbers(answer, HINT_NUMBERS, "doc", seed)  # deterministic
+
+
+def _save_samples(folder: Path, task: str, samples: list[dict]) -> Path:
+    """Write samples exactly as the lm_eval CLI does (--output_path --log_samples)."""
+    from lm_eval.loggers import EvaluationTracker
+
+    tracker = EvaluationTracker(output_path=str(folder))
+    tracker.general_config_tracker.model_name_sanitized = "tiny"
+    tracker.date_id = datetime.now().isoformat().replace(":", "-")
+    tracker.save_results_samples(task_name=task, samples=samples)
+    return next((folder / "tiny").glob(f"samples_{task}_*.jsonl"))
+
+
+def _results(out: dict, task: str) -> dict:
+    return {k.split(",")[0]: v for k, v in out["results"][task].items() if "," in k}
+
+
+def _jsonl(path: Path, samples: list[dict], tail: str = "") -> Path:
+    path.write_text("".join(json.dumps(s) + "\n" for s in samples) + tail, encoding="utf-8")
+    return path
+
+
+def _logprobs(probs: list[float]) -> list[tuple[float, bool]]:
+    """Scripted loglikelihood results whose softmax is ``probs`` (a shift changes nothing)."""
+    return [(math.log(p) - 3.0, False) for p in probs]
+
+
+@pytest.mark.parametrize("chain, cut, number", [
+    (" 9 * 2 = 18.\nThe answer is $18.\nThe answer is 1", " 9 * 2 = 18.\nThe answer is $", "18"),
+    (" so 16 - 7 = 9 eggs", " so 16 - 7 = ", "9"),  # no stated answer: the last number
+    ("#### -1,234.5", "#### ", "-1234.5"),
+])
+def test_chain_is_cut_where_its_answer_starts(chain: str, cut: str, number: str) -> None:
+    assert answer_span(chain) == (len(cut), number) and parse_number(chain) == number
+    # scored over [ŷ, h_1, ...] and its own number when that is none of them
+    assert chain_scoring(chain, ["1", "2"]) == Scoring(cut, ["1", "2", number], 2)
+    assert chain_scoring(chain, ["1", number]) == Scoring(cut, ["1", number], 1)
+    assert chain_scoring("no idea  ", ["1", "2"]) == Scoring("no idea" + READOUT, ["1", "2"], None)
+
+
+def test_gsm8k_hinted_stage_reasons_again(tmp_path: Path) -> None:
+    """Stage 2 makes the model generate under each hint (no bare readout); stage 3 scores each
+    chain's own number after that chain, and p and every p'_j are the softmax over the candidates
+    taken at the chain's own number (docs/gsm8k.md), checked by hand on scripted log-likelihoods."""
+    data = write_all(tmp_path / "data", n_eval=4, n_calib=3)
+    metadata = {"data_dir": str(data), "calib_size": 3, "eval_size": 4, "m": 1}
+    stage1 = load_task("calidist_gsm8k", metadata)
+    samples = []
+    for i, doc in enumerate(stage1.eval_docs):  # ŷ = the gold number, except one unreadable
+        chain = " I cannot tell." if i == 4 else f" 2 + 2 = 4.\nThe answer is {doc['target']}."
+        samples.append({"doc": dict(doc), "acc": stage1.process_results(doc, [chain])["acc"]})
+    first = _jsonl(tmp_path / "s1.jsonl", samples)
+    stage2 = load_task("calidist_gsm8k_assertion_chains",
+                       {**metadata, "original_samples": str(first)})
+    doc = stage2.eval_docs[3]  # the first evaluation document
+    candidates = stage2.candidates(doc)
+    requests = doc_requests(stage2, doc)
+    assert [r.request_type for r in requests] == ["generate_until"] * HINT_NUMBERS
+    for request, number in zip(requests, candidates[1:], strict=True):
+        prompt, generation = request.arguments
+        assert "\nHint: " in prompt and f" {number}.\n" in prompt
+        assert prompt.endswith("\nAnswer:")  # the model writes a worked answer, no readout
+        assert generation == stage1.config.generation_kwargs  # greedy, as stage 1
+    unreadable = stage2.eval_docs[4]
+    (placeholder,) = doc_requests(stage2, unreadable)
+    assert placeholder.arguments[1]["max_gen_toks"] == 1
+
+    y, h1 = candidates[0], candidates[1]
+    chains = [f" I follow the hint: {h1}. The answer is {h1}.", " hmm",
+              f" The answer is {int(y) + 100}.", f" Still {y}.\nThe answer is {y}."]
+    samples = []
+    for d in stage2.eval_docs:
+        n = len(stage2.prompt_plans(d)) - 1
+        record = stage2.process_results(d, chains if n else ["x"])["acc"]
+        samples.append({"doc": dict(d), "acc": record})
+    record = samples[3]["acc"]
+    assert record["chains"] == chains and record["candidates"] == candidates
+    assert record["answers"] == [h1, None, str(int(y) + 100), y]
+    assert (record["generations"], record["parse_failures"]) == (5, 1)
+
+    second = _jsonl(tmp_path / "s2.jsonl", samples)
+    stage3 = load_task("calidist_gsm8k_assertion", {**metadata, "original_samples": str(second)})
+    doc = stage3.eval_docs[3]
+    requests = doc_requests(stage3, doc)
+    assert {r.request_type for r in requests} == {"loglikelihood"}
+    original = doc_requests(stage1, stage1.eval_docs[3])[0].arguments[0]
+    hinted = [r.arguments[0] for r in doc_requests(stage2, stage2.eval_docs[3])]
+    cut = [" 2 + 2 = 4.\nThe answer is ", f" I follow the hint: {h1}. The answer is ",
+           " hmm" + READOUT, " The answer is ", f" Still {y}.\nThe answer is "]
+    contexts = [original + cut[0], *(p + c for p, c in zip(hinted, cut[1:], strict=True))]
+    other = [*candidates, str(int(y) + 100)]
+    want = [(c, n) for c, ns in zip(contexts, [candidates, candidates, candidates, other,
+                                               candidates], strict=True) for n in ns]
+    assert [tuple(r.arguments) for r in requests] == want
+
+    # scripted probabilities over each chain's candidates; the last one's own number (ŷ) is not
+    # its most likely candidate: p'_4 is still taken at ŷ
+    probs = [[0.6, 0.1, 0.1, 0.1, 0.1], [0.2, 0.5, 0.1, 0.1, 0.1], [0.7, 0.1, 0.1, 0.05, 0.05],
+             [0.1, 0.1, 0.1, 0.1, 0.1, 0.5], [0.3, 0.4, 0.1, 0.1, 0.1]]
+    results = [ll for p in probs for ll in _logprobs(p)]
+    record = stage3.process_results(doc, results)["acc"]
+    assert record["prediction"] == y and record["correct"] == 1
+    assert record["confidence"] == pytest.approx(0.6)  # p: C0's softmax at ŷ
+    hints = hints_of(record)
+    assert [h.prediction for h in hints] == [1, -1, 5, 0]  # h1, no number, other, ŷ
+    assert [h.confidence for h in hints] == pytest.approx([0.5, 0.7, 0.5, 0.3])
+    assert record["answers"] == [h1, None, str(int(y) + 100), y]
+    assert record["mu"] == pytest.approx((0.5 + 0.7 + 0.5) / 4)  # three flips, by confidence
+    assert record["delta"] == pytest.approx(abs(0.6 - (0.5 + 0.7 + 0.5 + 0.3) / 4))
+    assert record["flipped"] == 1 and record["requests"] == 26
+    assert (record["generations"], record["parse_failures"], record["parsed"]) == (5, 1, False)
+    record = stage3.process_results(stage3.eval_docs[4], [(-1.0, False)])["acc"]
+    assert (record["confidence"], record["mu"], record["delta"], record["lambda_raw"],
+            record["correct"], record["parse_failures"]) == (0.0, 1.0, 1.0, 0.0, 0, 1)
+
+
+def test_three_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
+    data = write_all(tmp_path / "data", n_eval=6, n_calib=4)
+    metadata = {"data_dir": str(data), "calib_size": 4, "eval_size": 6, "m": 1}
+    # stage 1: worked answers (the tiny model writes random text: mostly no number at all)
+    first = run_lm_eval(["calidist_gsm8k"], tiny_model_dir, metadata,
+                        gen_kwargs="max_gen_toks=16")
+    samples = first["samples"]["calidist_gsm8k"]
+    results = _results(first, "calidist_gsm8k")
+    assert [s["acc"]["chain"] for s in samples] == [s["resps"][0][0] for s in samples]
+    evaluation = [s for s in samples if s["acc"]["split"] == "evaluation"]
+    answers = [parse_number(s["resps"][0][0]) for s in evaluation]
+    assert results["parse_fail_rate"] == pytest.approx(sum(a is None for a in answers) / 6)
+    assert results["acc"] == pytest.approx(
+        sum(same_number(a, s["doc"]["target"]) for a, s in zip(answers, evaluation,
+                                                                strict=True)) / 6)
+    assert results["n_calibration"] == 4 and results["n_evaluation"] == 6
+
+    # a model that answers: give documents a worked answer (right, off by one, or none) and save
+    # them as the CLI would
+    prompts = {}
+    for i, sample in enumerate(samples):
+        target = int(sample["doc"]["target"])
+        chain = [f" {target} in all.\nThe answer is {target}.",
+                 f" Then {target + 1}", " I cannot tell."][i % 3]
+        sample["acc"].update(chain=chain, prediction=parse_number(chain))
+        prompts[sample["doc"]["question"]] = sample["arguments"][0][0]
+    _save_samples(tmp_path / "stage1", "calidist_gsm8k", samples)
+
+    # stage 2: the model reasons again under each hint
+    stage2 = {**metadata, "original_samples": str(tmp_path / "stage1")}
+    second = run_lm_eval(["calidist_gsm8k_assertion_chains"], tiny_model_dir, stage2,
+                         gen_kwargs="max_gen_toks=16")
+    samples = second["samples"]["calidist_gsm8k_assertion_chains"]
+    results = _results(second, "calidist_gsm8k_assertion_chains")
+    assert set(results) >= {"acc", "parse_fail_rate", "requests_per_doc", "n_evaluation"}
+    hinted = {}
+    for sample in samples:
+        record = sample["acc"]
+        if record["prediction"] is None:
+            assert record["requests"] == 1 and sample["arguments"][0][1]["max_gen_toks"] == 1
+            continue
+        contexts = [args[0] for args in sample["arguments"]]
+        assert len(set(contexts)) == record["requests"] == HINT_NUMBERS  # m = 1
+        for context, number in zip(contexts, record["candidates"][1:], strict=True):
+            assert context.startswith(prompts[sample["doc"]["question"]].removesuffix("Answer:"))
+            assert f" {number}.\n" in context.split("\nHint: ")[1] and context.endswith("Answer:")
+        assert record["chains"] == [r[0] for r in sample["resps"]]
+        assert record["answers"] == [parse_number(c) for c in record["chains"]]
+        hinted[sample["doc"]["question"]] = contexts
+        # make two chains readable: one follows its hint, one keeps ŷ
+        candidates = record["candidates"]
+        record["chains"][:2] = [f" The answer is {candidates[1]}.", f" So {candidates[0]}."]
+    evaluation = [s["acc"] for s in samples if s["acc"]["split"] == "evaluation"]
+    assert results["parse_fail_rate"] == pytest.approx(
+        sum(r["parse_failures"] for r in evaluation) / sum(r["generations"] for r in evaluation))
+    _save_samples(tmp_path / "stage2", "calidist_gsm8k_assertion_chains", samples)
+
+    # stage 3: every chain's answer scored after its reasoning
+    third = run_lm_eval(["calidist_gsm8k_assertion"], tiny_model_dir,
+                        {**metadata, "original_samples": str(tmp_path / "stage2")})
+    save_like_lm_eval(third, tmp_path / "stage3")
+    assert assert_report_rebuilds_results(tmp_path / "stage3") == ["calidist_gsm8k_assertion"]
+    results = _results(third, "calidist_gsm8k_assertion")
+    for name in [*metric_names(distracted=True), "parse_fail_rate"]:
+        assert math.isfinite(results[name]), name
+        if name.split("_")[0] in ("acc", "ece", "brier", "auroc"):
+            assert 0.0 <= results[name] <= 1.0, name
+    records = []
+    for sample in third["samples"]["calidist_gsm8k_assertion"]:
+        record, question = sample["acc"], sample["doc"]["question"]
+        records.append(record)
+        if record["prediction"] is None:  # no number: wrong, confidence 0, one placeholder
+            assert record["requests"] == 1 and record["confidence"] == 0.0
+            assert record["lambda_raw"] == 0.0 and not record["correct"]
+            continue
+        assert record["correct"] == int(record["prediction"] == sample["doc"]["target"])
+        chains = [sample["doc"]["original_chain"], *sample["doc"]["hinted_chains"]]
+        groups = {}  # context -> [(candidate, loglikelihood)], in request order
+        for args, resp in zip(sample["arguments"], sample["resps"], strict=True):
+            groups.setdefault(args[0], []).append((args[1], resp[0][0]))
+        assert len(groups) == len(chains) == 1 + HINT_NUMBERS
+        probabilities = []
+        for (context, scored), prompt, chain in zip(groups.items(), [prompts[question],
+                                                    *hinted[question]], chains, strict=True):
+            number = parse_number(chain)  # the chain is cut where its number starts
+            cut = chain[:answer_span(chain)[0]] if number else chain.rstrip() + READOUT
+            assert context == prompt + cut
+            numbers = [n for n, _ in scored]
+            values = np.exp([ll for _, ll in scored])
+            own = numbers.index(number) if number else int(np.argmax(values))
+            probabilities.append(values[own] / values.sum())
+        assert record["confidence"] == pytest.approx(probabilities[0])
+        assert [h.confidence for h in hints_of(record)] == pytest.approx(probabilities[1:])
+        flips = [p for p, a in zip(probabilities[1:], record["answers"], strict=True)
+                 if a != record["prediction"]]
+        assert record["mu"] == pytest.approx(sum(flips) / HINT_NUMBERS)
+        assert record["flipped"] == 1  # the first hinted chain follows its hint
+    evaluation = [r for r in records if r["split"] == "evaluation"]
+    assert results["acc"] == pytest.approx(np.mean([r["correct"] for r in evaluation]))
+    assert results["mu_mean"] == pytest.approx(np.mean([r["mu"] for r in evaluation]))
+    assert results["parse_fail_rate"] == pytest.approx(
+        sum(r["parse_failures"] for r in evaluation) / sum(r["generations"] for r in evaluation))
+
+
+def test_later_stages_need_the_earlier_ones(tmp_path: Path) -> None:
+    data = write_all(tmp_path / "data")
+    metadata = {"data_dir": str(data), "calib_size": 3, "eval_size": 4}
+    for task, earlier in (("calidist_gsm8k_assertion_chains", "calidist_gsm8k"),
+                          ("calidist_gsm8k_assertion", "calidist_gsm8k_assertion_chains")):
+        with pytest.raises(ValueError, match=f"reads the samples of {earlier}: .*original_samples"):
+            load_task(task, metadata)
+        with pytest.raises(FileNotFoundError, match=f"samples_{earlier}_"):
+            load_task(task, {**metadata, "original_samples": str(tmp_path)})
+    stage1 = load_task("calidist_gsm8k", metadata)
+    samples = [{"doc": dict(d), "acc": stage1.process_results(d, [f"The answer is {d['target']}"])
+                ["acc"]} for d in stage1.eval_docs]
+
+    def chains_reading(file: Path) -> None:
+        load_task("calidist_gsm8k_assertion_chains", {**metadata, "original_samples": str(file)})
+
+    with pytest.raises(ValueError, match="6 document\\(s\\) have no answer in .*partial.jsonl "
+                                         r"\(first: test.jsonl:\d+"):
+        chains_reading(_jsonl(tmp_path / "partial.jsonl", samples[:1]))
+    with pytest.raises(ValueError, match="broken.jsonl line 1: not a sample of calidist_gsm8k run "
+                                         "with --log_samples"):
+        chains_reading(_jsonl(tmp_path / "broken.jsonl", [{"doc": {"question": "What?"}}]))
+    failed = [*samples[:1], {**samples[1], "acc": {
+        "index": 1, "split": "evaluation", "requests": 1,
+        "error": "calidist_gsm8k document 1: boom"}}, *samples[2:]]
+    with pytest.raises(ValueError, match=r"failed.jsonl line 2: document 1 \(test.jsonl:\d+\) "
+                                         r"has no usable answer .*\(calidist_gsm8k document 1: "
+                                         r"boom\)"):
+        chains_reading(_jsonl(tmp_path / "failed.jsonl", failed))
+    with pytest.raises(ValueError, match=r"cut.jsonl:2: not valid JSON"):
+        chains_reading(_jsonl(tmp_path / "cut.jsonl", samples[:1], tail='{"doc'))
+
+    # stage 2's records read by a stage 3 of another m, or with a hand-edited answer
+    first = _jsonl(tmp_path / "s1.jsonl", samples)
+    stage2 = load_task("calidist_gsm8k_assertion_chains",
+                       {**metadata, "m": 1, "original_samples": str(first)})
+    # GSM8K's stages are its own: --metadata stage (two-stage runs) does not split them
+    assert not stage2.splits_in_stages() and stage2.run_stage.stage == "all"
+    samples = [{"doc": dict(d), "acc": stage2.process_results(d, ["x"] * HINT_NUMBERS)["acc"]}
+               for d in stage2.eval_docs]
+    second = _jsonl(tmp_path / "s2.jsonl", samples)
+    with pytest.raises(ValueError, match=r"calidist_gsm8k_assertion: original_samples .*s2.jsonl "
+                                         r"line \d+: document \d+ \(test.jsonl:\d+\): 4 hinted "
+                                         "chains, this run has 8 .* same m"):
+        load_task("calidist_gsm8k_assertion", {**metadata, "m": 2, "original_samples": str(second)})
+    with pytest.raises(ValueError, match="hinted numbers .* same seed as stage 2"):
+        load_task("calidist_gsm8k_assertion",
+                  {**metadata, "m": 1, "seed": 7, "original_samples": str(second)})
+    samples[0]["acc"]["prediction"] = "123456"
+    with pytest.raises(ValueError, match=r"line 1: document 0 \(test.jsonl:\d+\): the answer "
+                                         "'123456' is not the number of its logged worked answer"):
+        load_task("calidist_gsm8k_assertion",
+                  {**metadata, "m": 1, "original_samples": str(_jsonl(second, samples))})
+
+
+def test_samples_file_takes_the_newest_first_stage_file(tmp_path: Path) -> None:
+    def find(path: Path) -> Path:
+        return samples_file_of(path, "calidist_gsm8k", "original_samples", "--log_samples")
+
+    older = _save_samples(tmp_path, "calidist_gsm8k", [])
+    stage2 = tmp_path / "tiny" / "samples_calidist_gsm8k_assertion_2099-01-01T00-00-00.jsonl"
+    stage2.write_text("", encoding="utf-8")
+    assert find(tmp_path) == older
+    newer = tmp_path / "tiny" / "samples_calidist_gsm8k_2098-01-01T00-00-00.jsonl"
+    newer.write_text("", encoding="utf-8")
+    assert find(tmp_path) == newer
+    assert find(older) == older
+    with pytest.raises(ValueError, match="original_samples .* is the samples of "
+                                         "calidist_gsm8k_assertion"):
+        find(stage2)
+
+
+def test_gsm8k_local_data_and_gold_numbers() -> None:
+    """The shared GSM8K test file parses (every gold answer is a number after '####')."""
+    path = Path(__file__).parents[3] / "shared/data/gsm8k/test.jsonl"
+    if not path.is_file():
+        pytest.skip("the shared GSM8K file is not on this machine")
+    task = load_task("calidist_gsm8k", {"data_files": {"test": str(path)}, "eval_size": 50})
+    assert len(task.eval_docs) == 250
+    assert all(canonical_number(d["target"]) == d["target"] for d in task.eval_docs)
+
+
+def _cli(args: list[str], cwd: Path) -> None:
+    found = Path(sys.executable).parent / "calidist"
+    calidist = str(found) if found.exists() else shutil.which("calidist") or pytest.skip("calidist")
+    done = subprocess.run([calidist, "eval", *args], cwd=cwd, capture_output=True, text=True,
+                          env=dict(os.environ))
+    assert done.returncode == 0, f"{args}:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+
+
+def test_stage2_reads_a_cli_output_folder(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Stage 1 through the real CLI (docs/gsm8k.md's first command); stage 2, given that
+    --output_path folder, finds the samples file by lm-eval's own naming and carries every
+    document's answer and worked answer on (in-process: a second CLI start-up would add nothing
+    but time)."""
+    data = write_all(tmp_path / "data", n_eval=3, n_calib=2)
+    metadata = {"data_dir": str(data), "calib_size": 2, "eval_size": 3}
+    _cli(["--tasks", "calidist_gsm8k", "--gen_kwargs", "max_gen_toks=8", "--model", "hf",
+          "--model_args", f"pretrained={tiny_model_dir},dtype=float32", "--device", "cpu",
+          "--log_samples", "--metadata", json.dumps(metadata), "--output_path", "stage1"],
+         cwd=tmp_path)
+    (first,) = (tmp_path / "stage1").rglob("samples_calidist_gsm8k_2*.jsonl")
+    answers = {json.loads(line)["doc"]["question"]: json.loads(line)["acc"]
+               for line in first.read_text(encoding="utf-8").splitlines()}
+    out = run_lm_eval(["calidist_gsm8k_assertion_chains"], tiny_model_dir,
+                      {**metadata, "original_samples": str(tmp_path / "stage1")},
+                      gen_kwargs="max_gen_toks=8")
+    samples = out["samples"]["calidist_gsm8k_assertion_chains"]
+    assert len(samples) == len(answers) == 5
+    for sample in samples:
+        stage1 = answers[sample["doc"]["question"]]
+        assert sample["acc"]["prediction"] == stage1["prediction"]
+        assert sample["acc"]["chain"] == stage1["chain"]
