@@ -247,6 +247,13 @@ def register(variant: Variant | None = None, *rows: Method) -> None:
         METHODS.append(method)
 
 
+def calidist_method() -> Method:
+    """The CaliDist row of the logit tasks. Every CaliDist row fits alike
+    (``fits.calidist_fit``); the task's aggregation, ``calidist report`` and the transfer table
+    all call this row's ``fit``."""
+    return next(m for m in METHODS if m.confidence == CALIDIST and not m.reading)
+
+
 def variant_named(name: str) -> Variant:
     return next(v for v in VARIANTS if v.name == name)
 

@@ -23,6 +23,7 @@ from .calibrators import (
 )
 from .instability import (
     DELTA_MODES,
+    STABILITY_EPSILON,
     confidence_instability,
     prediction_instability,
     reliability_score,
@@ -59,6 +60,7 @@ __all__ = [
     "NotFittedError",
     "PlattScaling",
     "ReliabilityBins",
+    "STABILITY_EPSILON",
     "TemperatureScaling",
     "VectorScaling",
     "accuracy_at_coverage",

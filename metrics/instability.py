@@ -24,8 +24,14 @@ from numpy.typing import ArrayLike
 from ._validation import as_float_array, check_confidence, check_finite_number
 
 __all__ = [
-    "DELTA_MODES", "confidence_instability", "prediction_instability", "reliability_score",
+    "DELTA_MODES", "STABILITY_EPSILON", "confidence_instability", "prediction_instability",
+    "reliability_score",
 ]
+
+# epsilon of lambda_raw = (1 - mu) / (delta + epsilon) (paper section 3): keeps a document whose
+# confidence did not move (delta = 0) finite; such a document's lambda_raw is set by it
+# (1 / STABILITY_EPSILON = 1e10 when mu = 0 too), not measured.
+STABILITY_EPSILON = 1e-10
 
 # how the confidence moves of one document are pooled: their mean, or the largest one
 DELTA_MODES = ("mean", "worst_case")
@@ -147,11 +153,24 @@ def confidence_instability(
 def reliability_score(
     prediction_instability: float | ArrayLike,
     confidence_instability: float | ArrayLike,
-    epsilon: float = 1e-10,
+    epsilon: float = STABILITY_EPSILON,
 ) -> float | np.ndarray:
-    """lambda_raw = (1 - mu) / (delta + epsilon), >= 0; broadcasts over arrays.
+    """The reliability score lambda_raw = (1 - mu) / (delta + epsilon), >= 0.
 
-    With the default epsilon a fully stable document (mu = delta = 0) scores 1e10.
+    Parameters
+    ----------
+    prediction_instability : float or array-like
+        mu in [0, 1] (:func:`prediction_instability`), one per document.
+    confidence_instability : float or array-like
+        delta >= 0 (:func:`confidence_instability`), broadcastable with mu.
+    epsilon : float, default STABILITY_EPSILON (1e-10)
+        Keeps lambda_raw finite when delta = 0: a fully stable document (mu = delta = 0)
+        scores 1 / epsilon = 1e10.
+
+    Returns
+    -------
+    float or ndarray
+        lambda_raw per document (a float for scalar inputs).
     """
     if (type(prediction_instability) is float and 0.0 <= prediction_instability <= 1.0
             and type(confidence_instability) is float and 0.0 <= confidence_instability < math.inf

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from calidist_tasks.runs.files import (
     model_name,
     stage1_folder,
 )
-from calidist_tasks.scoring.records import SOURCE_FIELD, STAGE1_FOLDER, Record, is_failed, is_record
+from calidist_tasks.scoring.records import SOURCE_FIELD, STAGE1_FOLDER, is_failed, line_record
 
 TASK_PREFIX = "calidist_"
 
@@ -172,15 +172,6 @@ def _generations(line: Mapping[str, Any]) -> list[str]:
     return texts
 
 
-def _record(line: Mapping[str, Any], metric_names: Iterable[str]) -> Record | None:
-    # process_results returns the same record under every metric name
-    for name in [*(line.get("metrics") or []), *metric_names]:
-        value = line.get(name)
-        if is_record(value):
-            return value
-    return None
-
-
 def _source(line: Mapping[str, Any]) -> str | None:
     doc = line.get("doc")
     source = doc.get(SOURCE_FIELD) if isinstance(doc, dict) else None
@@ -207,7 +198,7 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
             continue
         if line.get("filter", run.filter_name) != run.filter_name:
             continue
-        record = _record(line, run.metrics)
+        record = line_record(line)
         if record is None:
             bad.append(f"line {number} holds no calidist record")
             continue

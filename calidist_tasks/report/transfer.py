@@ -12,12 +12,12 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 
-from calidist_metrics import CalibrationWarning, CaliDistCalibrator
-from calidist_tasks.registry import SCORES
+from calidist_metrics import CalibrationWarning
+from calidist_tasks.registry import SCORES, calidist_method
 from calidist_tasks.report.cells import run_context, settings_of
 from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.report.tables import LEADERBOARD_SCORES, Table
-from calidist_tasks.scoring.fits import calidist_calibrator, calidist_inputs, column, split_records
+from calidist_tasks.scoring.fits import Fitted, column, split_records
 
 CONFIDENCES = ("vanilla", "in-domain", "transferred")
 
@@ -31,15 +31,17 @@ def parse_pair(text: str) -> tuple[str, str]:
     return source.strip(), target.strip()
 
 
-def refit_calidist(run: TaskRun) -> CaliDistCalibrator:
-    """A fresh CaliDist fit on the run's calibration documents, with the run's settings.
+def refit_calidist(run: TaskRun, target: TaskRun) -> Fitted:
+    """CaliDist (the registry's fit) refitted on ``run``'s calibration documents with ``run``'s
+    settings, applied to ``target``'s evaluation documents.
 
     ``lambda_scale`` and ``fit`` come from the run's logged metadata, else the defaults (the
     paper's grid search alone); lambda_raw in the records already follows its ``delta_mode``.
     """
     settings = replace(settings_of(run), calibrator=None)  # refit even if the run loaded a fit
     calibration, _ = split_records(run.records)
-    return calidist_calibrator(calibration, settings, run_context(run, settings))
+    _, evaluation = split_records(target.records)
+    return calidist_method().fit(calibration, evaluation, settings, run_context(run, settings))
 
 
 def transfer_table(pairs: list[tuple[str, str]], runs: list[TaskRun], names: dict[str, str],
@@ -70,11 +72,12 @@ def transfer_table(pairs: list[tuple[str, str]], runs: list[TaskRun], names: dic
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", CalibrationWarning)  # the leaderboard notes
-                    fits = [refit_calidist(r) for r in pair]
+                    transferred, in_domain = (refit_calidist(r, pair[1]) for r in pair)
                 _, evaluation = split_records(pair[1].records)
-                inputs, correct = calidist_inputs(evaluation), column(evaluation, "correct")
-                confidences = [column(evaluation, "confidence"), fits[1].predict(inputs),
-                               fits[0].predict(inputs)]
+                correct = column(evaluation, "correct")
+                confidences = [column(evaluation, "confidence"), in_domain.confidence,
+                               transferred.confidence]
+                fits = [transferred.estimator, in_domain.estimator]
             except (KeyError, TypeError, ValueError) as error:
                 problems.append(f"{where}: cannot refit ({type(error).__name__}: {error})")
                 continue

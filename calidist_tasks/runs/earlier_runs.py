@@ -31,7 +31,6 @@ from typing import Any, NamedTuple
 
 from calidist_tasks.prompting.distractors import document_key
 from calidist_tasks.runs.files import (
-    RECORD_KEY,
     SAMPLES_NAME,
     model_name,
     read_jsonl,
@@ -42,7 +41,7 @@ from calidist_tasks.scoring.records import (
     SOURCE_FIELD,
     is_failed,
     is_own_field,
-    is_record,
+    line_record,
 )
 
 UNKNOWN_MODEL = "unknown model"  # what run_files.model_name says when none is recorded
@@ -104,14 +103,6 @@ def check_model(file: Path, where: str, model: str | None) -> None:
                          f"run's {model!r}; run it again with this model")
 
 
-def logged_record(sample: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The calidist record of a samples line: the value ``records.is_record`` recognises, else
-    the one under ``acc`` (every task reports it; GSM8K's stages always read it there)."""
-    found = next((value for value in sample.values() if is_record(value)), None)
-    found = found if found is not None else sample.get(RECORD_KEY)
-    return found if isinstance(found, dict) else None
-
-
 class EarlierRun:
     """An earlier run's samples of one task, each line matched to this run's document."""
 
@@ -140,7 +131,7 @@ class EarlierRun:
         for number, sample in enumerate(read_jsonl(file), start=1):
             where = f"{task}: {key} {file} line {number}"
             doc = sample.get("doc") if isinstance(sample, dict) else None
-            record = logged_record(sample) if isinstance(doc, dict) else None
+            record = line_record(sample) if isinstance(doc, dict) else None
             if record is None or INDEX_FIELD not in doc:
                 raise ValueError(f"{where}: not a sample of {earlier_task} run with "
                                  "--log_samples (a calidist record and its document)")

@@ -2,10 +2,10 @@
 
 Pure functions of the records that ``joining`` builds; the task class only routes lm-eval's
 aggregation calls here. Each method's confidence comes from its fit in the registry
-(``methods.Method.fit``, functions in ``fits``, which also keeps the saved-fit policy), the same
-call ``calidist report`` makes; the metric names and their directions are the registry's
-(``methods``); a task logs the calibration warnings with ``calibration_warnings``. Numbers are
-fractions in [0, 1] (the paper prints them x100).
+(``registry.Method.fit``, functions in ``fits``, which also keeps the saved-fit policy), the same
+call ``calidist report`` makes; the metric names and their directions are the registry's; a
+task logs the calibration warnings with ``calibration_warnings``. Numbers are fractions in
+[0, 1] (the paper prints them x100).
 """
 
 from __future__ import annotations
@@ -17,12 +17,17 @@ from typing import Any
 
 import numpy as np
 
-from calidist_metrics import CalibrationWarning
+from calidist_metrics import STABILITY_EPSILON, CalibrationWarning
 from calidist_tasks.confidence import consistency
-from calidist_tasks.registry import LOGIT, SCORES, Method, fitted_methods, metric_names
+from calidist_tasks.registry import (
+    LOGIT,
+    SCORES,
+    Method,
+    calidist_method,
+    fitted_methods,
+    metric_names,
+)
 from calidist_tasks.scoring.fits import (
-    calidist_calibrator,
-    calidist_inputs,
     column,
     reading_settings,
     save_fit,
@@ -40,11 +45,6 @@ from calidist_tasks.scoring.records import (
     metric_name,
 )
 from calidist_tasks.settings import RunSettings
-
-# reliability_score's epsilon: a document whose delta is below it (0 up to rounding) did not move,
-# and its lambda_raw = (1 - mu) / (delta + epsilon) is set by epsilon (STABLE_LAMBDA_RAW = 1 /
-# epsilon when mu = 0 too), not measured; lambda_min / lambda_max leave such documents out.
-EPSILON = 1.0 / STABLE_LAMBDA_RAW
 
 
 def _scores(confidence: np.ndarray, correct: np.ndarray, name: str = "") -> dict[str, float]:
@@ -69,13 +69,12 @@ def summarize_calidist(
 ) -> dict[str, float]:
     """CaliDist metrics on the evaluation documents, fitted on the calibration documents."""
     calibration, evaluation = split_records(records)
-    calibrator = calidist_calibrator(calibration, settings, context)
+    fitted = calidist_method().fit(calibration, evaluation, settings, context)
+    calibrator = fitted.estimator
     save_fit(calibrator, settings, context)
-    correct = column(evaluation, "correct")
-    calibrated = calibrator.predict(calidist_inputs(evaluation))
     return {
         **_common(calibration, evaluation),
-        **_scores(calibrated, correct),
+        **_scores(fitted.confidence, fitted.correct),
         "flip_rate": float(column(evaluation, "flipped").mean()),
         "mu_mean": float(column(evaluation, "mu").mean()),
         "delta_mean": float(column(evaluation, "delta").mean()),
@@ -88,9 +87,10 @@ def summarize_calidist(
 def lambda_diagnostics(calibration: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """``lambda_min`` / ``lambda_max``: the smallest and largest lambda_raw of the calibration
     documents that moved under the hints, NaN when none did; and ``stable_fraction``: the share
-    of calibration documents whose confidence did not move (delta < EPSILON, 0 up to rounding)
-    and whose answer not every hint changed (mu < 1): their lambda_raw = (1 - mu) / EPSILON, up
-    to 1 / EPSILON = 1e10, is set by EPSILON rather than measured.
+    of calibration documents whose confidence did not move (delta < epsilon, 0 up to rounding;
+    ``calidist_metrics.STABILITY_EPSILON``) and whose answer not every hint changed (mu < 1):
+    their lambda_raw = (1 - mu) / epsilon, up to 1 / epsilon = 1e10, is set by epsilon rather
+    than measured.
 
     With no such document and a fit made in this run, the two bounds are exactly the fit's
     min-max bounds. With one, the fit's upper bound is a stable document's lambda_raw (1e10 when
@@ -102,7 +102,7 @@ def lambda_diagnostics(calibration: Sequence[Mapping[str, Any]]) -> dict[str, fl
         return dict.fromkeys(("lambda_min", "lambda_max", "stable_fraction"), math.nan)
     raw = column(calibration, "lambda_raw")
     delta = np.asarray([r.get("delta", math.nan) for r in calibration], dtype=float)
-    stable = ((delta < EPSILON) & (raw > 0)) | (raw >= STABLE_LAMBDA_RAW)  # raw 0: mu = 1
+    stable = ((delta < STABILITY_EPSILON) & (raw > 0)) | (raw >= STABLE_LAMBDA_RAW)  # raw 0: mu = 1
     moved = raw[~stable]
     return {
         "lambda_min": float(moved.min()) if moved.size else math.nan,

@@ -21,6 +21,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple, TypedDict
 
+from calidist_metrics import STABILITY_EPSILON
+
 # ------------------------------------------------------------------ document fields
 # Every document carries these (``dataset.build_documents``); a benchmark's rows may not.
 SPLIT_FIELD = "calidist_split"  # CALIBRATION or EVALUATION
@@ -113,9 +115,23 @@ def is_marker(value: Any) -> bool:
     return isinstance(value, dict) and RECORD_IN in value
 
 
-# reliability_score's 1 / epsilon: the lambda_raw of a fully stable document (mu = delta = 0),
-# also logged in place of a non-finite one (JSON holds no infinity).
-STABLE_LAMBDA_RAW = 1e10
+def line_record(line: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The record of a samples-file line, None when it holds none: the value of the first
+    metric the line lists (``metrics``) that is a record or a marker pointing at one, else of
+    any other key but the document (lines written without ``metrics``)."""
+    names = [*(line.get("metrics") or ()), *(key for key in line if key != "doc")]
+    for name in names:
+        value = line.get(name) if isinstance(name, str) else None
+        if is_marker(value):
+            value = line.get(value[RECORD_IN])
+        if is_record(value):
+            return value
+    return None
+
+
+# the lambda_raw of a fully stable document (mu = delta = 0), also logged in place of a
+# non-finite one (JSON holds no infinity)
+STABLE_LAMBDA_RAW = 1.0 / STABILITY_EPSILON
 
 
 def logged_lambda_raw(value: float) -> float:
