@@ -33,8 +33,11 @@ __all__ = [
     "brier_score",
     "expected_calibration_error",
     "maximum_calibration_error",
+    "negative_log_likelihood",
     "paired_bootstrap_test",
+    "prediction_rejection_ratio",
     "reliability_bins",
+    "rms_calibration_error",
     "risk_coverage_curve",
     "smooth_ece",
     "smooth_ece_bandwidth",
@@ -121,6 +124,61 @@ def maximum_calibration_error(
     :func:`reliability_bins` (Naeini et al. 2015), a fraction in [0, 1]."""
     bins = reliability_bins(confidence, correct, n_bins=n_bins, strategy=strategy)
     return float(np.max(bins.gaps[bins.counts > 0]))
+
+
+def rms_calibration_error(
+    confidence: ArrayLike, correct: ArrayLike, n_bins: int = 10, strategy: str = "uniform"
+) -> float:
+    """Root-mean-square calibration error: the count-weighted l2 norm of the bins' gaps.
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+    n_bins : int, default 10
+        Number of bins.
+    strategy : {"uniform", "quantile"}, default "uniform"
+        Binning of :func:`reliability_bins`.
+
+    Returns
+    -------
+    float
+        sqrt(sum over bins of (count / n) * (accuracy - mean confidence)^2), in [0, 1]; the
+        ``norm="l2"`` calibration error of torchmetrics, whose bins are closed on the left as
+        these are (a confidence of exactly 1.0 is in the last bin here, in a bin of its own
+        there).
+    """
+    bins = reliability_bins(confidence, correct, n_bins=n_bins, strategy=strategy)
+    weights = bins.counts / bins.counts.sum()
+    return float(np.clip(np.sqrt(np.sum(weights * bins.gaps ** 2)), 0.0, 1.0))
+
+
+# the smallest and largest confidence a log is taken of: scikit-learn's log_loss clips at the
+# float64 machine epsilon too, so that one confident wrong answer costs -log(eps) ~ 36, not inf
+_NLL_CLIP = float(np.finfo(np.float64).eps)
+
+
+def negative_log_likelihood(confidence: ArrayLike, correct: ArrayLike) -> float:
+    """Negative log-likelihood of the top label's correctness under its confidence.
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+
+    Returns
+    -------
+    float
+        -mean(y log c + (1 - y) log(1 - c)), c clipped to [eps, 1 - eps] (float64 machine
+        epsilon), as ``sklearn.metrics.log_loss(correct, confidence)``; >= 0, lower is better.
+    """
+    confidence, correct = _check_pair(confidence, correct)
+    clipped = np.clip(confidence, _NLL_CLIP, 1.0 - _NLL_CLIP)
+    return float(-np.mean(correct * np.log(clipped) + (1.0 - correct) * np.log1p(-clipped)))
 
 
 # Smooth ECE (Blasiok & Nakkiran 2023, "Smooth ECE: principled reliability diagrams via kernel
@@ -224,6 +282,41 @@ def aurc(confidence: ArrayLike, correct: ArrayLike) -> float:
     coverages 1/n, ..., n/n of :func:`risk_coverage_curve`; lower is better, in [0, 1]."""
     _, risk = risk_coverage_curve(confidence, correct)
     return float(np.mean(risk))
+
+
+def prediction_rejection_ratio(confidence: ArrayLike, correct: ArrayLike) -> float:
+    """Prediction rejection ratio (PRR, LM-Polygraph's headline score).
+
+    The rejection curve keeps the k most confident documents, k = n..1, and reads their
+    accuracy; PRR is the area between that curve and random rejection's (accuracy constant),
+    over the area between the oracle's (every correct document kept first) and random's.
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+
+    Returns
+    -------
+    float
+        (AURC_random - AURC) / (AURC_random - AURC_oracle), with :func:`aurc` (ties as in
+        :func:`risk_coverage_curve`) and AURC_random the error rate: 1 for the oracle's order,
+        0 for a random one, negative below chance; higher is better. When only correct or
+        only wrong documents are present no order beats another: a CalibrationWarning is
+        issued and 0.0 (chance) is returned.
+    """
+    confidence, correct = _check_pair(confidence, correct)
+    n_correct = int(correct.sum())
+    if n_correct in (0, correct.size):
+        warnings.warn("prediction_rejection_ratio: only one class in `correct` (all correct or "
+                      "all wrong); returning 0.0", CalibrationWarning, stacklevel=2)
+        return 0.0
+    kept = np.arange(1, correct.size + 1)
+    oracle = np.mean(1.0 - np.minimum(kept, n_correct) / kept)
+    random = 1.0 - n_correct / correct.size
+    return float((random - aurc(confidence, correct)) / (random - oracle))
 
 
 def accuracy_at_coverage(confidence: ArrayLike, correct: ArrayLike, coverage: float = 0.8) -> float:

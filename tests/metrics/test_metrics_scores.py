@@ -23,16 +23,20 @@ from calidist_metrics import (
     brier_score,
     expected_calibration_error,
     maximum_calibration_error,
+    negative_log_likelihood,
     paired_bootstrap_test,
+    prediction_rejection_ratio,
     reliability_bins,
     risk_coverage_curve,
+    rms_calibration_error,
     smooth_ece,
     smooth_ece_bandwidth,
 )
 
 SCORES = [expected_calibration_error, brier_score, auroc, reliability_bins,
           maximum_calibration_error, smooth_ece, smooth_ece_bandwidth, risk_coverage_curve, aurc,
-          accuracy_at_coverage]
+          accuracy_at_coverage, prediction_rejection_ratio, negative_log_likelihood,
+          rms_calibration_error]
 
 
 def _data(n=400, seed=0):
