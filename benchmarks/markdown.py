@@ -22,7 +22,7 @@ from benchmarks.commands import (
     without_markdown,
 )
 from benchmarks.records import SAME_DOCUMENTS, Stored, load
-from calidist_tasks.registry import ECE_BINNING
+from calidist_tasks.registry import ECE_BINNING, SUMMARY, scores_shown
 from calidist_tasks.report.tables import UNREADABLE
 from calidist_tasks.scoring.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.scoring.records import CALIBRATION
@@ -111,7 +111,7 @@ SCORE_COLUMNS = ["task", "evaluation docs", "acc", "ECE", "adaptive ECE", "Brier
 def _score_cells(row: an.Scored, benchmark: str) -> list[str]:
     """A method row's ``SCORE_COLUMNS``: x100 with bootstrap intervals; results-file numbers
     (†) where it was not rebuilt."""
-    scores = ("ece", "ece_adaptive", "brier", "auroc")
+    scores = tuple(scores_shown(SUMMARY))
     if row.confidence is None:
         return [f"`{row.task}`", "-", "-", *(f"{100 * row.values[s]:.2f} †" if s in row.values
                                              else "-" for s in scores)]

@@ -15,17 +15,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
 
 from calidist_metrics import (
+    accuracy_at_coverage,
     aurc,
     auroc,
     brier_score,
     expected_calibration_error,
     maximum_calibration_error,
+    negative_log_likelihood,
+    prediction_rejection_ratio,
+    rms_calibration_error,
     smooth_ece,
 )
 from calidist_tasks.scoring import fits
@@ -45,40 +49,92 @@ from calidist_tasks.scoring.records import (
     metric_name,
 )
 
-# ------------------------------------------------------------------ scores and their direction
+# ------------------------------------------------------------------ scores
 # How ``ece`` and ``ece_adaptive`` bin (calidist_metrics.reliability_bins), printed wherever
 # results are: libraries differ here (a 5%-step confidence of exactly 0.7 falls in another bin
 # under a right-closed rule) by up to 0.014 ECE.
 ECE_BINNING = ("ECE: top-label, 10 equal-width bins [0, 0.1), [0.1, 0.2), ..., [0.9, 1.0], "
                "each closed on the left (a confidence of exactly 0.7 is in [0.7, 0.8); 1.0 in "
-               "the last bin); adaptive ECE: 10 equal-mass bins")
-SCORES: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
-    "ece": lambda c, y: expected_calibration_error(c, y, n_bins=10, strategy="uniform"),
-    "ece_adaptive": lambda c, y: expected_calibration_error(c, y, n_bins=10, strategy="quantile"),
-    "brier": brier_score,
-    "auroc": auroc,
-    "mce": lambda c, y: maximum_calibration_error(c, y, n_bins=10, strategy="uniform"),
-    "smece": smooth_ece,
-    "aurc": aurc,
-}
-# Which way each reported number is better (lm-eval's arrows, the report's verdicts); a metric
-# named "<score>_<confidence>" goes the way of its score. Diagnostics have none.
-HIGHER_IS_BETTER = {"acc": True, "auroc": True, "ece": False, "ece_adaptive": False,
-                    "brier": False, "mce": False, "smece": False, "aurc": False,
-                    "parse_fail_rate": False}
+               "the last bin); adaptive ECE: 10 equal-mass bins (HELM's ece_10_bin)")
+
+# Where a score is shown (``Score.shown``)
+RESULTS = "results"  # every task's metrics, once per confidence ("ece", "ece_vanilla")
+LEADERBOARD = "leaderboard"  # the report's leaderboard, transfer table and model figures
+MORE = "more"  # the report's "more scores" table
+SUMMARY = "summary"  # the compact table ``calidist eval`` prints
+
+
+@dataclass(frozen=True)
+class Score:
+    """One score of a top-label confidence against correctness, callable as
+    ``score(confidence, correct)``."""
+
+    name: str  # its metric name; "<name>_<confidence suffix>" per confidence
+    function: Callable[[np.ndarray, np.ndarray], float]
+    higher_is_better: bool
+    title: str  # its column title in tables and figures
+    shown: tuple[str, ...] = (RESULTS, MORE)  # RESULTS, LEADERBOARD, MORE, SUMMARY
+
+    def __call__(self, confidence: np.ndarray, correct: np.ndarray) -> float:
+        return self.function(confidence, correct)
+
+    @property
+    def arrow(self) -> str:
+        return "↑" if self.higher_is_better else "↓"
+
+
+SCORE_ENTRIES: list[Score] = [
+    Score("ece", partial(expected_calibration_error, n_bins=10, strategy="uniform"), False,
+          "ECE", (RESULTS, LEADERBOARD, SUMMARY)),
+    Score("ece_adaptive", partial(expected_calibration_error, n_bins=10, strategy="quantile"),
+          False, "Adaptive ECE (HELM ece_10_bin)", (RESULTS, MORE, SUMMARY)),
+    Score("brier", brier_score, False, "Brier", (RESULTS, LEADERBOARD, SUMMARY)),
+    Score("auroc", auroc, True, "AUROC", (RESULTS, LEADERBOARD, SUMMARY)),
+    # the report's only: HELM's one-bin ECE
+    Score("ece_1_bin", partial(expected_calibration_error, n_bins=1), False, "ECE 1 bin",
+          (MORE,)),
+    Score("mce", partial(maximum_calibration_error, n_bins=10, strategy="uniform"), False,
+          "MCE"),
+    Score("smece", smooth_ece, False, "smECE"),
+    Score("aurc", aurc, False, "AURC"),
+    # the report's only: the accuracy of the 80% most confident documents
+    Score("acc_at_80_coverage", partial(accuracy_at_coverage, coverage=0.8), True,
+          "Acc@80% coverage", (MORE,)),
+    Score("prr", prediction_rejection_ratio, True, "PRR"),
+    Score("nll", negative_log_likelihood, False, "NLL"),
+    Score("rmsce", partial(rms_calibration_error, n_bins=10, strategy="uniform"), False,
+          "RMS CE"),
+]
+
+
+def scores_shown(where: str) -> dict[str, Score]:
+    """The scores shown ``where`` (RESULTS, LEADERBOARD, MORE, SUMMARY), in SCORE_ENTRIES order."""
+    return {score.name: score for score in SCORE_ENTRIES if where in score.shown}
+
+
+# Every task's scores, per confidence: name -> Score (callable as its function). Kept equal to
+# ``scores_shown(RESULTS)`` by ``register``.
+SCORES: dict[str, Score] = scores_shown(RESULTS)
+# Which way the reported numbers that are not scores go (lm-eval's arrows, the report's verdicts)
+OTHER_DIRECTIONS = {"acc": True, "parse_fail_rate": False}
 
 
 def higher_is_better(name: str) -> bool | None:
-    """True for accuracy and AUROC, False for ECE, MCE, smECE, Brier, AURC and the unreadable
-    share (also under a confidence's suffix: "ece_vanilla", "acc_vector"); None (lm-eval then
-    prints no arrow) for diagnostics such as alpha, beta, lambda bounds and counts."""
-    for score in sorted(HIGHER_IS_BETTER, key=len, reverse=True):
-        if name == score or name.startswith(score + "_"):
-            return HIGHER_IS_BETTER[score]
+    """True for accuracy and AUROC, False for ECE, Brier and the unreadable share (also under
+    a confidence's suffix: "ece_vanilla", "acc_vector"): a score's own direction; None (lm-eval
+    then prints no arrow) for diagnostics such as alpha, beta, lambda bounds and counts."""
+    directions = {**OTHER_DIRECTIONS,
+                  **{score.name: score.higher_is_better for score in SCORE_ENTRIES}}
+    for prefix in sorted(directions, key=len, reverse=True):
+        if name == prefix or name.startswith(prefix + "_"):
+            return directions[prefix]
     return None
 
 
 # ------------------------------------------------------------------ variants
+# A generation task's confidence sources by name (its YAML ``confidence:``): the
+# ``confidence.sources.ConfidenceSource`` objects, the built-in ones put here by that module.
+SOURCES: dict[str, Any] = {}
 LOGIT = "logit"  # CaliDistTask's confidence source: the option letters' probabilities
 # ReasonedTask's: the letters' probabilities at the answer of a reasoned reply, read with the
 # reply's stated confidence (calidist_tasks.tasks.reasoned); the paper's protocol
@@ -234,9 +290,23 @@ METHODS: list[Method] = [
 ]
 
 
-def register(variant: Variant | None = None, *rows: Method) -> None:
-    """Add a variant (written by the YAML generator, found by ``task_variant``) and the methods
-    it reports; a style's own class goes into ``styles.STYLES``."""
+def register(variant: Variant | None = None, *rows: Method, score: Score | None = None,
+             source: Any = None) -> None:
+    """Add a variant (written by the YAML generator, found by ``task_variant``), the methods it
+    reports (a new calibrator is a method whose ``fit`` is new), a score (reported for every
+    confidence, shown where its ``shown`` says) and a generation task's confidence source (a
+    ``confidence.sources.ConfidenceSource``, found by its YAML ``confidence:``); a style's own
+    class goes into ``styles.STYLES``."""
+    if source is not None:
+        if source.name in SOURCES or source.name == LOGIT:
+            raise ValueError(f"a confidence source named {source.name!r} is registered already")
+        SOURCES[source.name] = source
+    if score is not None:
+        if any(s.name == score.name for s in SCORE_ENTRIES):
+            raise ValueError(f"a score named {score.name!r} is registered already")
+        SCORE_ENTRIES.append(score)
+        SCORES.clear()
+        SCORES.update(scores_shown(RESULTS))
     if variant is not None:
         if any(v.name == variant.name for v in VARIANTS):
             raise ValueError(f"a variant named {variant.name!r} is registered already")

@@ -137,3 +137,53 @@ def test_no_method_call_skips_a_parent_class() -> None:
     found = {name: calls for name, path in _modules().items()
              if (calls := _parent_skipping_calls(path.read_text(encoding="utf-8")))}
     assert not found
+
+
+def _external(path: Path) -> set[str]:
+    """The top-level names of what ``path`` imports from outside calidist_tasks (at the top or
+    inside a function: "lm_eval" for ``from lm_eval.api import task``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found - {PACKAGE}
+
+
+METRICS_ROOT = Path(__file__).parents[1] / "metrics"  # imported as calidist_metrics
+
+
+def test_scoring_and_calidist_metrics_never_import_lm_eval() -> None:
+    """``calidist_tasks.scoring`` (records -> fits -> scores) and ``calidist_metrics`` import no
+    ``lm_eval``, neither themselves nor through any module of ours they import, not even inside
+    a function."""
+    modules = _modules()
+    graph = {name: _imported(path, name, modules) for name, path in modules.items()}
+    scoring = [name for name in modules if name.startswith(f"{PACKAGE}.scoring")]
+    assert f"{PACKAGE}.scoring.aggregation" in scoring
+    for start in scoring:
+        found = _reachable(graph, start)
+        for module in [start, *found]:
+            assert "lm_eval" not in _external(modules[module]), (
+                f"{start} imports lm_eval through {module}"
+                + (f" (imported by {found[module]})" if module in found else ""))
+    for path in sorted(METRICS_ROOT.rglob("*.py")):
+        assert not {"lm_eval", PACKAGE} & _external(path), path
+    # the check can fail: the task classes import lm_eval
+    assert "lm_eval" in _external(modules[f"{PACKAGE}.tasks.base"])
+
+
+def test_importing_scoring_and_calidist_metrics_loads_no_lm_eval() -> None:
+    """The same at run time, third-party imports included: a fresh interpreter importing every
+    scoring module and calidist_metrics has no ``lm_eval`` (nor torch) in ``sys.modules``."""
+    import subprocess
+    import sys
+
+    scoring = sorted(name for name in _modules() if name.startswith(f"{PACKAGE}.scoring"))
+    code = ("import importlib, sys\n"
+            f"for name in {['calidist_metrics', *scoring]!r}:\n"
+            "    importlib.import_module(name)\n"
+            "bad = [m for m in ('lm_eval', 'torch') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -5,9 +5,11 @@ a new distractor style added by touching only the registry and the style's own c
 from __future__ import annotations
 
 import csv
+import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import assert_report_rebuilds_results
 
@@ -160,3 +162,151 @@ def test_each_row_is_paired_with_the_vanilla_and_ts_of_its_own_protocol():
         "Vanilla (log-prob)")
     assert paired_references(by_label["CaliDist (As.)"]) == {"Vanilla": "Vanilla",
                                                               "TS": "Temperature scaling"}
+
+
+# ------------------------------------------------ a toy source, calibrator and score, each one
+# new module's worth of code (here, the test's) plus one ``register`` call
+def _records(n_cal: int = 30, n_eval: int = 40, seed: int = 0) -> list[dict]:
+    """Records of a logit task without hints: p, correctness and the letters' log-probs."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for i in range(n_cal + n_eval):
+        p = float(rng.uniform(0.5, 0.99))
+        correct = int(rng.random() < p - 0.1)
+        records.append({"index": i, "split": "calibration" if i < n_cal else "evaluation",
+                        "label": 0, "prediction": 0 if correct else 1, "confidence": p,
+                        "correct": correct, "requests": 2, "generations": 3,
+                        "parse_failures": 0,
+                        "letter_logprobs": [math.log(p), math.log(1 - p)] if correct
+                        else [math.log(1 - p), math.log(p)]})
+    return records
+
+
+@pytest.fixture
+def restored(monkeypatch: pytest.MonkeyPatch):
+    """The registry (and the confidence sources) as they were, after the test."""
+    from calidist_tasks.confidence.sources import SOURCES
+
+    saved = ([*methods.VARIANTS], [*methods.METHODS], [*methods.SCORE_ENTRIES],
+             dict(methods.SCORES), dict(SOURCES))
+    yield
+    methods.VARIANTS[:], methods.METHODS[:], methods.SCORE_ENTRIES[:] = saved[:3]
+    methods.SCORES.clear()
+    methods.SCORES.update(saved[3])
+    SOURCES.clear()
+    SOURCES.update(saved[4])
+
+
+def histogram_binned(calibration, evaluation, settings, context) -> fits.Fitted:
+    """A toy calibrator (histogram binning, 5 equal-width bins): the calibration accuracy of the
+    bin of each evaluation confidence (the bin's midpoint where no calibration document is)."""
+    def bins(records):
+        return np.minimum((fits.column(records, "confidence") * 5).astype(int), 4)
+
+    where, correct = bins(calibration), fits.column(calibration, "correct")
+    accuracy = np.array([correct[where == b].mean() if (where == b).any() else (b + 0.5) / 5
+                         for b in range(5)])
+    return fits.Fitted(accuracy[bins(evaluation)], fits.column(evaluation, "correct"))
+
+
+def test_a_toy_calibrator_is_one_method(restored) -> None:
+    """A new fit registered as a method: the logit tasks report its scores under its
+    confidence's name, computed by the aggregation through its ``fit``."""
+    from calidist_tasks.scoring.aggregation import summarize_baselines
+    from calidist_tasks.settings import RunSettings
+
+    methods.register(None, methods.Method("Histogram binning", ("",), "histogram",
+                                          histogram_binned))
+    assert "ece_histogram" in methods.metric_names(False)
+    assert "ece_histogram" not in methods.metric_names(True)  # not a hinted task's row
+    assert methods.higher_is_better("auroc_histogram") is True
+    records = _records()
+    results = summarize_baselines(records, RunSettings(), {"task": "calidist_toy"})
+    expected = histogram_binned(records[:30], records[30:], RunSettings(), {})
+    for name, score in methods.SCORES.items():
+        assert results[metric_name(name, "histogram")] == pytest.approx(
+            score(expected.confidence, expected.correct)), name
+    assert results["ece_histogram"] != results["ece_vanilla"]
+
+
+def test_a_toy_score_is_one_score_entry(restored) -> None:
+    """A new score registered once: every confidence of every task reports it with its
+    direction, the aggregation computes it, and the report's "more scores" table shows it."""
+    from calidist_tasks.report.cells import Cell
+    from calidist_tasks.report.tables import more_scores
+    from calidist_tasks.scoring.aggregation import summarize_baselines
+    from calidist_tasks.settings import RunSettings
+
+    def mean_gap(confidence, correct) -> float:
+        return float(abs(np.mean(confidence) - np.mean(correct)))
+
+    methods.register(score=methods.Score("gap", mean_gap, False, "Gap"))
+    for name in ("gap_vanilla", "gap_ts", "gap_platt"):
+        assert name in methods.metric_names(False) and methods.higher_is_better(name) is False
+    assert "gap" in methods.metric_names(True) and "gap_consistency" in methods.metric_names(
+        False, "consistency")
+    records = _records()
+    results = summarize_baselines(records, RunSettings(), {"task": "calidist_toy"})
+    evaluation = records[30:]
+    assert results["gap_vanilla"] == pytest.approx(
+        mean_gap(fits.column(evaluation, "confidence"), fits.column(evaluation, "correct")))
+    cell = Cell("m", "toy", methods.METHODS[0], None, {},
+                fits.column(evaluation, "confidence"), fits.column(evaluation, "correct"))
+    table = more_scores([cell], {"m": "m"})
+    assert "Gap↓" in table.columns
+    assert table.rows[0][table.columns.index("Gap↓")] == pytest.approx(
+        100 * results["gap_vanilla"])
+    with pytest.raises(ValueError, match="registered already"):
+        methods.register(score=methods.Score("gap", mean_gap, False, "Gap"))
+
+
+def test_a_toy_confidence_source_is_one_source_and_its_rows(restored) -> None:
+    """A new confidence source (three sampled replies; confidence: the share agreeing with the
+    first) registered with its variant and its row: a task of its YAML ``confidence`` finds
+    them, its records carry the confidence and the aggregation reports its scores."""
+    from calidist_tasks.confidence.sources import SOURCES, Spuq
+    from calidist_tasks.scoring.aggregation import summarize_generations
+    from calidist_tasks.scoring.joining import Outcome
+    from calidist_tasks.settings import RunSettings
+
+    class Agreement(Spuq):
+        name = "agreement"
+        evaluation_only = False
+
+        def asks(self, doc, variants, base, repeats, settings, original=True):
+            return [Ask(None, {**base, "temperature": 1.0, "do_sample": True}, 3)]
+
+        def outcome(self, answers, n_choices):
+            share = sum(a == answers[0] for a in answers) / len(answers)
+            return (Outcome(answers[0], share, parsed=answers[0] is not None),
+                    {"confidences": {"agreement": share}})
+
+    from calidist_tasks.confidence.sources import Ask
+
+    variant = methods.Variant("agreement", confidence="agreement")
+    row = methods.Method("Agreement", ("agreement",), "agreement", fits.sampled("agreement"))
+    methods.register(variant, row, source=Agreement())
+    assert SOURCES["agreement"].name == "agreement"
+    assert methods.task_variant("calidist_ppdb_agreement", {
+        "metadata": {"benchmark": "ppdb", "confidence": "agreement"}}) == ("ppdb", variant)
+    assert methods.methods_of(variant) == [row]
+    assert "ece_agreement" in SOURCES["agreement"].metric_names(False)
+    rng = np.random.default_rng(1)
+    records = []
+    for i in range(20):
+        answers = [int(a) for a in rng.integers(0, 2, 3)]
+        parsed = [{"answer": a} for a in answers]
+        record, unreadable = SOURCES["agreement"].record(parsed, [PromptPlan()], 2, 0,
+                                                         RunSettings(), f"document {i}")
+        assert unreadable == 0
+        record.update(index=i, split="calibration" if i < 5 else "evaluation", requests=3,
+                      generations=3, parse_failures=0)
+        records.append(record)
+    results = summarize_generations(records, RunSettings(), {"task": "calidist_ppdb_agreement"},
+                                    "agreement", False)
+    evaluation = records[5:]
+    shares = [r["confidences"]["agreement"] for r in evaluation]
+    assert results["ece_agreement"] == pytest.approx(
+        methods.SCORES["ece"](np.array(shares), fits.column(evaluation, "correct")))
+    with pytest.raises(ValueError, match="registered already"):
+        methods.register(source=Agreement())

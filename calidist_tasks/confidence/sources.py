@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from calidist_tasks import registry
 from calidist_tasks.confidence import consistency, spuq
 from calidist_tasks.prompting import verbalized
 from calidist_tasks.prompting.parts import DUMMY
 from calidist_tasks.prompting.styles import content_key
-from calidist_tasks.registry import metric_names
 from calidist_tasks.scoring.joining import Outcome, PromptPlan, join_document
 from calidist_tasks.scoring.records import CONSISTENCY, CONSISTENCY_KINDS, SPUQ, VERBALIZED, Record
 from calidist_tasks.settings import RunSettings
@@ -78,7 +78,7 @@ class ConfidenceSource:
 
     def metric_names(self, distracted: bool) -> list[str]:
         """The metrics a task with this source reports."""
-        return metric_names(distracted, self.name)
+        return registry.metric_names(distracted, self.name)
 
     def summary_extras(self, generation: dict[str, Any],
                        settings: RunSettings) -> dict[str, float]:
@@ -205,4 +205,6 @@ class Spuq(_Sampled):
                          "agreement": [int(a == reference) for a in perturbed]}
 
 
-SOURCES: dict[str, ConfidenceSource] = {s.name: s for s in (Verbalized(), Consistency(), Spuq())}
+# the registry's table of sources (``registry.register(source=...)`` adds one), with ours
+SOURCES: dict[str, ConfidenceSource] = registry.SOURCES
+SOURCES.update({s.name: s for s in (Verbalized(), Consistency(), Spuq())})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -32,3 +33,15 @@ def task_configs() -> dict[str, dict[str, Any]]:
         if isinstance(name, str):
             configs[name] = config
     return configs
+
+
+@lru_cache(maxsize=1)
+def benchmark_titles() -> dict[str, str]:
+    """benchmark -> its title in tables and figures, its ``_template_yaml``'s ``metadata:
+    title:``."""
+    titles = {}
+    for config in task_configs().values():
+        title = (config.get("metadata") or {}).get("title")
+        if config.get("benchmark") and title:
+            titles[str(config["benchmark"])] = str(title)
+    return titles

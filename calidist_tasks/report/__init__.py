@@ -59,9 +59,9 @@ from calidist_tasks.report.tables import (
     ALWAYS_ZERO,
     FROM_RESULTS,
     IDENTICAL,
-    TITLES,
     UNREADABLE,
     Table,
+    benchmark_title,
     escape,
     intervals,
     leaderboard,
@@ -154,7 +154,7 @@ def leaderboard_legend(cells: list[Cell], n_resamples: int) -> str:
     sizes = {}
     for cell in cells:
         if cell.n is not None:
-            sizes.setdefault(TITLES.get(cell.benchmark, cell.benchmark), set()).add(cell.n)
+            sizes.setdefault(benchmark_title(cell.benchmark), set()).add(cell.n)
     documents = "; ".join(f"{b}: n = {', '.join(map(str, sorted(n)))}"
                           for b, n in sizes.items())
     return ("Calibration on the held-out evaluation documents, scores ×100 "
@@ -185,7 +185,7 @@ def _model_figures(long: Table, folder: Path, n_resamples: int) -> list[dict[str
         if len(blocks) < 2:
             continue
         base = folder / f"models_{slug(benchmark)}"
-        title = (f"{TITLES.get(benchmark, benchmark)}: models compared · 95% bootstrap "
+        title = (f"{benchmark_title(benchmark)}: models compared · 95% bootstrap "
                  f"intervals ({n_resamples} resamples)")
         data = models_figure(base, title, scores)
         files = [str(base.with_name(base.name + s).relative_to(folder.parent)) for s in FORMATS]

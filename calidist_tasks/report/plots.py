@@ -29,6 +29,7 @@ from calidist_metrics import (
     smooth_ece,
     smooth_ece_bandwidth,
 )
+from calidist_tasks.registry import SCORE_ENTRIES
 
 CONFIDENCE_BINS = 10  # as the ECE
 MU_BINS = 5  # Figure 1: mu in [0, 0.2), ..., [0.8, 1.0]
@@ -39,7 +40,7 @@ LINE_STYLES = ("-", "--", "-.", (0, (5, 1, 1, 1)), (0, (2, 1)))  # ":" is the or
 FORMATS = (".png", ".pdf")  # raster and vector
 PANEL_COLUMNS = 5  # reliability panels per row
 COVERAGE_POINTS = np.round(np.linspace(0.1, 1.0, 10), 2)  # risk kept in figures.json
-SCORE_TITLES = {"ece": "ECE ↓", "brier": "Brier ↓", "auroc": "AUROC ↑"}
+SCORE_TITLES = {s.name: f"{s.title} {s.arrow}" for s in SCORE_ENTRIES}
 FEW_DOCUMENTS = 5  # a bin with fewer documents is drawn light: its accuracy says little
 SMOOTH_POINTS = 101  # where the smooth reliability curve is evaluated
 

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.registry import ECE_BINNING, methods_of, task_variant
+from calidist_tasks.registry import ECE_BINNING, SUMMARY, methods_of, scores_shown, task_variant
 
-SCORES = ("ece", "ece_adaptive", "brier", "auroc")
+SCORES = tuple(scores_shown(SUMMARY))
 
 def _metric(values: Mapping[str, Any], name: str) -> float | None:
     value = values.get(f"{name},none")

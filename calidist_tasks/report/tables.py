@@ -17,26 +17,23 @@ import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
 import numpy as np
 
 from calidist_metrics import (
     CalibrationWarning,
-    accuracy_at_coverage,
     bootstrap_interval,
     bootstrap_p_value,
-    expected_calibration_error,
     paired_bootstrap_test,
 )
-from calidist_tasks.registry import METHODS, SCORES, higher_is_better
+from calidist_tasks.data.yaml_configs import benchmark_titles
+from calidist_tasks.registry import LEADERBOARD, METHODS, MORE, SCORES, scores_shown
 from calidist_tasks.report.cells import Cell
 from calidist_tasks.scoring.records import VANILLA, metric_name
 
 # (score, title, higher is better)
-LEADERBOARD_SCORES = tuple((score, title, higher_is_better(score))
-                           for score, title in (("ece", "ECE"), ("brier", "Brier"),
-                                                ("auroc", "AUROC")))
+LEADERBOARD_SCORES = tuple((s.name, s.title, s.higher_is_better)
+                           for s in scores_shown(LEADERBOARD).values())
 # the leaderboard's columns per benchmark; None = context, never marked best
 LEADERBOARD_COLUMNS = (("acc", "Acc", None), *LEADERBOARD_SCORES,
                        ("parse_fail_rate", "Unreadable", None))
@@ -47,12 +44,15 @@ IDENTICAL = "equal to its task's own vanilla confidence"
 ALWAYS_ZERO = "Δ = 0 in every resample"  # paired test: e.g. AUROC after a monotone map
 PAPER_ORDER = ("mscinli", "mnli", "ppdb", "yahoo", "hellaswag", "csqa", "aqua", "gsm8k",
                "contractnli")
-TITLES = {"mscinli": "MSciNLI", "mnli": "MNLI", "ppdb": "PPDB", "yahoo": "Yahoo", "csqa": "CSQA",
-          "hellaswag": "HellaSwag", "aqua": "AQuA", "gsm8k": "GSM8K",
-          "contractnli": "ContractNLI"}
 FROM_RESULTS = "†"  # a cell with results-file numbers only (no logged documents behind it)
 SIGNIFICANT = 0.05
 log = logging.getLogger(__name__)  # progress of the bootstrap (stderr in `calidist report`)
+
+
+def benchmark_title(benchmark: str) -> str:
+    """A benchmark's title in tables and figures: its YAML's ``metadata: title``, else its
+    name."""
+    return benchmark_titles().get(benchmark, benchmark)
 
 
 @dataclass
@@ -156,7 +156,7 @@ def leaderboard(cells: list[Cell], names: dict[str, str]) -> Table:
     benchmarks = benchmark_order(cells)
     groups = [*benchmarks, "average"] if len(benchmarks) > 1 else benchmarks
     table = Table(
-        ["model", "method"] + [f"{TITLES.get(g, g.capitalize())} {title}"
+        ["model", "method"] + [f"{'Average' if g == 'average' else benchmark_title(g)} {title}"
                                f"{'' if higher is None else '↑' if higher else '↓'}"
                                for g in groups for _, title, higher in LEADERBOARD_COLUMNS],
         keys=["model", "method"] + [f"{g}_{s}" for g in groups for s, _, _ in LEADERBOARD_COLUMNS],
@@ -335,7 +335,7 @@ def intervals(cells: list[Cell], names: dict[str, str], n_resamples: int, seed: 
                 if significant(test):
                     wide.marks.add((len(wide.rows), 4 + len(scores) + len(tests) - 1))
                 long.rows.append([*row, *diff, test["p_value"], ""])
-            wide.rows.append([names[cell.model], TITLES.get(cell.benchmark, cell.benchmark),
+            wide.rows.append([names[cell.model], benchmark_title(cell.benchmark),
                               label, str(cell.n), *shown, *tests])
     degenerate = [w for w in caught if issubclass(w.category, CalibrationWarning)]
     if degenerate and notes is not None:
@@ -345,26 +345,17 @@ def intervals(cells: list[Cell], names: dict[str, str], n_resamples: int, seed: 
     return wide, long
 
 
-# (name, title, score of (confidence, correct)) of the "more scores" table; x100
-MORE_SCORES: tuple[tuple[str, str, Callable[[np.ndarray, np.ndarray], float]], ...] = (
-    ("ece_1_bin", "ECE 1 bin↓", partial(expected_calibration_error, n_bins=1)),
-    ("mce", "MCE↓", SCORES["mce"]),
-    ("smece", "smECE↓", SCORES["smece"]),
-    ("aurc", "AURC↓", SCORES["aurc"]),
-    ("acc_at_80_coverage", "Acc@80% coverage↑", partial(accuracy_at_coverage, coverage=0.8)),
-)
-
-
 def more_scores(cells: list[Cell], names: dict[str, str]) -> Table:
-    """Per model, benchmark and method: accuracy, HELM's one-bin ECE, MCE, smooth ECE, AURC and
-    the accuracy of the 80% most confident documents, x100.
+    """Per model, benchmark and method: accuracy and every score the registry shows here
+    (``registry.MORE``: adaptive and one-bin ECE, MCE, smooth ECE, AURC, the accuracy of the
+    80% most confident documents, PRR, NLL, RMS calibration error), x100.
 
     Computed from the per-document data; a cell with results-file numbers only (†) shows the
     scores its results file holds (MCE, smECE, AURC of runs made since they exist), "–" else.
     """
-    table = Table(["model", "benchmark", "method", "n", "Acc"] + [t for _, t, _ in MORE_SCORES],
-                  keys=["model", "benchmark", "method", "n", "acc"]
-                  + [s for s, _, _ in MORE_SCORES])
+    shown = list(scores_shown(MORE).values())  # read now: a registered score is a column
+    table = Table(["model", "benchmark", "method", "n", "Acc"] + [s.title + s.arrow for s in shown],
+                  keys=["model", "benchmark", "method", "n", "acc"] + [s.name for s in shown])
     order = {m.label: i for i, m in enumerate(METHODS)}
     benchmarks = benchmark_order(cells)
     for cell in sorted(cells, key=lambda c: (names[c.model], benchmarks.index(c.benchmark),
@@ -372,10 +363,10 @@ def more_scores(cells: list[Cell], names: dict[str, str]) -> Table:
         label = cell.method.label + (f" {UNREADABLE}" if cell.unreadable else "")
         if cell.confidence is None:
             label += f" {FROM_RESULTS}"
-            values = [_value(cell, name) for name, _, _ in MORE_SCORES]
+            values = [_value(cell, score.name) for score in shown]
         else:
-            values = [100 * float(fn(cell.confidence, cell.correct)) for _, _, fn in MORE_SCORES]
-        table.rows.append([names[cell.model], TITLES.get(cell.benchmark, cell.benchmark), label,
+            values = [100 * float(score(cell.confidence, cell.correct)) for score in shown]
+        table.rows.append([names[cell.model], benchmark_title(cell.benchmark), label,
                            None if cell.n is None else str(cell.n), _value(cell, "acc"),
                            *values])
     return table
