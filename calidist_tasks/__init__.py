@@ -19,7 +19,28 @@ from importlib.resources import files
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["evaluate", "task_folder"]
+# What users may import from here. The report writer and calidist_metrics' scores and
+# calibrators load on first use (``__getattr__``): ``import calidist_tasks`` (and the CLI's help)
+# stays free of numpy, scipy and lm-eval.
+_LAZY = {
+    "write_report": "calidist_tasks.report",
+    "write_report_from_results": "calidist_tasks.report",
+    **dict.fromkeys((
+        "expected_calibration_error", "brier_score", "auroc", "maximum_calibration_error",
+        "smooth_ece", "aurc", "prediction_rejection_ratio", "negative_log_likelihood",
+        "rms_calibration_error", "CaliDistCalibrator", "TemperatureScaling", "PlattScaling",
+        "IsotonicCalibration", "VectorScaling", "load_calibrator", "save_calibrator",
+    ), "calidist_metrics"),
+}
+__all__ = ["evaluate", "task_folder", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'calidist_tasks' has no attribute {name!r}")
 
 
 def task_folder() -> str:

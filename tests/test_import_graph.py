@@ -187,3 +187,22 @@ def test_importing_scoring_and_calidist_metrics_loads_no_lm_eval() -> None:
             "bad = [m for m in ('lm_eval', 'torch') if m in sys.modules]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_declared_public_api_resolves_and_loads_lazily() -> None:
+    """Every name of ``calidist_tasks.__all__`` and ``calidist_metrics.__all__`` is importable;
+    ``import calidist_tasks`` loads neither numpy nor lm-eval until one is used."""
+    import subprocess
+    import sys
+
+    code = ("import calidist_tasks, calidist_metrics\n"
+            "for module in (calidist_tasks, calidist_metrics):\n"
+            "    missing = [n for n in module.__all__ if getattr(module, n, None) is None]\n"
+            "    assert not missing, (module.__name__, missing)\n"
+            "assert calidist_tasks.CaliDistCalibrator is calidist_metrics.CaliDistCalibrator\n"
+            "assert {'evaluate', 'task_folder', 'write_report', 'expected_calibration_error',\n"
+            "        'prediction_rejection_ratio'} <= set(calidist_tasks.__all__)\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    lazy = ("import sys, calidist_tasks\n"
+            "assert not {'numpy', 'lm_eval', 'calidist_metrics'} & set(sys.modules)\n")
+    subprocess.run([sys.executable, "-c", lazy], check=True)

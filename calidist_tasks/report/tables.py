@@ -55,6 +55,11 @@ def benchmark_title(benchmark: str) -> str:
     return benchmark_titles().get(benchmark, benchmark)
 
 
+def _heading(text: str) -> str:
+    """A column heading starts with a capital ("average" -> "Average"; "AQuA" unchanged)."""
+    return text[:1].upper() + text[1:]
+
+
 @dataclass
 class Table:
     """Rows of cells (str, float or None); ``marks`` = (row, column) cells to highlight.
@@ -156,7 +161,7 @@ def leaderboard(cells: list[Cell], names: dict[str, str]) -> Table:
     benchmarks = benchmark_order(cells)
     groups = [*benchmarks, "average"] if len(benchmarks) > 1 else benchmarks
     table = Table(
-        ["model", "method"] + [f"{'Average' if g == 'average' else benchmark_title(g)} {title}"
+        ["model", "method"] + [f"{_heading(benchmark_title(g))} {title}"
                                f"{'' if higher is None else '↑' if higher else '↓'}"
                                for g in groups for _, title, higher in LEADERBOARD_COLUMNS],
         keys=["model", "method"] + [f"{g}_{s}" for g in groups for s, _, _ in LEADERBOARD_COLUMNS],

@@ -37,6 +37,19 @@ def test_version_range() -> None:
     assert not compat.is_tested_version("0.4.12") and not compat.is_tested_version("0.5.0")
 
 
+def test_pyproject_allows_exactly_the_tested_versions() -> None:
+    """pip installs only an lm-eval the shims were checked against: pyproject's requirement is
+    TESTED_VERSIONS (one pinned version, or the range between them)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    (requirement,) = re.findall(r'"lm-eval\[hf,api\]([^"]*)"', text)
+    oldest, newest = compat.TESTED_VERSIONS
+    expected = f"=={oldest}" if oldest == newest else f">={oldest},<={newest}"
+    assert requirement == expected, f"pyproject.toml allows lm-eval{requirement}"
+
+
 # ---------------------------------------------------------------------- tasks
 def test_set_task_metrics_is_what_lm_eval_aggregates() -> None:
     calls = []
