@@ -100,9 +100,11 @@ def evaluate(
 
     ``two_stage=True`` sends the paper's minimum, 1 + (c - 1)·m prompts per document, in two
     ``simple_evaluate`` calls with one model load: the hinted tasks' original prompts first, then
-    only the hints naming a label other than each document's prediction (``calidist_tasks.
-    two_stage``); stage 1's samples go to ``stage1_dir`` (default: a temporary folder). The
-    result is stage 2's, in the single-stage form (same records, same metrics).
+    only the hints naming a label other than each document's prediction
+    (``calidist_tasks.runs.two_stage``); the runs are planned by ``runs.planning.plan_runs``
+    (the same plan ``calidist eval`` carries out); stage 1's samples go to ``stage1_dir``
+    (default: a temporary folder). The result is stage 2's, in the single-stage form (same
+    records, same metrics).
 
     Reasoned tasks (``calidist_<b>_cot``, ``calidist_<b>_<style>_cot``: the paper's protocol)
     score the replies of their ``_verbalized`` task, which runs first, by itself, in the same call
@@ -119,6 +121,73 @@ def evaluate(
     samples) is saved under ``calidist-recovered/`` and ``recovery.AggregationError`` names the
     folder. A ``stage1_dir`` that cannot be written is refused (OSError) before any model time.
     """
+    from calidist_tasks.runs.planning import plan_runs
+
+    if "task_manager" in simple_evaluate_kwargs:
+        raise TypeError("calidist_tasks.evaluate builds its own TaskManager (with our task folder "
+                        "and the metadata); pass include_defaults=True for lm-eval's own tasks")
+    if isinstance(tasks, str):
+        tasks = [name.strip() for name in tasks.split(",") if name.strip()]
+    metadata = dict(metadata or {})
+    if two_stage and {"stage", "original_run"} & set(metadata):
+        raise TypeError("two_stage=True sets the metadata stage and original_run itself")
+    plan = plan_runs(tasks, two_stage, replies_given=bool(metadata.get("replies")))
+    if len(plan) == 1 and not plan[0].metadata:
+        return _evaluate_once(model, model_args, list(tasks), metadata, log_samples,
+                              include_defaults, simple_evaluate_kwargs)
+    return _evaluate_plan(plan, model, model_args, list(tasks), metadata, log_samples,
+                          include_defaults, stage1_dir, replies_dir, simple_evaluate_kwargs)
+
+
+def _evaluate_plan(plan: Sequence[Any], model: Any, model_args: Any, tasks: list[str],
+                   metadata: dict[str, Any], log_samples: bool, include_defaults: bool,
+                   stage1_dir: str | None, replies_dir: str | None,
+                   kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The runs of ``runs.planning.plan_runs``, in order, the model loaded once: every run but
+    the last saved like lm-eval (``runs.files.save_like_lm_eval``) in its folder, for the runs
+    after it to read; the last run's results, with the reply run's entries of the selected
+    tasks (``reply_runs.with_reply_results``)."""
+    import tempfile
+    from pathlib import Path
+
+    from calidist_tasks.backends.lm_eval_compat import models_reused
+    from calidist_tasks.runs import planning
+    from calidist_tasks.runs.files import save_like_lm_eval
+    from calidist_tasks.runs.recovery import check_writable
+    from calidist_tasks.runs.reply_runs import with_reply_results
+    from calidist_tasks.scoring.records import STAGE1_FOLDER
+
+    if stage1_dir:  # before any model time
+        check_writable(stage1_dir, "stage1_dir")
+    with models_reused(), tempfile.TemporaryDirectory(prefix="calidist-runs-") as scratch:
+        replies = Path(replies_dir or Path(scratch) / planning.REPLIES)
+        folders = {planning.REPLIES: replies, planning.REPLIES_STAGE1: replies / STAGE1_FOLDER,
+                   planning.STAGE1: Path(stage1_dir or Path(scratch) / planning.STAGE1)}
+        done: dict[str, Any] = {}
+        for run in plan:
+            last = run is plan[-1]
+            found = _evaluate_once(
+                model, model_args, list(run.tasks),
+                {**metadata, **run.metadata,
+                 **{key: str(folders[folder]) for key, folder in run.reads.items()}},
+                log_samples or not last, include_defaults, kwargs)
+            if last:
+                break
+            if found is None:
+                raise RuntimeError(f"{run.role} runs before the rest of the selection, in one "
+                                   "process; under a multi-process launcher run the stages as "
+                                   "separate commands")
+            save_like_lm_eval(found, folders[run.folder], run.role)
+            done[run.role] = found
+    if found is not None and planning.REPLIES in done:
+        found = with_reply_results(found, done[planning.REPLIES], tasks, log_samples)
+    return found
+
+
+def _evaluate_once(model: Any, model_args: Any, tasks: list[str], metadata: Mapping[str, Any],
+                   log_samples: bool, include_defaults: bool,
+                   kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """One ``lm_eval.simple_evaluate`` of ``tasks`` with our TaskManager and ``metadata``."""
     import lm_eval
     from lm_eval.tasks import TaskManager
 
@@ -126,33 +195,14 @@ def evaluate(
     from calidist_tasks.backends.api_replies import checked_replies
     from calidist_tasks.runs import recovery
 
-    if "task_manager" in simple_evaluate_kwargs:
-        raise TypeError("calidist_tasks.evaluate builds its own TaskManager (with our task folder "
-                        "and the metadata); pass include_defaults=True for lm-eval's own tasks")
-    if isinstance(tasks, str):
-        tasks = [name.strip() for name in tasks.split(",") if name.strip()]
-    if not (metadata or {}).get("replies"):
-        from calidist_tasks.runs.reply_runs import evaluate_with_replies, staged_selection
-
-        if staged_selection(tasks)[0]:
-            return evaluate_with_replies(evaluate, model, tasks, metadata, replies_dir,
-                                         model_args=model_args, log_samples=log_samples,
-                                         include_defaults=include_defaults, two_stage=two_stage,
-                                         stage1_dir=stage1_dir, **simple_evaluate_kwargs)
-    if two_stage:
-        from calidist_tasks.runs.two_stage import evaluate_two_stage
-
-        return evaluate_two_stage(evaluate, model, tasks, metadata, stage1_dir,
-                                  model_args=model_args, log_samples=log_samples,
-                                  include_defaults=include_defaults, **simple_evaluate_kwargs)
-    merged = {**_model_metadata(model, model_args), **dict(metadata or {})}
+    merged = {**_model_metadata(model, model_args), **dict(metadata)}
     manager = TaskManager(include_path=task_folder(), include_defaults=include_defaults,
                           metadata=merged)
     # an API reply lm-eval cannot parse: one clear APIReplyError; a failed aggregation: raised
     # after every other task is aggregated, the whole run saved (calidist_tasks.runs.recovery)
     with checked_replies(), recovery.aggregation_errors_deferred() as failed:
-        results = lm_eval.simple_evaluate(model=model, model_args=model_args, tasks=list(tasks),
+        results = lm_eval.simple_evaluate(model=model, model_args=model_args, tasks=tasks,
                                           task_manager=manager, log_samples=log_samples,
-                                          metadata=merged, **simple_evaluate_kwargs)
+                                          metadata=merged, **kwargs)
     recovery.raise_deferred(failed, results)
     return results

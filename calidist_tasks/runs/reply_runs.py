@@ -26,37 +26,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.data.yaml_configs import task_configs
+from calidist_tasks.runs.planning import ONE_STAGE, expand_tasks, plan_runs
 from calidist_tasks.runs.two_stage import (
     FLAG_OUTPUT,
     FLAG_SAMPLES,
     FLAG_TASKS,
     FLAG_TWO_STAGE,
-    expand_tasks,
     flag_values,
     without_flags,
 )
-from calidist_tasks.scoring.records import STAGE1_FOLDER
-from calidist_tasks.settings import SPLIT_STAGES
 
 REPLIES_FOLDER = "replies"  # inside --output_path: the reply tasks' run
-ONE_STAGE = {"stage": SPLIT_STAGES[0]}  # a reply run without --two-stage sends every prompt
-# lm-eval's result keys holding one entry per task (merged by ``evaluate_with_replies``)
+# lm-eval's result keys holding one entry per task (merged by ``with_reply_results``)
 PER_TASK_KEYS = ("results", "samples", "configs", "versions", "n-shot", "higher_is_better",
                  "n-samples")
-
-
-def staged_selection(names: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(reply tasks to run first, tasks to run then) for a selection with reasoned tasks;
-    ([], the selection) when it has none."""
-    names = list(names)
-    expanded = expand_tasks(names)
-    configs = task_configs()
-    replies = list(dict.fromkeys(configs[name]["reply_task"] for name, kind in expanded
-                                 if kind == "reasoned"))
-    if not replies:
-        return [], names
-    return replies, [name for name, _ in expanded if name not in replies]
 
 
 def _has_replies(metadata: Iterable[Any]) -> bool:
@@ -73,9 +56,10 @@ def reply_stages(argv: Sequence[str], folder: str | os.PathLike, two_stage: bool
     argv = list(argv)
     names = [n.strip() for value in flag_values(argv, FLAG_TASKS, many=True)
              for n in value.split(",") if n.strip()]
-    replies, rest = staged_selection(names)
-    if not replies or _has_replies(flag_values(argv, ("--metadata",), many=True)):
+    runs = plan_runs(names)
+    if len(runs) == 1 or _has_replies(flag_values(argv, ("--metadata",), many=True)):
         return None
+    replies, rest = runs[0].tasks, runs[-1].tasks
     outputs = flag_values(argv, FLAG_OUTPUT)
     base = without_flags(without_flags(argv, FLAG_TASKS, many=True), FLAG_OUTPUT)
     logged = [] if any(a.partition("=")[0] in FLAG_SAMPLES for a in argv) else ["--log_samples"]
@@ -111,39 +95,14 @@ def run_with_replies(argv: Sequence[str], run: Callable[[list[str]], Any],
             then(second)
 
 
-def evaluate_with_replies(evaluate: Callable[..., Any], model: Any, tasks: Sequence[str],
-                          metadata: Mapping[str, Any] | None,
-                          replies_dir: str | os.PathLike | None,
-                          **kwargs: Any) -> dict[str, Any] | None:
-    """``calidist_tasks.evaluate`` of a selection with reasoned tasks: the reply tasks, saved to
-    ``replies_dir`` (default: a temporary folder), then the rest reading them; one results dict
-    holding every selected task (the reply tasks' entries from the first run). With
-    ``two_stage`` the reply run is two-stage too, its stage 1 kept in ``replies_dir/stage1``."""
-    from calidist_tasks.backends.lm_eval_compat import models_reused
-    from calidist_tasks.runs.files import save_like_lm_eval
-
-    metadata = dict(metadata or {})
-    replies, rest = staged_selection(tasks)
-    if not replies or "replies" in metadata:
-        return evaluate(model, list(tasks), metadata, **kwargs)
-    with models_reused(), tempfile.TemporaryDirectory(prefix="calidist-replies-") as scratch:
-        folder = Path(replies_dir or scratch)
-        if kwargs.get("two_stage"):  # stage 1 kept beside: the reasoned tasks read it
-            first = evaluate(model, replies, metadata, **{
-                **kwargs, "log_samples": True, "stage1_dir": str(folder / STAGE1_FOLDER)})
-        else:
-            first = evaluate(model, replies, {**metadata, **ONE_STAGE},
-                             **{**kwargs, "log_samples": True})
-        if first is None:
-            raise RuntimeError("reasoned tasks run their replies first in one process; under a "
-                               "multi-process launcher run the two stages as two commands")
-        save_like_lm_eval(first, folder, "replies")
-        second = evaluate(model, rest, {**metadata, "replies": str(folder)}, **kwargs)
-    if second is not None:
-        selected = set(tasks) | {name for name, _ in expand_tasks(tasks)}
-        for key in PER_TASK_KEYS:
-            kept = {task: value for task, value in (first.get(key) or {}).items()
-                    if task in selected and (key != "samples" or kwargs.get("log_samples", True))}
-            if key in second or kept:
-                second[key] = {**kept, **(second.get(key) or {})}
-    return second
+def with_reply_results(results: dict[str, Any], replies: Mapping[str, Any],
+                       selection: Sequence[str], log_samples: bool = True) -> dict[str, Any]:
+    """``results`` of the selection's last run with the reply run's entries (``replies``) of
+    the tasks the selection names (``PER_TASK_KEYS``; its samples only with ``log_samples``)."""
+    selected = set(selection) | {name for name, _ in expand_tasks(selection)}
+    for key in PER_TASK_KEYS:
+        kept = {task: value for task, value in (replies.get(key) or {}).items()
+                if task in selected and (key != "samples" or log_samples)}
+        if key in results or kept:
+            results[key] = {**kept, **(results.get(key) or {})}
+    return results

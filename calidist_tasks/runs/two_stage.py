@@ -22,21 +22,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from calidist_tasks.data.yaml_configs import task_configs
 from calidist_tasks.runs.earlier_runs import EarlierRun, Logged, described
+from calidist_tasks.runs.planning import ALL, HINTS, ORIGINAL, plan_runs
 from calidist_tasks.scoring.joining import Outcome, PromptPlan, outcome_from_loglikelihoods
 from calidist_tasks.scoring.records import INDEX_FIELD, LOGPROB, STAGE1_FOLDER
-from calidist_tasks.settings import SPLIT_STAGES
-
-ALL, ORIGINAL, HINTS = SPLIT_STAGES
-LOGIT_CLASS = "calidist_tasks.tasks.base.CaliDistTask"
-GENERATION_CLASS = "calidist_tasks.tasks.generation.GenerationTask"
 
 
 class Stage1(NamedTuple):
@@ -203,41 +197,6 @@ class RunStage:
             count_prompts(self.task, self.stage, sent, single_stage)
 
 
-# ---------------------------------------------------------------------- which tasks
-def expand_tasks(names: Iterable[str]) -> list[tuple[str, str]]:
-    """(task, kind) of every task ``names`` selects, our groups expanded: kind ``logit`` (a
-    hinted log-likelihood task: two stages), ``verbalized`` (a hinted verbalized task: two
-    stages), ``reasoned`` (a reasoned task: runs after its replies' run, ``reasoned_stages``),
-    ``single`` (ours, one stage: no hints, or staged itself like GSM8K), ``other`` (not ours:
-    stage 2 only)."""
-    configs = task_configs()
-    found: list[tuple[str, str]] = []
-
-    def visit(name: str) -> None:
-        config = configs.get(name)
-        if config is None:
-            found.append((name, "other"))
-        elif "group" in config:
-            for member in config.get("task") or []:
-                visit(member if isinstance(member, str) else member.get("task"))
-        elif "reply_task" in config:
-            found.append((name, "reasoned"))
-        else:
-            hinted = config.get("distractor", "none") != "none"
-            kind = str(config.get("class", "")).split()[-1]
-            if hinted and kind == LOGIT_CLASS:
-                found.append((name, "logit"))
-            elif hinted and kind == GENERATION_CLASS and config.get(
-                    "confidence", "verbalized") == "verbalized":
-                found.append((name, "verbalized"))
-            else:
-                found.append((name, "single"))
-
-    for name in names:
-        visit(name)
-    return list(dict.fromkeys(found))
-
-
 # ---------------------------------------------------------------------- counting
 class Tally(NamedTuple):
     """Prompts a hinted task built in one stage: documents, prompts sent, and what a
@@ -342,7 +301,8 @@ def plan_two_stage(argv: Sequence[str]) -> TwoStagePlan:
                          "itself; leave them out")
     output = Path(outputs[-1])
     stage1_dir = output / STAGE1_FOLDER
-    hinted = [name for name, kind in expand_tasks(names) if kind in ("logit", "verbalized")]
+    runs = plan_runs(names, two_stage=True, replies_given=True)  # the replies: not here
+    hinted = list(runs[0].tasks) if len(runs) > 1 else []
     stage1 = None
     if hinted:
         stage1 = [*without_flags(without_flags(argv, FLAG_TASKS, many=True), FLAG_OUTPUT),
@@ -407,34 +367,3 @@ def run_two_stage(argv: Sequence[str], run: Any) -> Any:
     if lines:
         print("calidist two-stage prompt counts:", *lines, sep="\n", flush=True)
     return results
-
-
-def evaluate_two_stage(evaluate: Any, model: Any, tasks: Sequence[str],
-                       metadata: Mapping[str, Any] | None, stage1_dir: str | os.PathLike | None,
-                       **kwargs: Any) -> dict[str, Any] | None:
-    """``calidist_tasks.evaluate(..., two_stage=True)``: stage 1 (the hinted tasks' original
-    prompts) then stage 2 (every task, hints only) through ``evaluate``, the model loaded once;
-    stage 1's samples are written to ``stage1_dir`` (default: a temporary folder) for stage 2."""
-    import tempfile
-
-    from calidist_tasks.backends.lm_eval_compat import models_reused
-    from calidist_tasks.runs.files import save_like_lm_eval
-    from calidist_tasks.runs.recovery import check_writable
-
-    metadata = dict(metadata or {})
-    if {"stage", "original_run"} & set(metadata):
-        raise TypeError("two_stage=True sets the metadata stage and original_run itself")
-    if stage1_dir:  # before any model time
-        check_writable(stage1_dir, "stage1_dir")
-    hinted = [name for name, kind in expand_tasks(tasks) if kind in ("logit", "verbalized")]
-    with models_reused(), tempfile.TemporaryDirectory(prefix="calidist-stage1-") as scratch:
-        folder = Path(stage1_dir or scratch)
-        if hinted:
-            first = evaluate(model, hinted, {**metadata, "stage": ORIGINAL},
-                             **{**kwargs, "log_samples": True})
-            if first is None:
-                raise RuntimeError("two_stage=True runs in one process; under a multi-process "
-                                   "launcher run the two stages as two commands")
-            save_like_lm_eval(first, folder, "stage 1")
-        return evaluate(model, list(tasks), {**metadata, "stage": HINTS,
-                                             "original_run": str(folder)}, **kwargs)
