@@ -86,7 +86,20 @@ class Calibrator(Protocol):
 
 def stack_columns(columns: Sequence[str], **values: ArrayLike) -> np.ndarray:
     """X for an estimator whose ``columns`` are these: the named 1-D arrays side by side in
-    that order, e.g. ``stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=p)``."""
+    that order, e.g. ``stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=p)``.
+
+    Parameters
+    ----------
+    columns : sequence of str
+        The column names, in order (a ``*_COLUMNS`` constant).
+    **values : array-like of shape (n,)
+        One array per column name.
+
+    Returns
+    -------
+    ndarray of shape (n, len(columns))
+        The estimator's X.
+    """
     if set(values) != set(columns):
         raise ValueError(f"expected the columns {', '.join(columns)}; got "
                          f"{', '.join(values) or 'none'}")
@@ -216,6 +229,18 @@ def reliability_sigmoid(reliability: ArrayLike, alpha: float, beta: float) -> fl
     """CaliDist scaling factor sigma(beta * (lambda - alpha)), sigma(x) = 1 / (1 + exp(-x)).
 
     ``reliability`` is the scaled lambda (the paper's Appendix C plugs lambda_raw in directly).
+
+    Parameters
+    ----------
+    reliability : float or array-like
+        lambda in [0, 10].
+    alpha, beta : float
+        The sigmoid's shift and slope.
+
+    Returns
+    -------
+    float or ndarray
+        sigmoid(beta * (lambda - alpha)), in (0, 1).
     """
     value = expit(beta * (np.asarray(reliability, dtype=float) - alpha))
     return float(value) if np.ndim(value) == 0 else value
@@ -305,6 +330,22 @@ class CaliDistCalibrator:
         alpha < 0); README.md ("Metrics") and BENCHMARKS.md compare the other ``lambda_scale``.
     A grid with one value fixes that parameter; it never counts as an edge.
     No calibration documents raises ValueError.
+
+    Parameters
+    ----------
+    lambda_scale : {"minmax", "log", "rank"}, default "minmax"
+        How lambda_raw maps to lambda in [0, 10] (``LAMBDA_SCALES``).
+    alpha_grid, beta_grid : array-like or None
+        The grid searched (None: the paper's).
+    method : {"grid", "refine", "default_sigmoid"}, default "grid"
+        ``FIT_METHODS``, above.
+
+    Attributes
+    ----------
+    alpha_, beta_ : float
+        The fitted sigmoid.
+    lambda_min_, lambda_max_ : float
+        The raw calibration bounds.
     """
 
     kind = "calidist"
@@ -351,7 +392,18 @@ class CaliDistCalibrator:
         return np.clip((self._transform(raw) - low) / (high - low), 0.0, 1.0) * LAMBDA_RANGE
 
     def scaled_reliability(self, reliability_raw: ArrayLike) -> np.ndarray:
-        """lambda in [0, 10] for raw reliabilities, using the fitted bounds."""
+        """lambda in [0, 10] for raw reliabilities, using the fitted bounds.
+
+        Parameters
+        ----------
+        reliability_raw : array-like
+            lambda_raw >= 0.
+
+        Returns
+        -------
+        ndarray
+            lambda in [0, 10].
+        """
         _check_fitted(self, "alpha_")
         return self._scale(as_float_array(reliability_raw, "reliability_raw"))
 
@@ -359,7 +411,20 @@ class CaliDistCalibrator:
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> CaliDistCalibrator:
         """Fit the lambda bounds, alpha and beta on calibration documents (X: columns
-        ``CALIDIST_COLUMNS``, y: 0/1 correctness); return self."""
+        ``CALIDIST_COLUMNS``, y: 0/1 correctness); return self.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, 2)
+            Columns ``CALIDIST_COLUMNS``: lambda_raw and the confidence p.
+        y : array-like of shape (n,)
+            1 where the prediction is right, else 0.
+
+        Returns
+        -------
+        CaliDistCalibrator
+            self, fitted.
+        """
         if self.lambda_scale not in LAMBDA_SCALES:
             raise ValueError(f"lambda_scale must be one of {LAMBDA_SCALES}, "
                              f"got {self.lambda_scale!r}")
@@ -437,7 +502,18 @@ class CaliDistCalibrator:
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Calibrated confidence sigmoid(beta * (lambda - alpha)) * p, in [0, p] (X: columns
-        ``CALIDIST_COLUMNS``)."""
+        ``CALIDIST_COLUMNS``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, 2)
+            Columns ``CALIDIST_COLUMNS``: lambda_raw and the confidence p.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Calibrated confidence in [0, p].
+        """
         _check_fitted(self, "alpha_")
         raw, confidence = _columns(X, self.columns)
         return reliability_sigmoid(self._scale(raw), self.alpha_, self.beta_) * confidence
@@ -445,7 +521,13 @@ class CaliDistCalibrator:
     # -- JSON -------------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
-        """JSON-serialisable state (fitted parameters, bounds and diagnostics)."""
+        """JSON-serialisable state (fitted parameters, bounds and diagnostics).
+
+        Returns
+        -------
+        dict
+            JSON-serialisable state; :func:`calibrator_from_dict` rebuilds it.
+        """
         _check_fitted(self, "alpha_")
 
         def grid(values):
@@ -590,6 +672,11 @@ class TemperatureScaling:
     Temperature never changes the argmax. Logits may be ragged (a list of rows whose option
     count varies, e.g. AQuA rows with 4 options beside rows with 5): a missing option is a class
     of probability 0, and ``predict_proba`` returns rows padded with zeros to the widest row.
+
+    Attributes
+    ----------
+    temperature_ : float
+        The fitted T.
     """
 
     kind = "temperature"
@@ -601,7 +688,20 @@ class TemperatureScaling:
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> TemperatureScaling:
         """Fit T on X, (n, c) logits (or ragged rows), and y, (n,) integer labels; return
-        self."""
+        self.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, c), or a list of rows of varying length
+            The option letters' logits (log-probabilities).
+        y : array-like of shape (n,)
+            The gold option's index.
+
+        Returns
+        -------
+        TemperatureScaling
+            self, fitted.
+        """
         logits = _check_logits(X, ragged=True)
         labels = _check_labels(y, logits.shape[0], logits.shape[1])
         if not np.all(np.isfinite(logits[np.arange(labels.size), labels])):
@@ -629,16 +729,44 @@ class TemperatureScaling:
         return self
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        """Calibrated class probabilities softmax(logits / T) of X, the logits; shape (n, c)."""
+        """Calibrated class probabilities softmax(logits / T) of X, the logits; shape (n, c).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, c), or a list of rows of varying length
+            The option letters' logits (log-probabilities).
+
+        Returns
+        -------
+        ndarray of shape (n, c)
+            Calibrated class probabilities.
+        """
         _check_fitted(self, "temperature_")
         return np.exp(_log_softmax(_check_logits(X, ragged=True) / self.temperature_))
 
     def predict(self, X: ArrayLike) -> np.ndarray:
-        """The calibrated confidence of each row's predicted option (its largest probability)."""
+        """The calibrated confidence of each row's predicted option (its largest probability).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, c), or a list of rows of varying length
+            The option letters' logits (log-probabilities).
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The calibrated confidence of each row's predicted option.
+        """
         return self.predict_proba(X).max(axis=1)
 
     def to_dict(self) -> dict:
-        """JSON-serialisable state."""
+        """JSON-serialisable state.
+
+        Returns
+        -------
+        dict
+            JSON-serialisable state; :func:`calibrator_from_dict` rebuilds it.
+        """
         _check_fitted(self, "temperature_")
         return {"kind": self.kind, "temperature": self.temperature_}
 
@@ -661,6 +789,16 @@ class VectorScaling:
     b = 0). The small L2 pull towards the identity keeps the fit finite when a class never
     occurs or the logits separate the labels. Unlike temperature scaling it may change the
     argmax.
+
+    Parameters
+    ----------
+    l2 : float, default 1e-3
+        Ridge penalty on the weights' distance from 1 and the biases.
+
+    Attributes
+    ----------
+    weights_, bias_ : ndarray of shape (c,)
+        The fitted per-option scale and shift of the logits.
     """
 
     kind = "vector"
@@ -672,7 +810,20 @@ class VectorScaling:
         self.bias_: np.ndarray | None = None
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> VectorScaling:
-        """Fit w and b on X, (n, c) logits, and y, (n,) integer labels; return self."""
+        """Fit w and b on X, (n, c) logits, and y, (n,) integer labels; return self.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, c)
+            The option letters' logits.
+        y : array-like of shape (n,)
+            The gold option's index.
+
+        Returns
+        -------
+        VectorScaling
+            self, fitted.
+        """
         logits = _check_logits(X)
         n, c = logits.shape
         labels = _check_labels(y, n, c)
@@ -699,7 +850,18 @@ class VectorScaling:
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Calibrated class probabilities softmax(w * logits + b) of X, the logits; shape
-        (n, c)."""
+        (n, c).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, c)
+            The option letters' logits.
+
+        Returns
+        -------
+        ndarray of shape (n, c)
+            Calibrated class probabilities.
+        """
         _check_fitted(self, "weights_")
         logits = _check_logits(X)
         if logits.shape[1] != self.weights_.size:
@@ -709,11 +871,28 @@ class VectorScaling:
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """The calibrated confidence of each row's predicted option (its largest probability;
-        vector scaling may predict another option than the logits' argmax)."""
+        vector scaling may predict another option than the logits' argmax).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, c)
+            The option letters' logits.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The calibrated confidence of each row's predicted option.
+        """
         return self.predict_proba(X).max(axis=1)
 
     def to_dict(self) -> dict:
-        """JSON-serialisable state."""
+        """JSON-serialisable state.
+
+        Returns
+        -------
+        dict
+            JSON-serialisable state; :func:`calibrator_from_dict` rebuilds it.
+        """
         _check_fitted(self, "weights_")
         return {"kind": self.kind, "weights": self.weights_.tolist(),
                 "bias": self.bias_.tolist(), "l2": self.l2}
@@ -749,6 +928,11 @@ class PlattScaling:
     Platt's (1999) smoothed targets (n_pos + 1) / (n_pos + 2) and 1 / (n_neg + 2), as
     scikit-learn's sigmoid calibration does, which keeps the fit finite on separable or
     one-class data (a one-class set also issues a CalibrationWarning).
+
+    Attributes
+    ----------
+    coef_, intercept_ : float
+        The fitted logistic map of logit(confidence).
     """
 
     kind = "platt"
@@ -760,7 +944,20 @@ class PlattScaling:
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> PlattScaling:
         """Fit coef and intercept on top-label confidences X, (n,) or (n, 1), and 0/1
-        correctness y; return self."""
+        correctness y; return self.
+
+        Parameters
+        ----------
+        X : array-like of shape (n,)
+            Confidence in [0, 1].
+        y : array-like of shape (n,)
+            1 where the prediction is right, else 0.
+
+        Returns
+        -------
+        PlattScaling
+            self, fitted.
+        """
         (confidence,) = _columns(X, self.columns)
         correct = _check_correct(y, confidence)
         _warn_degenerate_labels(correct, "PlattScaling")
@@ -782,13 +979,30 @@ class PlattScaling:
         return self
 
     def predict(self, X: ArrayLike) -> np.ndarray:
-        """Calibrated confidence sigmoid(coef * logit(conf) + intercept) of X, the confidences."""
+        """Calibrated confidence sigmoid(coef * logit(conf) + intercept) of X, the confidences.
+
+        Parameters
+        ----------
+        X : array-like of shape (n,)
+            Confidence in [0, 1].
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Calibrated confidence in (0, 1).
+        """
         _check_fitted(self, "coef_")
         (confidence,) = _columns(X, self.columns)
         return expit(self.coef_ * _logit(confidence) + self.intercept_)
 
     def to_dict(self) -> dict:
-        """JSON-serialisable state."""
+        """JSON-serialisable state.
+
+        Returns
+        -------
+        dict
+            JSON-serialisable state; :func:`calibrator_from_dict` rebuilds it.
+        """
         _check_fitted(self, "coef_")
         return {"kind": self.kind, "coef": self.coef_, "intercept": self.intercept_}
 
@@ -825,6 +1039,11 @@ class IsotonicCalibration:
     pool-adjacent-violators. ``predict`` interpolates linearly between the fitted points and
     holds the end values outside the fitted range. A one-class set issues a
     CalibrationWarning (the fit is then constant 0 or 1).
+
+    Attributes
+    ----------
+    x_, y_ : ndarray
+        The fitted step function's knots.
     """
 
     kind = "isotonic"
@@ -835,7 +1054,20 @@ class IsotonicCalibration:
         self.y_: np.ndarray | None = None
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> IsotonicCalibration:
-        """Fit on top-label confidences X, (n,) or (n, 1), and 0/1 correctness y; return self."""
+        """Fit on top-label confidences X, (n,) or (n, 1), and 0/1 correctness y; return self.
+
+        Parameters
+        ----------
+        X : array-like of shape (n,)
+            Confidence in [0, 1].
+        y : array-like of shape (n,)
+            1 where the prediction is right, else 0.
+
+        Returns
+        -------
+        IsotonicCalibration
+            self, fitted.
+        """
         (confidence,) = _columns(X, self.columns)
         correct = _check_correct(y, confidence)
         _warn_degenerate_labels(correct, "IsotonicCalibration")
@@ -848,13 +1080,30 @@ class IsotonicCalibration:
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Calibrated confidence of X, the confidences, by linear interpolation of the fitted
-        steps."""
+        steps.
+
+        Parameters
+        ----------
+        X : array-like of shape (n,)
+            Confidence in [0, 1].
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Calibrated confidence in [0, 1].
+        """
         _check_fitted(self, "x_")
         (confidence,) = _columns(X, self.columns)
         return np.interp(confidence, self.x_, self.y_)
 
     def to_dict(self) -> dict:
-        """JSON-serialisable state."""
+        """JSON-serialisable state.
+
+        Returns
+        -------
+        dict
+            JSON-serialisable state; :func:`calibrator_from_dict` rebuilds it.
+        """
         _check_fitted(self, "x_")
         return {"kind": self.kind, "x": self.x_.tolist(), "y": self.y_.tolist()}
 
@@ -896,6 +1145,18 @@ class BehaviourCalibrator:
     are Platt's smoothed (n_pos + 1) / (n_pos + 2) and 1 / (n_neg + 2), which keeps the fit
     finite on separable data; an all-correct or all-wrong set issues a CalibrationWarning (the
     fit is then a near-constant confidence), and so do fewer than 5 calibration documents.
+
+    Parameters
+    ----------
+    l2 : float, default 1e-2
+        Ridge penalty of the logistic regression.
+
+    Attributes
+    ----------
+    mean_, scale_ : ndarray
+        The features' standardisation.
+    coef_ : ndarray
+        The fitted coefficients.
     """
 
     kind = "behaviour"
@@ -915,7 +1176,20 @@ class BehaviourCalibrator:
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> BehaviourCalibrator:
         """Fit on calibration documents' p, mu, delta (X: columns ``BEHAVIOUR_COLUMNS``) and
-        0/1 correctness y; return self."""
+        0/1 correctness y; return self.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, 3)
+            Columns ``BEHAVIOUR_COLUMNS``: p, mu and delta.
+        y : array-like of shape (n,)
+            1 where the prediction is right, else 0.
+
+        Returns
+        -------
+        BehaviourCalibrator
+            self, fitted.
+        """
         x = self._features(X)
         correct = _check_correct(y, x)
         l2 = check_finite_number(self.l2, "l2")
@@ -948,13 +1222,30 @@ class BehaviourCalibrator:
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Calibrated top-label confidence in (0, 1) (X: columns ``BEHAVIOUR_COLUMNS``); the
-        prediction itself is unchanged."""
+        prediction itself is unchanged.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, 3)
+            Columns ``BEHAVIOUR_COLUMNS``: p, mu and delta.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Calibrated confidence in (0, 1).
+        """
         _check_fitted(self, "coef_")
         z = (self._features(X) - self.mean_) / self.scale_
         return expit(z @ self.coef_ + self.intercept_)
 
     def to_dict(self) -> dict:
-        """JSON-serialisable state."""
+        """JSON-serialisable state.
+
+        Returns
+        -------
+        dict
+            JSON-serialisable state; :func:`calibrator_from_dict` rebuilds it.
+        """
         _check_fitted(self, "coef_")
         return {"kind": self.kind, "features": list(self.features), "l2": self.l2,
                 "mean": self.mean_.tolist(), "scale": self.scale_.tolist(),
@@ -990,7 +1281,18 @@ _KINDS = {
 
 
 def calibrator_from_dict(d: dict) -> Calibrator:
-    """Rebuild any calibrator from its ``to_dict`` output, dispatching on ``d["kind"]``."""
+    """Rebuild any calibrator from its ``to_dict`` output, dispatching on ``d["kind"]``.
+
+    Parameters
+    ----------
+    d : dict
+        A calibrator's ``to_dict()``.
+
+    Returns
+    -------
+    Calibrator
+        The fitted calibrator.
+    """
     if not isinstance(d, dict):
         raise ValueError(f"calibrator_from_dict: expected a dict, got {type(d).__name__}")
     if "kind" not in d:
@@ -1005,6 +1307,20 @@ def save_calibrator(calibrator: Calibrator, path: str | os.PathLike, **context) 
     """Write ``{"calibrator": calibrator.to_dict(), "context": context}`` as JSON; return path.
 
     ``context`` holds what callers know (task, labels, model...) and must be JSON-serialisable.
+
+    Parameters
+    ----------
+    calibrator : Calibrator
+        A fitted calibrator.
+    path : str or os.PathLike
+        The JSON file to write.
+    **context
+        JSON-serialisable facts stored beside it.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
     """
     payload = {"calibrator": calibrator.to_dict(), "context": context}
     try:
@@ -1020,6 +1336,16 @@ def load_calibrator(path: str | os.PathLike) -> tuple[Calibrator, dict]:
     """Read a file written by :func:`save_calibrator`: return (calibrator, context).
 
     Raises ValueError naming the file on malformed JSON or a missing or invalid field.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file of :func:`save_calibrator`.
+
+    Returns
+    -------
+    (Calibrator, dict)
+        The calibrator and its context.
     """
     path = Path(path)
     try:

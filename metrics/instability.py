@@ -96,6 +96,20 @@ def prediction_instability(
     confidence of the distracted answer. Predictions are compared with ``!=``: integer label
     indices (the contract), numbers (open-ended answers) or strings all work. Raises ValueError
     when k == 0.
+
+    Parameters
+    ----------
+    original_prediction : int or array-like of shape (n,)
+        The prediction on the original prompt.
+    distracted_predictions : array-like of shape (k,) or (n, k)
+        The predictions on the k hinted prompts.
+    distracted_confidences : array-like of shape (k,) or (n, k)
+        Their confidences, in [0, 1].
+
+    Returns
+    -------
+    float or ndarray
+        mu in [0, 1] per document.
     """
     if (_plain_labels(original_prediction, distracted_predictions)
             and _plain_probabilities(distracted_confidences)
@@ -129,6 +143,20 @@ def confidence_instability(
     ``mode="mean"`` (paper): delta = |p - mean_j p'_j|. ``mode="worst_case"`` (the paper's
     ablation): delta = max(0, p - min_j p'_j), the largest confidence drop. Raises ValueError
     when k == 0.
+
+    Parameters
+    ----------
+    original_confidence : float or array-like of shape (n,)
+        p, the original prompt's confidence in [0, 1].
+    distracted_confidences : array-like of shape (k,) or (n, k)
+        The hinted prompts' confidences, in [0, 1].
+    mode : {"mean", "worst_case"}, default "mean"
+        ``DELTA_MODES``: |p - mean p'_j|, or the largest drop max(0, p - min p'_j).
+
+    Returns
+    -------
+    float or ndarray
+        delta >= 0 per document.
     """
     if mode not in DELTA_MODES:
         raise ValueError(f"mode must be one of {DELTA_MODES}, got {mode!r}")

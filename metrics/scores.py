@@ -82,6 +82,22 @@ def reliability_bins(
     confidences (equal-mass bins); bin i holds edges[i] <= conf < edges[i+1], the last bin is
     closed. Tied confidences always share a bin, so quantile bins may hold unequal counts or be
     empty when many documents tie.
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+    n_bins : int, default 10
+        Number of bins.
+    strategy : {"uniform", "quantile"}, default "uniform"
+        Equal-width or equal-mass bins (:func:`reliability_bins`).
+
+    Returns
+    -------
+    ReliabilityBins
+        Edges, counts, mean confidence and accuracy per bin.
     """
     confidence, correct = _check_pair(confidence, correct)
     n_bins = check_positive_int(n_bins, "n_bins")
@@ -111,6 +127,22 @@ def expected_calibration_error(
     """Top-label ECE: sum over bins of (count / n) * |accuracy - mean confidence|.
 
     Bins come from :func:`reliability_bins`. The result is a fraction in [0, 1] (not x100).
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+    n_bins : int, default 10
+        Number of bins.
+    strategy : {"uniform", "quantile"}, default "uniform"
+        Equal-width or equal-mass bins (:func:`reliability_bins`).
+
+    Returns
+    -------
+    float
+        ECE in [0, 1]; lower is better.
     """
     bins = reliability_bins(confidence, correct, n_bins=n_bins, strategy=strategy)
     weights = bins.counts / bins.counts.sum()
@@ -121,7 +153,24 @@ def maximum_calibration_error(
     confidence: ArrayLike, correct: ArrayLike, n_bins: int = 10, strategy: str = "uniform"
 ) -> float:
     """MCE: the largest |accuracy - mean confidence| over the non-empty bins of
-    :func:`reliability_bins` (Naeini et al. 2015), a fraction in [0, 1]."""
+    :func:`reliability_bins` (Naeini et al. 2015), a fraction in [0, 1].
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+    n_bins : int, default 10
+        Number of bins.
+    strategy : {"uniform", "quantile"}, default "uniform"
+        Equal-width or equal-mass bins (:func:`reliability_bins`).
+
+    Returns
+    -------
+    float
+        MCE in [0, 1]; lower is better.
+    """
     bins = reliability_bins(confidence, correct, n_bins=n_bins, strategy=strategy)
     return float(np.max(bins.gaps[bins.counts > 0]))
 
@@ -224,7 +273,20 @@ def _check_bandwidth(bandwidth) -> float:
 
 def smooth_ece_bandwidth(confidence: ArrayLike, correct: ArrayLike) -> float:
     """The bandwidth sigma* of :func:`smooth_ece`: the fixed point sigma = smECE_sigma, kept in
-    [1e-3, 1] (1e-3 when smECE_sigma < sigma already there, as for perfectly calibrated data)."""
+    [1e-3, 1] (1e-3 when smECE_sigma < sigma already there, as for perfectly calibrated data).
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+
+    Returns
+    -------
+    float
+        sigma* in [1e-3, 1].
+    """
     confidence, correct = _check_pair(confidence, correct)
     cosines = _residual_cosines(confidence, correct)
     return _fixed_point(cosines)
@@ -249,6 +311,20 @@ def smooth_ece(confidence: ArrayLike, correct: ArrayLike, bandwidth: float | Non
     None (default) sigma is the fixed point sigma* = smECE_sigma* (:func:`smooth_ece_bandwidth`);
     otherwise the given sigma in [1e-3, 1]. 0 when the residuals cancel wherever documents
     share a confidence; unlike binned ECE it moves continuously with the confidences.
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+    bandwidth : float or None, default None
+        The kernel width sigma in [1e-3, 1]; None: the fixed point sigma*.
+
+    Returns
+    -------
+    float
+        smECE in [0, 1]; lower is better.
     """
     confidence, correct = _check_pair(confidence, correct)
     cosines = _residual_cosines(confidence, correct)
@@ -263,6 +339,20 @@ def risk_coverage_curve(confidence: ArrayLike, correct: ArrayLike) -> tuple[np.n
     confidences are admitted together: inside a tie the errors are counted at the tie's average
     rate (the mean over every order of the tied documents), so the curve does not depend on the
     input order.
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+
+    Returns
+    -------
+    coverage : ndarray of shape (n,)
+        k / n for k = 1..n.
+    risk : ndarray of shape (n,)
+        The error rate of the k most confident documents.
     """
     confidence, correct = _check_pair(confidence, correct)
     order = np.argsort(-confidence, kind="stable")
@@ -279,7 +369,20 @@ def risk_coverage_curve(confidence: ArrayLike, correct: ArrayLike) -> tuple[np.n
 
 def aurc(confidence: ArrayLike, correct: ArrayLike) -> float:
     """Area under the risk-coverage curve (Geifman & El-Yaniv 2017): the mean risk over the
-    coverages 1/n, ..., n/n of :func:`risk_coverage_curve`; lower is better, in [0, 1]."""
+    coverages 1/n, ..., n/n of :func:`risk_coverage_curve`; lower is better, in [0, 1].
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+
+    Returns
+    -------
+    float
+        AURC in [0, 1]; lower is better.
+    """
     _, risk = risk_coverage_curve(confidence, correct)
     return float(np.mean(risk))
 
@@ -321,7 +424,22 @@ def prediction_rejection_ratio(confidence: ArrayLike, correct: ArrayLike) -> flo
 
 def accuracy_at_coverage(confidence: ArrayLike, correct: ArrayLike, coverage: float = 0.8) -> float:
     """Accuracy of the ceil(coverage * n) most confident documents (ties as in
-    :func:`risk_coverage_curve`); ``coverage`` in (0, 1]."""
+    :func:`risk_coverage_curve`); ``coverage`` in (0, 1].
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+    coverage : float, default 0.8
+        The share of documents kept, in (0, 1].
+
+    Returns
+    -------
+    float
+        Accuracy of the kept documents, in [0, 1].
+    """
     if isinstance(coverage, bool) or not isinstance(coverage, (int, float)) or not (
             0.0 < coverage <= 1.0):
         raise ValueError(f"coverage must be a number in (0, 1], got {coverage!r}")
@@ -331,7 +449,20 @@ def accuracy_at_coverage(confidence: ArrayLike, correct: ArrayLike, coverage: fl
 
 
 def brier_score(confidence: ArrayLike, correct: ArrayLike) -> float:
-    """Binary top-label Brier score: mean of (confidence - 1[correct])^2, in [0, 1]."""
+    """Binary top-label Brier score: mean of (confidence - 1[correct])^2, in [0, 1].
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+
+    Returns
+    -------
+    float
+        Brier score in [0, 1]; lower is better.
+    """
     confidence, correct = _check_pair(confidence, correct)
     return float(np.mean((confidence - correct) ** 2))
 
@@ -342,6 +473,18 @@ def auroc(confidence: ArrayLike, correct: ArrayLike) -> float:
     Computed as the Mann-Whitney statistic (ties count one half). When only correct or only
     wrong documents are present the area is undefined: a CalibrationWarning is issued and 0.5
     (chance) is returned.
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+
+    Returns
+    -------
+    float
+        AUROC in [0, 1]; higher is better, 0.5 is chance.
     """
     confidence, correct = _check_pair(confidence, correct)
     n_pos = int(correct.sum())
@@ -400,6 +543,26 @@ def bootstrap_interval(
     fix ``n_bins`` or ``strategy``). Resamples draw n documents with replacement from
     ``numpy.random.default_rng(seed)``, so a seed gives identical results. Note that for a
     biased statistic such as ECE the percentile interval need not contain the point estimate.
+
+    Parameters
+    ----------
+    metric : callable
+        ``metric(confidence, correct) -> float``.
+    confidence : array-like of shape (n,)
+        Top-label confidence in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+    n_resamples : int, default 1000
+        Bootstrap resamples.
+    level : float, default 0.95
+        Coverage of the interval, in (0, 1).
+    seed : int, default 0
+        Seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    tuple of float
+        (point estimate, low, high).
     """
     confidence, correct = _check_pair(confidence, correct)
     n_resamples, level = _check_bootstrap_args(n_resamples, level)
@@ -414,7 +577,20 @@ def bootstrap_interval(
 
 def bootstrap_p_value(observed: float, resampled: ArrayLike) -> float:
     """Two-sided bootstrap p-value of a paired difference: twice the share of resampled
-    differences on the other side of 0 from the observed one (1 when it is 0), at most 1."""
+    differences on the other side of 0 from the observed one (1 when it is 0), at most 1.
+
+    Parameters
+    ----------
+    observed : float
+        The observed difference.
+    resampled : array-like
+        The resampled differences.
+
+    Returns
+    -------
+    float
+        The two-sided p-value, in [0, 1].
+    """
     values = np.asarray(resampled, dtype=float)
     if observed > 0:
         return float(min(1.0, 2.0 * np.mean(values <= 0)))
@@ -437,6 +613,24 @@ def paired_bootstrap_test(
     of the resampled difference; ``p_value`` = two-sided bootstrap p-value: twice the share of
     resamples whose difference is zero or has the sign opposite to the observed one, capped
     at 1 (1.0 when the observed difference is exactly zero).
+
+    Parameters
+    ----------
+    metric : callable
+        ``metric(confidence, correct) -> float``.
+    confidence_a, confidence_b : array-like of shape (n,)
+        Two confidences of the same documents, in [0, 1].
+    correct : array-like of shape (n,)
+        1 where the prediction is right, else 0.
+    n_resamples : int, default 1000
+        Bootstrap resamples.
+    seed : int, default 0
+        Seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    dict
+        ``difference``, ``low``, ``high``, ``p_value``.
     """
     confidence_a = check_confidence(confidence_a, "confidence_a")
     confidence_b = check_confidence(confidence_b, "confidence_b")

@@ -475,3 +475,30 @@ def test_reliability_bins_is_frozen():
     bins = reliability_bins([0.5], [1])
     with pytest.raises(dataclasses.FrozenInstanceError):
         bins.counts = np.zeros(10)
+
+
+def test_public_functions_and_estimators_have_numpydoc_sections():
+    """Every public function of calidist_metrics, and every estimator with its public methods,
+    documents its parameters or returns in numpydoc sections."""
+    import inspect
+
+    import calidist_metrics
+
+    lacking = []
+    for name in calidist_metrics.__all__:
+        obj = getattr(calidist_metrics, name)
+        if inspect.isclass(obj) and (issubclass(obj, Exception) or name in (
+                "Calibrator", "ReliabilityBins")):
+            continue  # a warning, an error, the protocol, a result record
+        owners = [(name, obj)]
+        if inspect.isclass(obj):
+            owners += [(f"{name}.{k}", v) for k, v in vars(obj).items()
+                       if not k.startswith("_") and inspect.isfunction(v)]
+        for label, member in owners:
+            if not callable(member):
+                continue
+            doc = inspect.getdoc(member) or ""
+            if not any(f"{section}\n{'-' * len(section)}" in doc
+                       for section in ("Parameters", "Returns", "Attributes")):
+                lacking.append(label)
+    assert not lacking, lacking
