@@ -78,7 +78,7 @@ SMALL_NOTE = (f"⚠: fewer than {SMALL} evaluation documents, or than the whole 
               f"that is smaller (AQuA: {WHOLE_TEST_SPLIT['aqua']}).")
 INTERVAL_SCORES: dict[str, Callable] = {"acc": accuracy, **SCORES}
 # the hinted logit variants' suffixes -> their abbreviation (the registry's)
-STYLES = {v.suffix: v.short for v in VARIANTS if v.distracted and v.confidence == LOGIT}
+STYLES = {v.suffix: v.short for v in VARIANTS if v.distracted and v.source == LOGIT}
 CALIBRATION_SIZES = (50, 100, 200)
 SIZE_DRAWS = 20
 # The paper's Table 1 (logit confidence, x100), for orientation only: other models (8B).
@@ -788,7 +788,7 @@ def table4_rows(analysis: Analysis) -> dict[tuple[str, str], list[Table4Row]]:
 
 def is_reasoned(method: Method) -> bool:
     """Whether a leaderboard row reads reasoned replies (the paper's protocol)."""
-    return any(variant_named(name).confidence == REASONED for name in method.variants)
+    return any(variant_named(name).source == REASONED for name in method.variants)
 
 
 def direct_counterpart(method: Method) -> Method | None:
@@ -797,7 +797,7 @@ def direct_counterpart(method: Method) -> Method | None:
     CaliDist reasoned (As.) -> CaliDist (As.)); None for the stated-confidence readings (the
     direct readout states none)."""
     direct = direct_readout(method.variants[0]).name
-    return next((m for m in METHODS if not m.reading and m.confidence == method.confidence
+    return next((m for m in METHODS if not m.reading and m.suffix == method.suffix
                  and direct in m.variants), None)
 
 
@@ -806,7 +806,7 @@ def reasoned_runs(stored: Sequence[Stored]) -> dict[tuple[str, str], list[Stored
     found: dict[tuple[str, str], list[Stored]] = {}
     for run in sorted(stored, key=lambda s: s.task):
         variant = task_variant(run.task, run.run.config)[1]
-        if variant is not None and variant.confidence == REASONED:
+        if variant is not None and variant.source == REASONED:
             found.setdefault((run.model, run.benchmark), []).append(run)
     return found
 

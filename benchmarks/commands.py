@@ -41,22 +41,22 @@ BENCH_NAMES = {"ppdb": "PPDB", "aqua": "AQuA"}
 # hundreds of generated tokens on a CPU. It also runs the 15-sample consistency: its samples are
 # reasoned replies at the vanilla reply's budget (the paper's Table 4 self-consistency row), so
 # consistency gets --reasoned-max-gen-toks in either step.
-LOGIT = tuple(v.suffix for v in VARIANTS if v.confidence == LOGIT_CONFIDENCE)
+LOGIT = tuple(v.suffix for v in VARIANTS if v.source == LOGIT_CONFIDENCE)
 GENERATE = tuple(v.suffix for v in VARIANTS
-                 if v.confidence not in (LOGIT_CONFIDENCE, SPUQ, REASONED_CONFIDENCE))
-REASONED = (*(v.suffix for v in VARIANTS if v.confidence == REASONED_CONFIDENCE),
+                 if v.source not in (LOGIT_CONFIDENCE, SPUQ, REASONED_CONFIDENCE))
+REASONED = (*(v.suffix for v in VARIANTS if v.source == REASONED_CONFIDENCE),
             "_consistency")
 # Each reasoned variant's direct letter readout (the logit variant of its distractor style):
 # the reasoned step runs it on the reasoned documents too (records in <results>/same-documents).
 DIRECT_READOUT = {v.suffix: direct_readout(v.name).suffix
-                  for v in VARIANTS if v.confidence == REASONED_CONFIDENCE}
+                  for v in VARIANTS if v.source == REASONED_CONFIDENCE}
 # Logit tasks the runner's --two-stage runs in two stages: stage 2 sends only the prompts aimed
 # at a label other than the prediction (the cost table also estimates corruption's two-stage cost)
 TWO_STAGE_SUFFIXES = ("_assertion", "_probe")
 # Reasoned tasks whose reply runs --two-stage shortens the same way: hinted replies only for the
 # labels other than the original reply's answer (CaliDist reads no other)
 REASONED_TWO_STAGE = tuple(v.suffix for v in VARIANTS
-                           if v.confidence == REASONED_CONFIDENCE and v.distracted)
+                           if v.source == REASONED_CONFIDENCE and v.distracted)
 # The --metadata keys that decide which documents and prompts a task ran (a committed record
 # file is reused only when they match the request; data_dir is where, not what).
 SIZE_KEYS = ("calib_size", "eval_size", "m", "seed", "split_seed")

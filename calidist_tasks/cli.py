@@ -240,7 +240,7 @@ def list_tasks(pattern: str | None = None) -> list[tuple[str, str, str, str, str
             found.append((name, "group", "-", "every task of the family", ", ".join(tasks)))
             continue
         variant = task_variant(name, config)[1]
-        what = (DESCRIPTIONS.get(variant.confidence, "") if variant
+        what = (DESCRIPTIONS.get(variant.source, "") if variant
                 else "GSM8K, one stage of three (docs/gsm8k.md)")
         rows = ", ".join(m.label for m in methods_of(variant)) if variant else ""
         found.append((name, "task", str(config.get("output_type", "-")), what,

@@ -148,7 +148,7 @@ class Variant:
 
     name: str  # the task-name suffix without "_" ("" = the original prompt, logit)
     distractor: str = NONE  # ``styles.STYLES`` name
-    confidence: str = LOGIT  # LOGIT, or a generation task's ``confidence_sources.SOURCES`` name
+    source: str = LOGIT  # its confidence source: LOGIT, or a ``SOURCES`` name (YAML confidence)
     fragment: str = ""  # shared YAML fragment included after a family's _template_yaml
     short: str = ""  # the style's abbreviation in labels ("As.")
     reply: str = ""  # the variant whose logged replies this one reads (the reasoned variants)
@@ -169,15 +169,15 @@ VARIANTS: list[Variant] = [
     Variant("assertion", "assertion", short="As."),
     Variant("probe", "probe", short="Pr."),
     Variant("corruption", "corruption", short="Sa."),
-    Variant("verbalized", confidence=VERBALIZED, fragment="_verbalized_yaml"),
+    Variant("verbalized", source=VERBALIZED, fragment="_verbalized_yaml"),
     Variant("assertion_verbalized", "assertion", VERBALIZED, "_verbalized_yaml", "As."),
     Variant("probe_verbalized", "probe", VERBALIZED, "_verbalized_yaml", "Pr."),
     Variant("corruption_verbalized", "corruption", VERBALIZED, "_verbalized_yaml", "Sa."),
-    Variant("consistency", confidence=CONSISTENCY, fragment="_consistency_yaml"),
-    Variant("spuq", confidence=SPUQ, fragment="_spuq_yaml"),
+    Variant("consistency", source=CONSISTENCY, fragment="_consistency_yaml"),
+    Variant("spuq", source=SPUQ, fragment="_spuq_yaml"),
     # the paper's protocol: letters scored at the answer of the matching _verbalized task's
     # reasoned replies (calidist_tasks/tasks/reasoned.py)
-    Variant("cot", confidence=REASONED, fragment="_cot_yaml", reply="verbalized"),
+    Variant("cot", source=REASONED, fragment="_cot_yaml", reply="verbalized"),
     Variant("assertion_cot", "assertion", REASONED, "_cot_yaml", "As.",
             reply="assertion_verbalized"),
     Variant("probe_cot", "probe", REASONED, "_cot_yaml", "Pr.", reply="probe_verbalized"),
@@ -193,13 +193,13 @@ class Method:
 
     label: str
     variants: tuple[str, ...]  # the Variant names that report it, preferred first
-    # the confidence its metrics are named after: ``records.metric_name(score, confidence)``
-    confidence: str
+    # the suffix its metrics are named with: ``records.metric_name(score, suffix)``
+    suffix: str
     fit: fits.Fit  # calibration records -> its confidence per evaluation document
 
     def metric(self, score: str) -> str:
         """The results-file name of ``score`` for this row."""
-        return metric_name(score, self.confidence)
+        return metric_name(score, self.suffix)
 
     @property
     def own(self) -> bool:
@@ -215,11 +215,11 @@ class Method:
 
 def _names(confidence: str) -> tuple[str, ...]:
     """The variants sending ``confidence``, in VARIANTS order."""
-    return tuple(v.name for v in VARIANTS if v.confidence == confidence)
+    return tuple(v.name for v in VARIANTS if v.source == confidence)
 
 
 def _calidist(variant: Variant) -> Method:
-    kind = " verbalized" if variant.confidence == VERBALIZED else ""
+    kind = " verbalized" if variant.source == VERBALIZED else ""
     return Method(f"CaliDist{kind} ({variant.short})", (variant.name,), CALIDIST, fits.calidist_fit)
 
 
@@ -265,8 +265,8 @@ METHODS: list[Method] = [
     Method("Entropy", ("consistency",), ENTROPY, fits.sampled(ENTROPY)),
     Method("FSD", ("consistency",), FSD, fits.sampled(FSD)),
     Method("SPUQ", ("spuq",), SPUQ, fits.sampled(SPUQ)),
-    *(_calidist(v) for v in VARIANTS if v.distracted and v.confidence == LOGIT),
-    *(_calidist(v) for v in VARIANTS if v.distracted and v.confidence == VERBALIZED),
+    *(_calidist(v) for v in VARIANTS if v.distracted and v.source == LOGIT),
+    *(_calidist(v) for v in VARIANTS if v.distracted and v.source == VERBALIZED),
     Method("Vanilla (reasoned)", REASONED_VARIANTS, VANILLA, fits.own_confidence),
     Method("Temperature scaling (reasoned)", ("cot",), TEMPERATURE_SCALING,
            fits.temperature_scaled),
@@ -276,7 +276,7 @@ METHODS: list[Method] = [
     _stated("Verbalized (reasoned)", VANILLA, fits.own_confidence, REASONED_VARIANTS),
     _stated("Verbalized + Platt (reasoned)", PLATT, fits.platt_scaled, ("cot",)),
     _stated("Verbalized + isotonic (reasoned)", ISOTONIC, fits.isotonic_calibrated, ("cot",)),
-    *(m for v in VARIANTS if v.distracted and v.confidence == REASONED for m in _reasoned(v)),
+    *(m for v in VARIANTS if v.distracted and v.source == REASONED for m in _reasoned(v)),
     # the paper's Table 3 "Log-Prob" rows: the answer token's letter probabilities of the
     # verbalized tasks' replies on a chat API
     _logprob("Vanilla (log-prob)", VANILLA, fits.own_confidence, VERBALIZED_VARIANTS),
@@ -286,7 +286,7 @@ METHODS: list[Method] = [
     _logprob("Isotonic (log-prob)", ISOTONIC, fits.isotonic_calibrated, ("verbalized",)),
     _logprob("Vector scaling (log-prob)", VECTOR_SCALING, fits.vector_scaled, ("verbalized",)),
     *(_logprob(f"CaliDist log-prob ({v.short})", CALIDIST, fits.calidist_fit, (v.name,))
-      for v in VARIANTS if v.distracted and v.confidence == VERBALIZED),
+      for v in VARIANTS if v.distracted and v.source == VERBALIZED),
 ]
 
 
@@ -321,7 +321,7 @@ def calidist_method() -> Method:
     """The CaliDist row of the logit tasks. Every CaliDist row fits alike
     (``fits.calidist_fit``); the task's aggregation, ``calidist report`` and the transfer table
     all call this row's ``fit``."""
-    return next(m for m in METHODS if m.confidence == CALIDIST and not m.reading)
+    return next(m for m in METHODS if m.suffix == CALIDIST and not m.reading)
 
 
 def variant_named(name: str) -> Variant:
@@ -333,7 +333,7 @@ def direct_readout(name: str) -> Variant:
     scored right after the options (a reasoned variant's direct readout: ``cot`` -> ``""``,
     ``assertion_cot`` -> ``assertion``)."""
     distractor = variant_named(name).distractor
-    found = [v for v in VARIANTS if v.confidence == LOGIT and v.distractor == distractor]
+    found = [v for v in VARIANTS if v.source == LOGIT and v.distractor == distractor]
     if not found:
         raise ValueError(f"variant {name!r}: no direct-readout (logit) variant of its style "
                          f"{distractor!r} is registered")
@@ -351,7 +351,7 @@ def paired_references(method: Method) -> dict[str, str]:
     the reasoned Vanilla on the same replies, a chat API's log-prob row with its own Vanilla."""
     if method.reading == LOGPROB:
         protocol = " (log-prob)"
-    elif any(variant_named(name).confidence == REASONED for name in method.variants):
+    elif any(variant_named(name).source == REASONED for name in method.variants):
         protocol = " (reasoned)"
     else:
         protocol = ""
@@ -374,12 +374,12 @@ def fitted_methods(distracted: bool, confidence: str = LOGIT) -> list[Method]:
     kind reports the same metric names), in METHODS order, CaliDist's first; not the rows of a
     second reading (``Method.reading``), whose suffixed metrics the task names and summarizes
     itself (``aggregation.logprob_metric_names``, ``reasoned.reasoned_metric_names``)."""
-    names = {v.name for v in VARIANTS if v.distracted == distracted and v.confidence == confidence}
+    names = {v.name for v in VARIANTS if v.distracted == distracted and v.source == confidence}
     found: dict[str, Method] = {}
     for method in METHODS:
         if names & set(method.variants) and not method.reading:
-            found.setdefault(method.confidence, method)
-    return sorted(found.values(), key=lambda m: m.confidence != CALIDIST)
+            found.setdefault(method.suffix, method)
+    return sorted(found.values(), key=lambda m: m.suffix != CALIDIST)
 
 
 # ------------------------------------------------------------------ metric names
@@ -431,5 +431,5 @@ def task_variant(task: str, config: Mapping[str, Any] | None = None
     if confidence == LOGIT and keys.get("output_type") == "generate_until":
         return str(keys.get("benchmark") or task), None  # a generation stage (GSM8K's first two)
     variant = next((v for v in VARIANTS
-                    if v.distractor == distractor and v.confidence == confidence), None)
+                    if v.distractor == distractor and v.source == confidence), None)
     return str(keys.get("benchmark") or task), variant

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import assert_report_rebuilds_results
 
-from calidist_tasks import registry as methods
+from calidist_tasks import registry
 from calidist_tasks.data.yaml_configs import task_configs
 from calidist_tasks.prompting import distractors, styles
 from calidist_tasks.prompting.parts import HINT
@@ -37,13 +37,13 @@ class Friend(styles.Probe):
 @pytest.fixture
 def friend(monkeypatch: pytest.MonkeyPatch):
     """The toy style registered: its class, its variant and its CaliDist row (undone after)."""
-    variant = methods.Variant("friend", "friend", short="Fr.")
-    row = methods.Method("CaliDist (Fr.)", ("friend",), CALIDIST, fits.calidist_fit)
+    variant = registry.Variant("friend", "friend", short="Fr.")
+    row = registry.Method("CaliDist (Fr.)", ("friend",), CALIDIST, fits.calidist_fit)
     monkeypatch.setitem(styles.STYLES, "friend", Friend)
-    saved = [*methods.VARIANTS], [*methods.METHODS]
-    methods.register(variant, row)
+    saved = [*registry.VARIANTS], [*registry.METHODS]
+    registry.register(variant, row)
     yield variant, row
-    methods.VARIANTS[:], methods.METHODS[:] = saved
+    registry.VARIANTS[:], registry.METHODS[:] = saved
 
 
 def test_every_generated_task_is_a_registered_variant() -> None:
@@ -54,33 +54,33 @@ def test_every_generated_task_is_a_registered_variant() -> None:
     stages = {name for name, c in configs.items()
               if c.get("output_type") == "generate_until" and not c.get("confidence")}
     assert stages == {"calidist_gsm8k", "calidist_gsm8k_assertion_chains"}
-    assert all(methods.task_variant(name)[1] is None for name in stages)
+    assert all(registry.task_variant(name)[1] is None for name in stages)
     tasks = {name: c for name, c in configs.items() if "task" in c and "group" not in c
              and name not in stages}
-    assert len(tasks) >= 8 * len(methods.VARIANTS)
+    assert len(tasks) >= 8 * len(registry.VARIANTS)
     for name in tasks:
-        benchmark, variant = methods.task_variant(name)
+        benchmark, variant = registry.task_variant(name)
         assert variant is not None, name
         assert name == f"calidist_{benchmark}{variant.suffix}"
     # every variant reports at least one method, and every method belongs to a variant
-    names = {v.name for v in methods.VARIANTS}
-    assert all(methods.methods_of(v) for v in methods.VARIANTS)
-    assert all(set(m.variants) <= names for m in methods.METHODS)
-    assert len({m.label for m in methods.METHODS}) == len(methods.METHODS)
+    names = {v.name for v in registry.VARIANTS}
+    assert all(registry.methods_of(v) for v in registry.VARIANTS)
+    assert all(set(m.variants) <= names for m in registry.METHODS)
+    assert len({m.label for m in registry.METHODS}) == len(registry.METHODS)
 
 
 def test_metric_names_follow_the_registry(friend) -> None:
     """A task's metric names are its methods' confidences: a new CaliDist row adds no metric
     (its confidence is CaliDist's), a new confidence would."""
-    assert metric_name("ece", CALIDIST) in methods.metric_names(True)
-    assert methods.fitted_methods(True)[0].confidence == CALIDIST
-    before = methods.metric_names(False)
-    methods.register(None, methods.Method("Toy", ("",), "toy", fits.platt_scaled))
-    assert methods.metric_names(False) == [
-        *before[:-len(methods.BASELINE_EXTRAS)], *(metric_name(s, "toy") for s in methods.SCORES),
-        *methods.BASELINE_EXTRAS]
+    assert metric_name("ece", CALIDIST) in registry.metric_names(True)
+    assert registry.fitted_methods(True)[0].suffix == CALIDIST
+    before = registry.metric_names(False)
+    registry.register(None, registry.Method("Toy", ("",), "toy", fits.platt_scaled))
+    assert registry.metric_names(False) == [
+        *before[:-len(registry.BASELINE_EXTRAS)], *(metric_name(s, "toy") for s in registry.SCORES),
+        *registry.BASELINE_EXTRAS]
     with pytest.raises(ValueError, match="registered already"):
-        methods.register(friend[0])
+        registry.register(friend[0])
 
 
 def test_a_new_style_runs_end_to_end(friend, tiny_model_dir: Path, ppdb_data_dir: Path,
@@ -117,7 +117,7 @@ def test_a_new_style_runs_end_to_end(friend, tiny_model_dir: Path, ppdb_data_dir
             False, True, True], prompts
     assert len(samples[name]) == 12  # calibration and evaluation documents
     assert results["configs"][name]["metadata"]["distractor"] == "friend"  # logged
-    assert set(methods.metric_names(True)) <= {k.split(",")[0] for k in results["results"][name]}
+    assert set(registry.metric_names(True)) <= {k.split(",")[0] for k in results["results"][name]}
     tracker.save_results_aggregated(results=results, samples=samples)
     tracker.save_results_samples(task_name=name, samples=samples[name])
 
@@ -137,13 +137,13 @@ def test_logprob_rows_name_the_metrics_the_aggregation_reports() -> None:
     from calidist_tasks.scoring.aggregation import logprob_metric_names
     from calidist_tasks.scoring.records import LOGPROB, VERBALIZED
 
-    for variant in (v for v in methods.VARIANTS if v.confidence == VERBALIZED):
-        rows = [m for m in methods.methods_of(variant) if m.reading == LOGPROB]
+    for variant in (v for v in registry.VARIANTS if v.source == VERBALIZED):
+        rows = [m for m in registry.methods_of(variant) if m.reading == LOGPROB]
         assert [m.label for m in rows][0] == "Vanilla (log-prob)"
         assert len(rows) == (2 if variant.distracted else 5), variant.name
         reported = logprob_metric_names(variant.distracted)
-        assert all(m.metric(s) in reported for m in rows for s in methods.SCORES)
-        assert not any(LOGPROB in name for name in methods.metric_names(variant.distracted,
+        assert all(m.metric(s) in reported for m in rows for s in registry.SCORES)
+        assert not any(LOGPROB in name for name in registry.metric_names(variant.distracted,
                                                                          VERBALIZED))
 
 
@@ -187,12 +187,12 @@ def restored(monkeypatch: pytest.MonkeyPatch):
     """The registry (and the confidence sources) as they were, after the test."""
     from calidist_tasks.confidence.sources import SOURCES
 
-    saved = ([*methods.VARIANTS], [*methods.METHODS], [*methods.SCORE_ENTRIES],
-             dict(methods.SCORES), dict(SOURCES))
+    saved = ([*registry.VARIANTS], [*registry.METHODS], [*registry.SCORE_ENTRIES],
+             dict(registry.SCORES), dict(SOURCES))
     yield
-    methods.VARIANTS[:], methods.METHODS[:], methods.SCORE_ENTRIES[:] = saved[:3]
-    methods.SCORES.clear()
-    methods.SCORES.update(saved[3])
+    registry.VARIANTS[:], registry.METHODS[:], registry.SCORE_ENTRIES[:] = saved[:3]
+    registry.SCORES.clear()
+    registry.SCORES.update(saved[3])
     SOURCES.clear()
     SOURCES.update(saved[4])
 
@@ -215,15 +215,15 @@ def test_a_toy_calibrator_is_one_method(restored) -> None:
     from calidist_tasks.scoring.aggregation import summarize_baselines
     from calidist_tasks.settings import RunSettings
 
-    methods.register(None, methods.Method("Histogram binning", ("",), "histogram",
+    registry.register(None, registry.Method("Histogram binning", ("",), "histogram",
                                           histogram_binned))
-    assert "ece_histogram" in methods.metric_names(False)
-    assert "ece_histogram" not in methods.metric_names(True)  # not a hinted task's row
-    assert methods.higher_is_better("auroc_histogram") is True
+    assert "ece_histogram" in registry.metric_names(False)
+    assert "ece_histogram" not in registry.metric_names(True)  # not a hinted task's row
+    assert registry.higher_is_better("auroc_histogram") is True
     records = _records()
     results = summarize_baselines(records, RunSettings(), {"task": "calidist_toy"})
     expected = histogram_binned(records[:30], records[30:], RunSettings(), {})
-    for name, score in methods.SCORES.items():
+    for name, score in registry.SCORES.items():
         assert results[metric_name(name, "histogram")] == pytest.approx(
             score(expected.confidence, expected.correct)), name
     assert results["ece_histogram"] != results["ece_vanilla"]
@@ -240,24 +240,24 @@ def test_a_toy_score_is_one_score_entry(restored) -> None:
     def mean_gap(confidence, correct) -> float:
         return float(abs(np.mean(confidence) - np.mean(correct)))
 
-    methods.register(score=methods.Score("gap", mean_gap, False, "Gap"))
+    registry.register(score=registry.Score("gap", mean_gap, False, "Gap"))
     for name in ("gap_vanilla", "gap_ts", "gap_platt"):
-        assert name in methods.metric_names(False) and methods.higher_is_better(name) is False
-    assert "gap" in methods.metric_names(True) and "gap_consistency" in methods.metric_names(
+        assert name in registry.metric_names(False) and registry.higher_is_better(name) is False
+    assert "gap" in registry.metric_names(True) and "gap_consistency" in registry.metric_names(
         False, "consistency")
     records = _records()
     results = summarize_baselines(records, RunSettings(), {"task": "calidist_toy"})
     evaluation = records[30:]
     assert results["gap_vanilla"] == pytest.approx(
         mean_gap(fits.column(evaluation, "confidence"), fits.column(evaluation, "correct")))
-    cell = Cell("m", "toy", methods.METHODS[0], None, {},
+    cell = Cell("m", "toy", registry.METHODS[0], None, {},
                 fits.column(evaluation, "confidence"), fits.column(evaluation, "correct"))
     table = more_scores([cell], {"m": "m"})
     assert "Gap↓" in table.columns
     assert table.rows[0][table.columns.index("Gap↓")] == pytest.approx(
         100 * results["gap_vanilla"])
     with pytest.raises(ValueError, match="registered already"):
-        methods.register(score=methods.Score("gap", mean_gap, False, "Gap"))
+        registry.register(score=registry.Score("gap", mean_gap, False, "Gap"))
 
 
 def test_a_toy_confidence_source_is_one_source_and_its_rows(restored) -> None:
@@ -283,13 +283,13 @@ def test_a_toy_confidence_source_is_one_source_and_its_rows(restored) -> None:
 
     from calidist_tasks.confidence.sources import Ask
 
-    variant = methods.Variant("agreement", confidence="agreement")
-    row = methods.Method("Agreement", ("agreement",), "agreement", fits.sampled("agreement"))
-    methods.register(variant, row, source=Agreement())
+    variant = registry.Variant("agreement", source="agreement")
+    row = registry.Method("Agreement", ("agreement",), "agreement", fits.sampled("agreement"))
+    registry.register(variant, row, source=Agreement())
     assert SOURCES["agreement"].name == "agreement"
-    assert methods.task_variant("calidist_ppdb_agreement", {
+    assert registry.task_variant("calidist_ppdb_agreement", {
         "metadata": {"benchmark": "ppdb", "confidence": "agreement"}}) == ("ppdb", variant)
-    assert methods.methods_of(variant) == [row]
+    assert registry.methods_of(variant) == [row]
     assert "ece_agreement" in SOURCES["agreement"].metric_names(False)
     rng = np.random.default_rng(1)
     records = []
@@ -307,6 +307,6 @@ def test_a_toy_confidence_source_is_one_source_and_its_rows(restored) -> None:
     evaluation = records[5:]
     shares = [r["confidences"]["agreement"] for r in evaluation]
     assert results["ece_agreement"] == pytest.approx(
-        methods.SCORES["ece"](np.array(shares), fits.column(evaluation, "correct")))
+        registry.SCORES["ece"](np.array(shares), fits.column(evaluation, "correct")))
     with pytest.raises(ValueError, match="registered already"):
-        methods.register(source=Agreement())
+        registry.register(source=Agreement())

@@ -62,9 +62,9 @@ class ConfidenceSource:
         """The YAML's generation kwargs for this source (a new dict when they change)."""
         return generation
 
-    def asks(self, doc: dict[str, Any], variants: list[dict[str, Any]], base: dict[str, Any],
+    def asks(self, doc: dict[str, Any], hinted_copies: list[dict[str, Any]], base: dict[str, Any],
              repeats: int, settings: RunSettings, original: bool = True) -> list[Ask]:
-        """The requests of one document: ``variants`` are its hinted copies, ``base`` the
+        """The requests of one document: ``hinted_copies`` are its hinted copies, ``base`` the
         generation kwargs, ``repeats`` the generations lm-eval asks per request; ``original``
         False: the original prompt was answered in stage 1 of a two-stage run."""
         raise NotImplementedError
@@ -109,10 +109,11 @@ class Verbalized(_ReasonedReply, ConfidenceSource):
     name = VERBALIZED
     splits_in_stages = True
 
-    def asks(self, doc: dict[str, Any], variants: list[dict[str, Any]], base: dict[str, Any],
+    def asks(self, doc: dict[str, Any], hinted_copies: list[dict[str, Any]], base: dict[str, Any],
              repeats: int, settings: RunSettings, original: bool = True) -> list[Ask]:
         """The original prompt (unless stage 1 asked it), then every hinted copy, greedy."""
-        return [Ask(None, base)] * original + [Ask(v, base, shown=v) for v in variants]
+        return ([Ask(None, base)] * original
+                + [Ask(copy, base, shown=copy) for copy in hinted_copies])
 
     def record(self, parsed: list[dict[str, Any]], plans: Sequence[PromptPlan], n_choices: int,
                label: int, settings: RunSettings, where: str,
@@ -164,7 +165,7 @@ class Consistency(_ReasonedReply, _Sampled):
         sampled = consistency.decoding(generation, settings.sampling, settings.api)
         return {"sampling_temperature": float(sampled.get("temperature", 1.0))}
 
-    def asks(self, doc: dict[str, Any], variants: list[dict[str, Any]], base: dict[str, Any],
+    def asks(self, doc: dict[str, Any], hinted_copies: list[dict[str, Any]], base: dict[str, Any],
              repeats: int, settings: RunSettings, original: bool = True) -> list[Ask]:
         sampled = consistency.decoding(base, settings.sampling, settings.api)
         return [Ask(None, kwargs, n) for kwargs, n in consistency.sample_requests(
@@ -183,7 +184,7 @@ class Spuq(_Sampled):
 
     name = SPUQ
 
-    def asks(self, doc: dict[str, Any], variants: list[dict[str, Any]], base: dict[str, Any],
+    def asks(self, doc: dict[str, Any], hinted_copies: list[dict[str, Any]], base: dict[str, Any],
              repeats: int, settings: RunSettings, original: bool = True) -> list[Ask]:
         asks = [Ask(None, base)]
         for plan in spuq.perturbations(content_key(doc), settings.seed):

@@ -1,7 +1,7 @@
 """Leaderboard cells: which rows a task fills, and their per-document confidences.
 
 A task fills the registry's rows (``calidist_tasks.registry.METHODS``) that list its variant, found
-from the task's own config (``methods.task_variant``), with the results file's ECE, Brier and
+from the task's own config (``registry.task_variant``), with the results file's ECE, Brier and
 AUROC of the row's confidence (named by ``records.metric_name``). Where the logged records allow
 it, each row's confidence on every evaluation document is rebuilt with the row's own fit
 (``Method.fit``, the function the task's aggregation called), and its scores replace the results
@@ -57,7 +57,7 @@ class Cell:
     correct: np.ndarray | None = None
     # the same task's vanilla (confidence, correct) on the same documents, to compare with
     vanilla: tuple[np.ndarray, np.ndarray] | None = None
-    variant: str = ""  # the run's ``methods.Variant`` name
+    variant: str = ""  # the run's ``registry.Variant`` name
 
     @property
     def rank(self) -> int:

@@ -31,7 +31,7 @@ RUNTIME_ARGS = {"device", "device_map", "batch_size", "max_batch_size", "paralle
                 "gpu_memory_utilization", "data_parallel_size", "tensor_parallel_size",
                 "prefix_cache", "verify_cache"}
 # calidist settings (``RunSettings``) that change the documents or the numbers, and which task
-# variants (``methods.Variant``) they matter to; the others (stage, original_run,
+# variants (``registry.Variant``) they matter to; the others (stage, original_run,
 # save_calibrator, allow_transfer) only say how a run was carried out
 def _every(variant: Variant) -> bool:
     return True
@@ -45,10 +45,10 @@ SETTINGS: dict[str, Callable[[Variant], bool]] = {
     "calib_size": _every, "eval_size": _every, "split_seed": _every, "data_files": _every,
     "data_dir": _every,
     "m": lambda v: v.distractor == "assertion",  # probe and corruption have a fixed number
-    "seed": lambda v: v.distracted or v.confidence in (CONSISTENCY, SPUQ),
+    "seed": lambda v: v.distracted or v.source in (CONSISTENCY, SPUQ),
     "calibrator": _hinted, "lambda_scale": _hinted, "delta_mode": _hinted, "fit": _hinted,
-    "verbalized_prompt": lambda v: v.confidence == VERBALIZED,
-    "sampling": lambda v: v.confidence == CONSISTENCY}
+    "verbalized_prompt": lambda v: v.source == VERBALIZED,
+    "sampling": lambda v: v.source == CONSISTENCY}
 # lm-eval's results-file keys of the prompt format (chat template by its hash)
 PROMPT_KEYS = (("chat_template_sha", "chat template"), ("system_instruction_sha",
                "system instruction"), ("fewshot_as_multiturn", "few-shot as multi-turn"))

@@ -206,7 +206,7 @@ def accuracy(confidence: np.ndarray, correct: np.ndarray) -> float:
 def score_intervals(confidence: np.ndarray, correct: np.ndarray, n_resamples: int,
                     seed: int = 0, scores: Mapping[str, Callable] | None = None
                     ) -> dict[str, tuple[float, float, float]]:
-    """(value, 95% low, 95% high) per score (default ``methods.SCORES``), each a percentile
+    """(value, 95% low, 95% high) per score (default ``registry.SCORES``), each a percentile
     bootstrap over the documents (``calidist_metrics.bootstrap_interval``, numpy seed ``seed``).
     Degenerate resamples warn (CalibrationWarning) as in ``bootstrap_interval``."""
     return {name: bootstrap_interval(fn, confidence, correct, n_resamples, seed=seed)

@@ -126,11 +126,11 @@ def fitted_scores(
     for method in methods:
         if method.own:
             continue
-        fitted[method.confidence] = found = method.fit(calibration, evaluation, settings, context)
+        fitted[method.suffix] = found = method.fit(calibration, evaluation, settings, context)
         if found is None:  # skipped (vector scaling on documents with different option counts)
             results.update({method.metric(score): math.nan for score in SCORES})
         else:
-            results.update(_scores(found.confidence, found.correct, method.confidence))
+            results.update(_scores(found.confidence, found.correct, method.suffix))
     return results, fitted
 
 

@@ -193,7 +193,7 @@ def failed_documents(records: list[Record]) -> list[Record]:
 
 
 # ------------------------------------------------------------------ metric names
-# A metric is a score (``methods.SCORES``: ece, brier, auroc, ...) of one confidence:
+# A metric is a score (``registry.SCORES``: ece, brier, auroc, ...) of one confidence:
 # ``metric_name("ece", VANILLA)`` = "ece_vanilla"; CaliDist's calibrated confidence (CALIDIST) is
 # the bare score ("ece"). The confidence names below are also the keys of the per-document
 # confidences the aggregation and the report rebuild.
@@ -213,6 +213,7 @@ LOGPROB = "logprob"
 SAMPLING_KINDS = {CONSISTENCY: CONSISTENCY_KINDS, SPUQ: (SPUQ,)}
 
 
-def metric_name(score: str, confidence: str = CALIDIST) -> str:
-    """The results-file name of ``score`` for ``confidence``: "ece_vanilla", "ece" (CaliDist)."""
-    return f"{score}_{confidence}" if confidence else score
+def metric_name(score: str, suffix: str = CALIDIST) -> str:
+    """The results-file name of ``score`` of the confidence named ``suffix``: "ece_vanilla",
+    "ece" (CaliDist's, suffix "")."""
+    return f"{score}_{suffix}" if suffix else score

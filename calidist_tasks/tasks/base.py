@@ -86,7 +86,7 @@ OWN_KEYS = (
 class CaliDistTask(ConfigurableTask):
     """An lm-eval ConfigurableTask that asks each question again under misleading hints."""
 
-    confidence: str = LOGIT  # the confidence source (``methods.Variant``); subclasses set theirs
+    confidence: str = LOGIT  # the confidence source (``registry.Variant``); subclasses set theirs
     answer_mode: AnswerMode = LETTER_LOGITS  # what an answer is (``answer_modes``)
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -123,7 +123,7 @@ class CaliDistTask(ConfigurableTask):
         if self.run_stage.stage == two_stage.HINTS and not self.settings.original_run:
             raise ValueError(f"{name}: --metadata stage hints needs original_run, the stage-1 "
                              "run of this task (its --output_path folder or samples file)")
-        # logged in the results file's config: what ``methods.task_variant`` reads back
+        # logged in the results file's config: what ``registry.task_variant`` reads back
         config["metadata"] = {**(config.get("metadata") or {}), "benchmark": self.benchmark,
                               "distractor": self.distractor,
                               "confidence": self.registered_confidence()}
@@ -135,7 +135,7 @@ class CaliDistTask(ConfigurableTask):
                                                     self.calibrator_context())
 
     def registered_confidence(self) -> str:
-        """The confidence source this task's variant is registered under (``methods.Variant``),
+        """The confidence source this task's variant is registered under (``registry.Variant``),
         logged in its config: its own, unless a subclass reads replies another way."""
         return self.confidence
 

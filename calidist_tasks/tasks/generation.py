@@ -150,8 +150,9 @@ class GenerationTask(CaliDistTask):
         base = dict(self.config.generation_kwargs or {})
         self.run_stage.check_prompt(doc, ctx)
         plans = self.sent_plans(doc)
-        variants = [self.distracted_doc(doc, plan) for plan in plans if plan.hint_label is not None]
-        asks = self.confidence_source.asks(doc, variants, base,
+        hinted_copies = [self.distracted_doc(doc, plan) for plan in plans
+                         if plan.hint_label is not None]
+        asks = self.confidence_source.asks(doc, hinted_copies, base,
                                            lm_eval_compat.metadata_repeats(metadata),
                                            self.settings, original=self.run_stage.stage != HINTS)
         self.run_stage.count(len(asks), len(self.prompt_plans(doc)))

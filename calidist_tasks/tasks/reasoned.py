@@ -66,7 +66,7 @@ from calidist_tasks.scoring.records import (
 from calidist_tasks.tasks.generation import GenerationTask
 
 # Shared by both readings of a reply (the log-prob one under the logit tasks' names, the stated
-# one under those + ``methods.STATED``): the prediction, so acc and flip_rate, and the counts.
+# one under those + ``registry.STATED``): the prediction, so acc and flip_rate, and the counts.
 SHARED_METRICS = ("acc", "flip_rate", "requests_per_doc", "n_calibration", "n_evaluation")
 SCORING = "scoring"  # letter log-probabilities from a later loglikelihood stage
 
@@ -152,7 +152,7 @@ class ReasonedTask(GenerationTask):
         super().__init__(config={**config, "confidence": VERBALIZED}, **kwargs)
 
     def registered_confidence(self) -> str:
-        """Registered (and logged) as ``methods.REASONED``, though its replies are verbalized."""
+        """Registered (and logged) as ``registry.REASONED``, though its replies are verbalized."""
         return REASONED
 
     def splits_in_stages(self) -> bool:
@@ -344,7 +344,7 @@ def summarize_reasoned(records: Sequence[Mapping[str, Any]], settings: Any,
     """Both readings of the same replies: the log-prob reading (CaliDist, or Vanilla and the
     logit baselines on the replies' letter log-probabilities) under the plain names, the
     verbalized reading (CaliDist, or Vanilla, Platt and isotonic on the stated confidence) under
-    ``methods.STATED``. A saved or saving ``calibrator`` is the log-prob reading's; the verbalized
+    ``registry.STATED``. A saved or saving ``calibrator`` is the log-prob reading's; the verbalized
     reading always fits on its calibration documents."""
     results = summarize_letters(records, settings, context, distracted)
     spoken = summarize_generations(second_reading(records, VERBALIZED), reading_settings(settings),

@@ -100,7 +100,7 @@ def logged_keys(task: str) -> dict:
     benchmark, _, name = task.removeprefix("calidist_").partition("_")
     variant = variant_named(name)
     return {"benchmark": benchmark, "distractor": variant.distractor,
-            "confidence": variant.confidence}
+            "confidence": variant.source}
 
 
 @functools.cache
