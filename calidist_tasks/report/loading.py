@@ -19,6 +19,7 @@ from typing import Any
 
 from calidist_tasks.report.identity import assign_groups, run_identity
 from calidist_tasks.report.runs import TaskRun
+from calidist_tasks.report.stored import read_header, read_stored
 from calidist_tasks.runs.files import (
     RESULTS_NAME,
     SAMPLES_NAME,
@@ -60,8 +61,6 @@ def _infinite(path: Path, task: str, metrics: Mapping[str, float]) -> list[str]:
 def _find(paths: Sequence[str | Path], problems: list[str]
           ) -> tuple[list[Path], list[Path], list[Path]]:
     """Results files, samples files and committed benchmark records (``report.stored``)."""
-    from calidist_tasks.report.stored import read_header  # it imports this module
-
     results, samples, stored = set(), set(), set()
     for given in paths:
         path = Path(given)
@@ -84,8 +83,6 @@ def _find(paths: Sequence[str | Path], problems: list[str]
 
 
 def _read_stored(path: Path, problems: list[str]) -> list[TaskRun]:
-    from calidist_tasks.report.stored import read_stored  # it imports this module
-
     try:
         return [read_stored(path)[1]]
     except (OSError, EOFError, ValueError, KeyError, TypeError) as error:

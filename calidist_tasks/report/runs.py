@@ -1,6 +1,5 @@
-"""A task run as the report reads it (``TaskRun``): its own module, so that the modules that read
-runs (``loading``) and those that group them (``identity``) both use it without importing each
-other."""
+"""A task run as the report reads it (``TaskRun``), shared by the modules that read runs
+(``loading``, ``stored``) and the one that groups them (``identity``)."""
 
 from __future__ import annotations
 
