@@ -92,7 +92,7 @@ def test_a_new_style_runs_end_to_end(friend, tiny_model_dir: Path, ppdb_data_dir
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.tasks import TaskManager
-    from test_task_yaml_generated import gen
+    from data.test_task_yaml_generated import gen  # tests/ is on sys.path (its conftest)
 
     from calidist_tasks import task_folder
     from calidist_tasks.report import write_report
