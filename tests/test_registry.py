@@ -90,9 +90,9 @@ def test_a_new_style_runs_end_to_end(friend, tiny_model_dir: Path, ppdb_data_dir
     rebuilds its CaliDist row from the samples (not from the task's name, which no YAML of ours
     holds)."""
     import lm_eval
+    from data.test_task_yaml_generated import gen  # tests/ is on sys.path (its conftest)
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.tasks import TaskManager
-    from data.test_task_yaml_generated import gen  # tests/ is on sys.path (its conftest)
 
     from calidist_tasks import task_folder
     from calidist_tasks.report import write_report
