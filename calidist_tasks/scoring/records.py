@@ -107,7 +107,7 @@ RECORD_IN = "calidist_record_in"  # a marker's key: the metric whose value is th
 
 def record_marker(carrier: str) -> dict[str, str]:
     """What ``process_results`` returns under every metric but ``carrier``: the record is
-    stored once per samples line, not once per metric (26-41 copies)."""
+    stored once per samples line, not once per metric (one copy per metric name)."""
     return {RECORD_IN: carrier}
 
 
