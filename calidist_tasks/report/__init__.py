@@ -6,6 +6,8 @@ the output folder:
 
 - ``report.md``: everything below in one page, then the problems found (files or runs left out,
   by name) and the calibration warnings of the refits;
+- ``leaderboard.html``: the leaderboard as one self-contained page, sortable by every score,
+  with the intervals and the figures (``report.html``);
 - ``leaderboard.md`` / ``leaderboard.csv``: rows model x method, columns benchmark x (accuracy,
   ECE, Brier, AUROC, unreadable share) and their average, x100, best per column within a
   block (model and run settings, ``report.identity``)
@@ -41,6 +43,7 @@ from typing import Any
 from calidist_tasks.registry import ECE_BINNING, METHODS, vanilla_labels
 from calidist_tasks.report.cells import Cell, leaderboard_cells
 from calidist_tasks.report.cost import cost_table
+from calidist_tasks.report.html import html_leaderboard
 from calidist_tasks.report.identity import group_names, identity_table, selected
 from calidist_tasks.report.latex import latex_table
 from calidist_tasks.report.loading import Loaded, TaskRun, load_runs
@@ -334,6 +337,9 @@ def _write(
     if moved is not None:
         tables["transfer.csv"] = moved.csv()
     tables["figures.json"] = json.dumps(report.figures, indent=1)
+    tables["leaderboard.html"] = html_leaderboard(
+        board, leaderboard_legend(cells, n_resamples), identity_table(loaded.runs, names), long,
+        report.figures, report.out)
     sections = [
         ("Runs", "One block of rows per model and run settings (few-shot examples, chat "
          "template, --limit, model arguments, calidist's settings): bold \"best\", averages "
