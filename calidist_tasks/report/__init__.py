@@ -344,7 +344,8 @@ def _write(
         ("Runs", "One block of rows per model and run settings (few-shot examples, chat "
          "template, --limit, model arguments, calidist's settings): bold \"best\", averages "
          "and paired tests never cross blocks. A block's name adds the settings that tell it "
-         "apart from the same model's other blocks.", _models(loaded.runs, names)),
+         "apart from the same model's other blocks, or its number among them where those are "
+         "long (then \"differs by\" spells them out).", _models(loaded.runs, names)),
         ("Leaderboard", "Scores x100 on the evaluation documents; ↓ lower is better, ↑ higher "
          f"is better; {ECE_BINNING}. **bold** = best ECE / Brier / AUROC of the column within "
          "the block (model and run settings). Acc = "

@@ -26,7 +26,7 @@ table{border-collapse:collapse;margin:.5em 0 1.5em}
 th,td{padding:.25em .5em;border-bottom:1px solid #ddd;vertical-align:top}
 thead th{position:sticky;top:0;background:#f4f4f4;cursor:pointer;white-space:nowrap}
 thead th.sorted-asc::after{content:" \\25B2"}thead th.sorted-desc::after{content:" \\25BC"}
-td{white-space:nowrap}td.num{text-align:right}td.best{font-weight:bold}
+#leaderboard td{white-space:nowrap}td.num{text-align:right}td.best{font-weight:bold}
 tr.block th{text-align:left;background:#eef3fb;cursor:default}
 small{color:#666;display:block}figure{display:inline-block;margin:.5em;max-width:46%}
 figure img{max-width:100%}figcaption{font-size:12px;color:#444}
