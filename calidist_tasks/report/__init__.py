@@ -163,8 +163,9 @@ def leaderboard_legend(cells: list[Cell], n_resamples: int) -> str:
     return ("Calibration on the held-out evaluation documents, scores ×100 "
             f"({documents or 'results-file numbers only'}). ECE (10 equal-width bins) and Brier: "
             "lower is better; AUROC (confidence as a detector of correct answers): higher is "
-            "better. Bold: the best ECE, Brier and AUROC of each column within a model's block "
-            "(one model and run settings). "
+            "better. Bold: the best ECE, Brier and AUROC of each benchmark within a model's block "
+            "(one model and run settings), where a paired bootstrap test finds it better than "
+            "the next best (p < 0.05; none where values tie). "
             + (f"95% bootstrap intervals ({n_resamples} resamples) and paired tests against "
                "vanilla are in intervals.csv. " if n_resamples else "")
             + f"{FROM_RESULTS}: results-file numbers only; {UNREADABLE}: most replies "
@@ -315,7 +316,7 @@ def _write(
     log.info("read %d tasks in %d blocks", len(loaded.runs), len({r.group for r in loaded.runs}))
     names = group_names(loaded.runs)
     cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
-    board = leaderboard(cells, names)
+    board = leaderboard(cells, names, n_resamples, seed)
     extra = more_scores(cells, names)
     wide, long = (intervals(cells, names, n_resamples, seed, report.notes) if n_resamples
                   else (None, None))
@@ -347,8 +348,10 @@ def _write(
          "apart from the same model's other blocks, or its number among them where those are "
          "long (then \"differs by\" spells them out).", _models(loaded.runs, names)),
         ("Leaderboard", "Scores x100 on the evaluation documents; ↓ lower is better, ↑ higher "
-         f"is better; {ECE_BINNING}. **bold** = best ECE / Brier / AUROC of the column within "
-         "the block (model and run settings). Acc = "
+         f"is better; {ECE_BINNING}. **bold** = best ECE / Brier / AUROC of the benchmark's "
+         "column within the block (model and run settings), where the paired bootstrap test "
+         "against the next best gives p < 0.05 (never where the values tie, nor in the "
+         "averages). Acc = "
          "accuracy of the method's predictions; Unreadable = share of the task's replies the "
          "parser could not read (– for tasks that score the option letters). "
          f"{UNREADABLE} = more than {UNREADABLE_LIMIT:.0%} of the replies unreadable: the "
