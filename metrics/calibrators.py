@@ -17,9 +17,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import minimize, minimize_scalar
-from scipy.special import expit, logsumexp
 
+# scipy is imported in the functions that use it: importing it takes seconds of CPU that a
+# command listing tasks or printing help never needs
 from ._validation import (
     CalibrationWarning,
     as_float_array,
@@ -217,11 +217,13 @@ def reliability_sigmoid(reliability: ArrayLike, alpha: float, beta: float) -> fl
 
     ``reliability`` is the scaled lambda (the paper's Appendix C plugs lambda_raw in directly).
     """
+    from scipy.special import expit
     value = expit(beta * (np.asarray(reliability, dtype=float) - alpha))
     return float(value) if np.ndim(value) == 0 else value
 
 
 def _brier_loss_and_grad(params, lam, confidence, correct):
+    from scipy.special import expit
     alpha, beta = params
     s = expit(beta * (lam - alpha))
     residual = s * confidence - correct
@@ -243,6 +245,7 @@ def _grid_search(alphas: np.ndarray, betas: np.ndarray, lam: np.ndarray,
     Ties go to the smallest beta, then the smallest alpha: np.argmin's first minimum of the
     table brier[beta, alpha] (both grids ascending).
     """
+    from scipy.special import expit
     brier = np.empty((betas.size, alphas.size))
     block = max(1, int(4e6 // (alphas.size * lam.size)))
     for start in range(0, betas.size, block):
@@ -360,6 +363,7 @@ class CaliDistCalibrator:
     def fit(self, X: ArrayLike, y: ArrayLike) -> CaliDistCalibrator:
         """Fit the lambda bounds, alpha and beta on calibration documents (X: columns
         ``CALIDIST_COLUMNS``, y: 0/1 correctness); return self."""
+        from scipy.optimize import minimize
         if self.lambda_scale not in LAMBDA_SCALES:
             raise ValueError(f"lambda_scale must be one of {LAMBDA_SCALES}, "
                              f"got {self.lambda_scale!r}")
@@ -578,6 +582,7 @@ def _check_labels(labels, n: int, n_classes: int) -> np.ndarray:
 
 
 def _log_softmax(z: np.ndarray) -> np.ndarray:
+    from scipy.special import logsumexp
     return z - logsumexp(z, axis=1, keepdims=True)
 
 
@@ -602,6 +607,8 @@ class TemperatureScaling:
     def fit(self, X: ArrayLike, y: ArrayLike) -> TemperatureScaling:
         """Fit T on X, (n, c) logits (or ragged rows), and y, (n,) integer labels; return
         self."""
+        from scipy.optimize import minimize_scalar
+        from scipy.special import logsumexp
         logits = _check_logits(X, ragged=True)
         labels = _check_labels(y, logits.shape[0], logits.shape[1])
         if not np.all(np.isfinite(logits[np.arange(labels.size), labels])):
@@ -673,6 +680,7 @@ class VectorScaling:
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> VectorScaling:
         """Fit w and b on X, (n, c) logits, and y, (n,) integer labels; return self."""
+        from scipy.optimize import minimize
         logits = _check_logits(X)
         n, c = logits.shape
         labels = _check_labels(y, n, c)
@@ -761,6 +769,8 @@ class PlattScaling:
     def fit(self, X: ArrayLike, y: ArrayLike) -> PlattScaling:
         """Fit coef and intercept on top-label confidences X, (n,) or (n, 1), and 0/1
         correctness y; return self."""
+        from scipy.optimize import minimize
+        from scipy.special import expit
         (confidence,) = _columns(X, self.columns)
         correct = _check_correct(y, confidence)
         _warn_degenerate_labels(correct, "PlattScaling")
@@ -783,6 +793,7 @@ class PlattScaling:
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Calibrated confidence sigmoid(coef * logit(conf) + intercept) of X, the confidences."""
+        from scipy.special import expit
         _check_fitted(self, "coef_")
         (confidence,) = _columns(X, self.columns)
         return expit(self.coef_ * _logit(confidence) + self.intercept_)
@@ -916,6 +927,8 @@ class BehaviourCalibrator:
     def fit(self, X: ArrayLike, y: ArrayLike) -> BehaviourCalibrator:
         """Fit on calibration documents' p, mu, delta (X: columns ``BEHAVIOUR_COLUMNS``) and
         0/1 correctness y; return self."""
+        from scipy.optimize import minimize
+        from scipy.special import expit
         x = self._features(X)
         correct = _check_correct(y, x)
         l2 = check_finite_number(self.l2, "l2")
@@ -949,6 +962,7 @@ class BehaviourCalibrator:
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Calibrated top-label confidence in (0, 1) (X: columns ``BEHAVIOUR_COLUMNS``); the
         prediction itself is unchanged."""
+        from scipy.special import expit
         _check_fitted(self, "coef_")
         z = (self._features(X) - self.mean_) / self.scale_
         return expit(z @ self.coef_ + self.intercept_)

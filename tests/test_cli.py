@@ -34,7 +34,7 @@ def test_path_prints_the_folder_holding_our_yaml(capsys):
 def test_tasks_lists_every_task_and_group_lm_eval_indexes(capsys):
     from lm_eval.tasks import TaskManager
 
-    cli.main(["tasks"])
+    cli.main(["tasks", "--full"])
     lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     listed = {name: kind for name, kind, *_ in lines}
     # the paper's protocol first: every reasoned task before any other, and said so
@@ -51,6 +51,48 @@ def test_tasks_lists_every_task_and_group_lm_eval_indexes(capsys):
     manager = TaskManager(include_path=task_folder(), include_defaults=False)
     assert {n for n, kind in listed.items() if kind == "task"} == set(manager.all_subtasks)
     assert {n for n, kind in listed.items() if kind == "group"} == set(manager.all_groups)
+
+
+def test_tasks_overview_has_a_header_and_fits_the_terminal(capsys):
+    """Without --full: a header, one row per family with its variants, then what each variant
+    is and reports, said once; every line within the terminal's width."""
+    cli.main(["tasks"])
+    text = capsys.readouterr().out
+    assert text.startswith("calidist tasks: ") and "--full" in text.splitlines()[0] + text
+    full = cli.list_tasks()
+    for width in (80, 120):
+        overview = cli.task_overview(width=width)
+        assert max(map(len, overview.splitlines())) <= width
+    lines = cli.task_overview(width=100).splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("family"))
+    variants: dict[str, list[str]] = {}
+    for line in lines[start + 1:lines.index("", start)]:
+        if not line.startswith(" "):
+            family, line = line.split(maxsplit=1)
+        variants.setdefault(family, []).extend(line.split())
+    for family, found in variants.items():  # the variants spell out every task and group
+        named = {f"calidist_{family}" + ("" if v == cli.ORIGINAL else f"_{v}") for v in found}
+        assert named == {name for name, *_ in full
+                         if name == f"calidist_{family}" or name.startswith(f"calidist_{family}_")}
+    assert overview.count("direct letter readout") == 4  # original, 3 styles: once each
+    assert len(lines) < len(full)  # not one line per task
+    assert "no task matches" in cli.task_overview("nothing*")
+
+
+def test_help_and_tasks_import_no_model_stack():
+    """`calidist --help`, `tasks` and `eval --help` answer without importing torch,
+    transformers, scipy or lm-eval's evaluator and tasks: seconds of CPU they never need."""
+    import subprocess
+    import sys
+
+    heavy = ("torch", "transformers", "scipy", "datasets", "lm_eval.tasks", "lm_eval.evaluator")
+    for argv in (["--help"], ["tasks"], ["eval", "--help"]):
+        code = (f"import sys\nfrom calidist_tasks.cli import main\ntry:\n    main({argv!r})\n"
+                "except SystemExit:\n    pass\nprint('IMPORTED', sorted(m for m in sys.modules "
+                f"if m.startswith({heavy!r})))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True).stdout
+        assert out.rstrip().endswith("IMPORTED []"), (argv, out[-300:])
 
 
 @pytest.fixture
