@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import textwrap
 from collections.abc import Mapping, Sequence
 from importlib.util import find_spec
@@ -36,6 +35,11 @@ What these numbers mean (all x100; lower ECE and Brier are better, higher AUROC 
 - This demo reads the letters right after the options (the direct readout: fast, no reasoning).
   The paper's protocol reads them inside a generated step-by-step reply, much slower on a CPU:
   calidist eval --tasks calidist_ppdb_assertion_cot ... (README, "The paper's protocol").
+- An AUROC below 50 means the confidence is higher on wrong answers than on right ones; with
+  100 documents and a model near chance, 40 to 60 is within the noise.
+- A calibrated confidence can be below 1/c (1/2 here, two labels) although the model's own
+  probability of its answer never is: it estimates how often such an answer is right, and for
+  a model at or below chance that is rightly below 1/c.
 - SmolLM2-135M is at or below chance on this task (compare its accuracy with the majority class,
   "not a paraphrase"): this demo proves the pipeline runs end to end offline, not that the
   method works. See BENCHMARKS.md for measurements on a stronger model and more data.
@@ -376,9 +380,11 @@ def demo(args: argparse.Namespace, extra: Sequence[str]) -> None:
     from calidist_tasks.backends.offline_models import prepare_smollm2
     from calidist_tasks.report.summary import calibration_table, latest_results
 
+    out = Path(args.output_path).resolve()
+    print(f"calidist demo: the run (lm-eval's results and per-document samples) goes to {out}",
+          flush=True)
     model = args.model or str(prepare_smollm2())
     data_dir = Path(__file__).parent / "sample_data"
-    out = Path(args.output_path or tempfile.mkdtemp(prefix="calidist-demo-"))
     metadata = {"data_dir": str(data_dir), "calib_size": args.calib_size,
                 "eval_size": args.eval_size, "m": args.m}
     lm_eval_main(with_include_path([
@@ -418,7 +424,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     run_demo.add_argument("--calib_size", type=int, default=50)
     run_demo.add_argument("--eval_size", type=int, default=100)
     run_demo.add_argument("--m", type=int, default=1, help="hints per label (paper: 2)")
-    run_demo.add_argument("--output_path")
+    run_demo.add_argument("--output_path", default="runs/demo",
+                          help="where lm-eval writes the run (default: runs/demo, here)")
     report = sub.add_parser("report", help="leaderboard, intervals, diagrams, cost and transfer "
                             "from lm-eval output folders (no model is run)")
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",

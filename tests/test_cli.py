@@ -399,3 +399,31 @@ def test_readme_matches_the_task_configs():
     for command in commands:
         if re.search(r"--tasks \S*calidist_ppdb", command):
             assert "data_dir" in command, command
+
+
+def test_demo_announces_its_run_folder_under_the_current_one_first(tmp_path, monkeypatch, capsys):
+    """`calidist demo` (what scripts/demo.sh runs in the clone) writes to runs/demo, says so
+    before the model is prepared, and its note explains AUROC < 50 and confidence < 1/c."""
+    from calidist_tasks.backends import offline_models
+    from calidist_tasks.report import summary
+
+    monkeypatch.chdir(tmp_path)
+    seen = []
+
+    def prepared():
+        seen.append(capsys.readouterr().out)  # what was printed before the model
+        return tmp_path / "smollm2"
+
+    monkeypatch.setattr(offline_models, "prepare_smollm2", prepared)
+    monkeypatch.setattr(cli, "lm_eval_main", lambda argv: seen.append(list(argv)))
+    monkeypatch.setattr(summary, "latest_results", lambda out: {"results": {}})
+    cli.main(["demo"])
+    out = tmp_path / "runs" / "demo"
+    assert seen[0].startswith(f"calidist demo: the run (lm-eval's results and per-document "
+                              f"samples) goes to {out}")
+    argv = seen[1]
+    assert argv[argv.index("--output_path") + 1] == str(out)
+    text = capsys.readouterr().out
+    assert "AUROC below 50" in text and "below 1/c" in text
+    assert (Path(__file__).parents[1] / "scripts" / "demo.sh").read_text().count(
+        "--output_path runs/demo") == 1
