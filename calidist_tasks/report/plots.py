@@ -76,8 +76,9 @@ def _save(fig, base: Path) -> list[Path]:
     """``base``.png and ``base``.pdf (no creation date in the PDF: reruns give the same file)."""
     paths = [base.with_name(base.name + suffix) for suffix in FORMATS]
     for path in paths:
-        fig.savefig(path, dpi=110, metadata={"CreationDate": None} if path.suffix == ".pdf"
-                    else None)
+        # "tight": a legend or title wider than the figure grows the file instead of being cut
+        fig.savefig(path, dpi=110, bbox_inches="tight",
+                    metadata={"CreationDate": None} if path.suffix == ".pdf" else None)
     fig.clf()
     return paths
 
@@ -327,8 +328,10 @@ def models_figure(base: Path, title: str,
                       fontsize=8)
         ax.grid(axis="x", alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
+    # as many columns as the labels fit across the figure (~13 characters per inch at size 7)
+    across = int(13 * fig.get_figwidth()) // (max(map(len, labels), default=1) + 6)
     fig.legend(handles, labels, fontsize=7, loc="outside lower center",
-               ncols=min(3, len(models)))
+               ncols=max(1, min(3, len(models), across)))
     fig.suptitle(title, fontsize=10)
     _save(fig, base)
     plt.close(fig)
