@@ -539,6 +539,26 @@ def _keep_requests(samples: Path, keep) -> None:
     samples.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
 
 
+def test_cost_table_counts_the_generated_tokens_of_generation_tasks(tmp_path: Path) -> None:
+    records = verbalized_records("evaluation", 6, [0.9] * 6, [1, 0, 1, 1, 0, 1])
+    root = tmp_path / "runs"
+    write_run(root / "m", "org/model-a", ["toy"], STAMP_A,
+              extra={"calidist_toy_verbalized": (records, {"acc": 4 / 6})})
+    results = root / "m" / f"results_{STAMP_A}.json"
+    data = json.loads(results.read_text(encoding="utf-8"))
+    data["configs"]["calidist_toy_verbalized"]["output_type"] = "generate_until"
+    results.write_text(json.dumps(data), encoding="utf-8")
+    samples = next((root / "m").glob("samples_calidist_toy_verbalized_*.jsonl"))
+    lines = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+    for line in lines:  # a reply of 40 characters per request: 10 tokens at characters / 4
+        line["resps"] = [["y" * 40] for _ in line["resps"]]
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    _, files = report(root, tmp_path / "out")
+    rows = read_csv(files["cost.csv"])
+    assert float(row(rows, task="calidist_toy_verbalized")["generated_tokens_per_doc"]) == 20
+    assert row(rows, task="calidist_toy")["generated_tokens_per_doc"] == ""  # scored letters
+
+
 def test_cost_of_a_two_stage_run_counts_both_stages(tmp_path: Path) -> None:
     """`calidist eval --two-stage`: stage 2 logs the hints only, stage 1 (<output>/stage1) the
     original prompt; the cost is that of the single-stage run that sent the same prompts."""
