@@ -356,7 +356,7 @@ def test_version_and_filtered_task_list(capsys):
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"calidist 0.1.0 (lm-eval {version('lm_eval')})"
-    main(["tasks", "calidist_ppdb_a*,calidist_gsm8k_assertion_chains"])
+    main(["tasks", "--full", "calidist_ppdb_a*,calidist_gsm8k_assertion_chains"])
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     by_name = {r[0]: r[1:] for r in rows}
     assert set(by_name) == {"calidist_ppdb_assertion", "calidist_ppdb_assertion_verbalized",
