@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import textwrap
 from collections.abc import Mapping, Sequence
 from importlib.util import find_spec
@@ -36,6 +35,11 @@ What these numbers mean (all x100; lower ECE and Brier are better, higher AUROC 
 - This demo reads the letters right after the options (the direct readout: fast, no reasoning).
   The paper's protocol reads them inside a generated step-by-step reply, much slower on a CPU:
   calidist eval --tasks calidist_ppdb_assertion_cot ... (README, "The paper's protocol").
+- An AUROC below 50 means the confidence is higher on wrong answers than on right ones; with
+  100 documents and a model near chance, 40 to 60 is within the noise.
+- A calibrated confidence can be below 1/c (1/2 here, two labels) although the model's own
+  probability of its answer never is: it estimates how often such an answer is right, and for
+  a model at or below chance that is rightly below 1/c.
 - SmolLM2-135M is at or below chance on this task (compare its accuracy with the majority class,
   "not a paraphrase"): this demo proves the pipeline runs end to end offline, not that the
   method works. See BENCHMARKS.md for measurements on a stronger model and more data.
@@ -100,6 +104,18 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
         discard_unfinished_requests()
         raise SystemExit(stopped)
     return returned[-1] if returned else None
+
+
+def lm_eval_help(argv: Sequence[str]) -> None:
+    """lm-eval's own help for ``argv`` (its CLI alone: no model backend, task or torch import,
+    so that ``calidist eval --help`` answers at once)."""
+    from lm_eval.__main__ import cli_evaluate
+
+    saved, sys.argv = sys.argv, ["lm_eval", *argv]
+    try:
+        cli_evaluate()
+    finally:
+        sys.argv = saved
 
 
 def print_summary(results: Mapping[str, Any] | None) -> None:
@@ -221,31 +237,89 @@ DESCRIPTIONS = {
 }
 
 
+def _matches(name: str, pattern: str | None) -> bool:
+    """Whether ``name`` matches ``pattern``: comma-separated shell patterns (None: all)."""
+    from fnmatch import fnmatchcase
+
+    return not pattern or any(fnmatchcase(name, p.strip()) for p in pattern.split(","))
+
+
+def _described(name: str, config: Mapping[str, Any]) -> tuple[str, str, str]:
+    """A task's family, what it is and what it reports (the ``calidist report`` rows it fills;
+    a GSM8K stage: what it hands on)."""
+    from calidist_tasks.registry import methods_of, task_variant
+
+    family, variant = task_variant(name, config)
+    what = (DESCRIPTIONS.get(variant.source, "") if variant
+            else "GSM8K, one stage of three (docs/gsm8k.md)")
+    rows = ", ".join(m.label for m in methods_of(variant)) if variant else ""
+    return family, what, rows or "the stage's generations (read by the next stage)"
+
+
 def list_tasks(pattern: str | None = None) -> list[tuple[str, str, str, str, str]]:
     """(name, kind, output type, what it is, what it reports) for every task and group in our
     YAML folder whose name matches ``pattern`` (comma-separated shell patterns), the paper's
     protocol (the reasoned ``_cot`` tasks) first; "what it reports" = the leaderboard rows of
     ``calidist report`` it fills, or a group's tasks."""
-    from fnmatch import fnmatchcase
-
-    from calidist_tasks.registry import methods_of, task_variant
-
     found = []
     for name, config in task_configs().items():
-        if pattern and not any(fnmatchcase(name, p.strip()) for p in pattern.split(",")):
+        if not _matches(name, pattern):
             continue
         if "group" in config:
             tasks = [t if isinstance(t, str) else str(t.get("task", t))
                      for t in config.get("task") or []]
             found.append((name, "group", "-", "every task of the family", ", ".join(tasks)))
             continue
-        variant = task_variant(name, config)[1]
-        what = (DESCRIPTIONS.get(variant.source, "") if variant
-                else "GSM8K, one stage of three (docs/gsm8k.md)")
-        rows = ", ".join(m.label for m in methods_of(variant)) if variant else ""
-        found.append((name, "task", str(config.get("output_type", "-")), what,
-                      rows or "the stage's generations (read by the next stage)"))
+        _, what, rows = _described(name, config)
+        found.append((name, "task", str(config.get("output_type", "-")), what, rows))
     return sorted(found, key=lambda row: not row[3].startswith(PAPER))
+
+
+ORIGINAL = "(original)"  # the variant name of calidist_<family> itself
+
+
+def task_overview(pattern: str | None = None, width: int | None = None) -> str:
+    """``calidist tasks``: a header, then per family its variants (a task is named
+    ``calidist_<family>_<variant>``), then per variant what it is and the ``calidist report``
+    rows it fills, each said once and wrapped to ``width`` (default: the terminal's)."""
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    families: dict[str, list[str]] = {}
+    variants: dict[str, tuple[str, str]] = {}
+    for name, config in task_configs().items():
+        if not _matches(name, pattern):
+            continue
+        if "group" in config:
+            family, variant = name.removeprefix("calidist_").removesuffix("_all"), "all"
+            what, rows = "group: every task of the family", "its tasks' rows"
+        else:
+            family, what, rows = _described(name, config)
+            variant = name.removeprefix(f"calidist_{family}").lstrip("_") or ORIGINAL
+        families.setdefault(family, []).append(variant)
+        variants.setdefault(variant, (what, rows))
+    if not families:
+        return f"calidist tasks: no task matches {pattern!r}"
+    order = sorted(variants, key=lambda v: (not variants[v][0].startswith(PAPER),
+                                            v not in (ORIGINAL, "cot"), v == "all", v))
+    count = sum(map(len, families.values()))
+    lines = textwrap.wrap(
+        f"calidist tasks: {count} tasks and groups in {len(families)} families, each named "
+        "calidist_<family>_<variant> (the paper's protocol: the _cot variants). `calidist tasks "
+        "--full [PATTERN]`: one tab-separated row per task (name, kind, output type, what it "
+        "is, what it reports).", width) + [""]
+    column = max(len("family"), *map(len, families)) + 2
+    lines.append(f"{'family':<{column}}variants")
+    for family in sorted(families):
+        mine = sorted(families[family], key=order.index)
+        lines += textwrap.wrap(" ".join(mine), width, initial_indent=f"{family:<{column}}",
+                               subsequent_indent=" " * column, break_on_hyphens=False)
+    column = max(len("variant"), *map(len, variants)) + 2
+    lines += ["", f"{'variant':<{column}}what it is; the rows `calidist report` shows"]
+    for variant in order:
+        what, rows = variants[variant]
+        lines += textwrap.wrap(f"{what}; rows: {rows}", width,
+                               initial_indent=f"{variant:<{column}}",
+                               subsequent_indent=" " * column, break_on_hyphens=False)
+    return "\n".join(lines)
 
 
 def lm_eval_task_dir() -> Path:
@@ -306,9 +380,11 @@ def demo(args: argparse.Namespace, extra: Sequence[str]) -> None:
     from calidist_tasks.backends.offline_models import prepare_smollm2
     from calidist_tasks.report.summary import calibration_table, latest_results
 
+    out = Path(args.output_path).resolve()
+    print(f"calidist demo: the run (lm-eval's results and per-document samples) goes to {out}",
+          flush=True)
     model = args.model or str(prepare_smollm2())
     data_dir = Path(__file__).parent / "sample_data"
-    out = Path(args.output_path or tempfile.mkdtemp(prefix="calidist-demo-"))
     metadata = {"data_dir": str(data_dir), "calib_size": args.calib_size,
                 "eval_size": args.eval_size, "m": args.m}
     lm_eval_main(with_include_path([
@@ -329,9 +405,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("path", help="print the folder to pass to lm_eval --include_path")
-    tasks = sub.add_parser("tasks", help="list our tasks and groups: name, kind, output type, "
-                           "what it reports (same list: lm-eval ls tasks --include_path "
-                           "\"$(calidist path)\")")
+    tasks = sub.add_parser("tasks", help="our task families, their variants and what each "
+                           "reports (--full: one row per task; same list: lm-eval ls tasks "
+                           "--include_path \"$(calidist path)\")")
+    tasks.add_argument("--full", action="store_true", help="one tab-separated row per task and "
+                       "group: name, kind, output type, what it is, what it reports")
     tasks.add_argument("pattern", nargs="?", help="comma-separated shell patterns, e.g. "
                        "'calidist_ppdb*'")
     sub.add_parser("eval", help="run lm_eval with our tasks (every lm_eval flag passes through; "
@@ -346,7 +424,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     run_demo.add_argument("--calib_size", type=int, default=50)
     run_demo.add_argument("--eval_size", type=int, default=100)
     run_demo.add_argument("--m", type=int, default=1, help="hints per label (paper: 2)")
-    run_demo.add_argument("--output_path")
+    run_demo.add_argument("--output_path", default="runs/demo",
+                          help="where lm-eval writes the run (default: runs/demo, here)")
     report = sub.add_parser("report", help="leaderboard, intervals, diagrams, cost and transfer "
                             "from lm-eval output folders (no model is run)")
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
@@ -372,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(TWO_STAGE_HELP, flush=True)
         rest = [a for a in argv[1:] if a != TWO_STAGE_FLAG]
         if any(a in HELP_FLAGS for a in rest):
-            lm_eval_main(with_include_path(rest))
+            lm_eval_help(rest)
             return
         from calidist_tasks.runs.reply_runs import run_with_replies
         from calidist_tasks.runs.two_stage import run_two_stage
@@ -398,9 +477,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "path":
         print(task_folder())
-    elif args.command == "tasks":
+    elif args.command == "tasks" and args.full:
         for row in list_tasks(args.pattern):
             print("\t".join(row))
+    elif args.command == "tasks":
+        print(task_overview(args.pattern))
     elif args.command == "link":
         print(f"linked: {link()}")
     elif args.command == "unlink":

@@ -17,9 +17,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import minimize, minimize_scalar
-from scipy.special import expit, logsumexp
 
+# scipy is imported in the functions that use it: importing it takes seconds of CPU that a
+# command listing tasks or printing help never needs
 from ._validation import (
     CalibrationWarning,
     as_float_array,
@@ -242,11 +242,13 @@ def reliability_sigmoid(reliability: ArrayLike, alpha: float, beta: float) -> fl
     float or ndarray
         sigmoid(beta * (lambda - alpha)), in (0, 1).
     """
+    from scipy.special import expit
     value = expit(beta * (np.asarray(reliability, dtype=float) - alpha))
     return float(value) if np.ndim(value) == 0 else value
 
 
 def _brier_loss_and_grad(params, lam, confidence, correct):
+    from scipy.special import expit
     alpha, beta = params
     s = expit(beta * (lam - alpha))
     residual = s * confidence - correct
@@ -268,6 +270,7 @@ def _grid_search(alphas: np.ndarray, betas: np.ndarray, lam: np.ndarray,
     Ties go to the smallest beta, then the smallest alpha: np.argmin's first minimum of the
     table brier[beta, alpha] (both grids ascending).
     """
+    from scipy.special import expit
     brier = np.empty((betas.size, alphas.size))
     block = max(1, int(4e6 // (alphas.size * lam.size)))
     for start in range(0, betas.size, block):
@@ -425,6 +428,7 @@ class CaliDistCalibrator:
         CaliDistCalibrator
             self, fitted.
         """
+        from scipy.optimize import minimize
         if self.lambda_scale not in LAMBDA_SCALES:
             raise ValueError(f"lambda_scale must be one of {LAMBDA_SCALES}, "
                              f"got {self.lambda_scale!r}")
@@ -660,6 +664,7 @@ def _check_labels(labels, n: int, n_classes: int) -> np.ndarray:
 
 
 def _log_softmax(z: np.ndarray) -> np.ndarray:
+    from scipy.special import logsumexp
     return z - logsumexp(z, axis=1, keepdims=True)
 
 
@@ -702,6 +707,8 @@ class TemperatureScaling:
         TemperatureScaling
             self, fitted.
         """
+        from scipy.optimize import minimize_scalar
+        from scipy.special import logsumexp
         logits = _check_logits(X, ragged=True)
         labels = _check_labels(y, logits.shape[0], logits.shape[1])
         if not np.all(np.isfinite(logits[np.arange(labels.size), labels])):
@@ -824,6 +831,7 @@ class VectorScaling:
         VectorScaling
             self, fitted.
         """
+        from scipy.optimize import minimize
         logits = _check_logits(X)
         n, c = logits.shape
         labels = _check_labels(y, n, c)
@@ -958,6 +966,8 @@ class PlattScaling:
         PlattScaling
             self, fitted.
         """
+        from scipy.optimize import minimize
+        from scipy.special import expit
         (confidence,) = _columns(X, self.columns)
         correct = _check_correct(y, confidence)
         _warn_degenerate_labels(correct, "PlattScaling")
@@ -991,6 +1001,7 @@ class PlattScaling:
         ndarray of shape (n,)
             Calibrated confidence in (0, 1).
         """
+        from scipy.special import expit
         _check_fitted(self, "coef_")
         (confidence,) = _columns(X, self.columns)
         return expit(self.coef_ * _logit(confidence) + self.intercept_)
@@ -1190,6 +1201,8 @@ class BehaviourCalibrator:
         BehaviourCalibrator
             self, fitted.
         """
+        from scipy.optimize import minimize
+        from scipy.special import expit
         x = self._features(X)
         correct = _check_correct(y, x)
         l2 = check_finite_number(self.l2, "l2")
@@ -1234,6 +1247,7 @@ class BehaviourCalibrator:
         ndarray of shape (n,)
             Calibrated confidence in (0, 1).
         """
+        from scipy.special import expit
         _check_fitted(self, "coef_")
         z = (self._features(X) - self.mean_) / self.scale_
         return expit(z @ self.coef_ + self.intercept_)

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.fft import dct
-from scipy.optimize import brentq
-from scipy.stats import rankdata
 
+# scipy is imported in the functions that use it: importing it takes seconds of CPU that a
+# command listing tasks or printing help never needs
 from ._validation import (
     CalibrationWarning,
     check_confidence,
@@ -244,6 +243,7 @@ _SMECE_GRID = 4096  # cells on [0, 1]: 4 per SMECE_MIN_BANDWIDTH
 
 def _residual_cosines(confidence: np.ndarray, correct: np.ndarray) -> np.ndarray:
     """Cosine coefficients of (1/n) sum_i (y_i - f_i) delta(f_i) on a grid of cell centres."""
+    from scipy.fft import dct
     position = np.clip(confidence * _SMECE_GRID - 0.5, 0.0, _SMECE_GRID - 1.0)
     low = np.minimum(np.floor(position).astype(int), _SMECE_GRID - 2)
     upper = position - low  # linear split between the two nearest cell centres
@@ -256,6 +256,7 @@ def _residual_cosines(confidence: np.ndarray, correct: np.ndarray) -> np.ndarray
 def _smece_at(cosines: np.ndarray, bandwidth: float) -> float:
     # the smoothed density holds no frequency above ~3 / bandwidth: read it at 16+ points per
     # bandwidth (the cell centres of a coarser grid), not at all 4096
+    from scipy.fft import dct
     points = min(cosines.size, 2 ** int(np.ceil(np.log2(16.0 / bandwidth))))
     k = np.arange(points)
     smoothed = cosines[:points] * np.exp(-0.5 * (np.pi * k * bandwidth) ** 2) / 2.0
@@ -293,6 +294,7 @@ def smooth_ece_bandwidth(confidence: ArrayLike, correct: ArrayLike) -> float:
 
 
 def _fixed_point(cosines: np.ndarray) -> float:
+    from scipy.optimize import brentq
     def excess(bandwidth: float) -> float:
         return _smece_at(cosines, bandwidth) - bandwidth
 
@@ -486,6 +488,7 @@ def auroc(confidence: ArrayLike, correct: ArrayLike) -> float:
     float
         AUROC in [0, 1]; higher is better, 0.5 is chance.
     """
+    from scipy.stats import rankdata
     confidence, correct = _check_pair(confidence, correct)
     n_pos = int(correct.sum())
     n_neg = correct.size - n_pos

@@ -34,7 +34,7 @@ def test_path_prints_the_folder_holding_our_yaml(capsys):
 def test_tasks_lists_every_task_and_group_lm_eval_indexes(capsys):
     from lm_eval.tasks import TaskManager
 
-    cli.main(["tasks"])
+    cli.main(["tasks", "--full"])
     lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     listed = {name: kind for name, kind, *_ in lines}
     # the paper's protocol first: every reasoned task before any other, and said so
@@ -51,6 +51,48 @@ def test_tasks_lists_every_task_and_group_lm_eval_indexes(capsys):
     manager = TaskManager(include_path=task_folder(), include_defaults=False)
     assert {n for n, kind in listed.items() if kind == "task"} == set(manager.all_subtasks)
     assert {n for n, kind in listed.items() if kind == "group"} == set(manager.all_groups)
+
+
+def test_tasks_overview_has_a_header_and_fits_the_terminal(capsys):
+    """Without --full: a header, one row per family with its variants, then what each variant
+    is and reports, said once; every line within the terminal's width."""
+    cli.main(["tasks"])
+    text = capsys.readouterr().out
+    assert text.startswith("calidist tasks: ") and "--full" in text.splitlines()[0] + text
+    full = cli.list_tasks()
+    for width in (80, 120):
+        overview = cli.task_overview(width=width)
+        assert max(map(len, overview.splitlines())) <= width
+    lines = cli.task_overview(width=100).splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("family"))
+    variants: dict[str, list[str]] = {}
+    for line in lines[start + 1:lines.index("", start)]:
+        if not line.startswith(" "):
+            family, line = line.split(maxsplit=1)
+        variants.setdefault(family, []).extend(line.split())
+    for family, found in variants.items():  # the variants spell out every task and group
+        named = {f"calidist_{family}" + ("" if v == cli.ORIGINAL else f"_{v}") for v in found}
+        assert named == {name for name, *_ in full
+                         if name == f"calidist_{family}" or name.startswith(f"calidist_{family}_")}
+    assert overview.count("direct letter readout") == 4  # original, 3 styles: once each
+    assert len(lines) < len(full)  # not one line per task
+    assert "no task matches" in cli.task_overview("nothing*")
+
+
+def test_help_and_tasks_import_no_model_stack():
+    """`calidist --help`, `tasks` and `eval --help` answer without importing torch,
+    transformers, scipy or lm-eval's evaluator and tasks: seconds of CPU they never need."""
+    import subprocess
+    import sys
+
+    heavy = ("torch", "transformers", "scipy", "datasets", "lm_eval.tasks", "lm_eval.evaluator")
+    for argv in (["--help"], ["tasks"], ["eval", "--help"]):
+        code = (f"import sys\nfrom calidist_tasks.cli import main\ntry:\n    main({argv!r})\n"
+                "except SystemExit:\n    pass\nprint('IMPORTED', sorted(m for m in sys.modules "
+                f"if m.startswith({heavy!r})))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True).stdout
+        assert out.rstrip().endswith("IMPORTED []"), (argv, out[-300:])
 
 
 @pytest.fixture
@@ -314,7 +356,7 @@ def test_version_and_filtered_task_list(capsys):
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"calidist 0.1.0 (lm-eval {version('lm_eval')})"
-    main(["tasks", "calidist_ppdb_a*,calidist_gsm8k_assertion_chains"])
+    main(["tasks", "--full", "calidist_ppdb_a*,calidist_gsm8k_assertion_chains"])
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     by_name = {r[0]: r[1:] for r in rows}
     assert set(by_name) == {"calidist_ppdb_assertion", "calidist_ppdb_assertion_verbalized",
@@ -357,3 +399,31 @@ def test_readme_matches_the_task_configs():
     for command in commands:
         if re.search(r"--tasks \S*calidist_ppdb", command):
             assert "data_dir" in command, command
+
+
+def test_demo_announces_its_run_folder_under_the_current_one_first(tmp_path, monkeypatch, capsys):
+    """`calidist demo` (what scripts/demo.sh runs in the clone) writes to runs/demo, says so
+    before the model is prepared, and its note explains AUROC < 50 and confidence < 1/c."""
+    from calidist_tasks.backends import offline_models
+    from calidist_tasks.report import summary
+
+    monkeypatch.chdir(tmp_path)
+    seen = []
+
+    def prepared():
+        seen.append(capsys.readouterr().out)  # what was printed before the model
+        return tmp_path / "smollm2"
+
+    monkeypatch.setattr(offline_models, "prepare_smollm2", prepared)
+    monkeypatch.setattr(cli, "lm_eval_main", lambda argv: seen.append(list(argv)))
+    monkeypatch.setattr(summary, "latest_results", lambda out: {"results": {}})
+    cli.main(["demo"])
+    out = tmp_path / "runs" / "demo"
+    assert seen[0].startswith(f"calidist demo: the run (lm-eval's results and per-document "
+                              f"samples) goes to {out}")
+    argv = seen[1]
+    assert argv[argv.index("--output_path") + 1] == str(out)
+    text = capsys.readouterr().out
+    assert "AUROC below 50" in text and "below 1/c" in text
+    assert (Path(__file__).parents[1] / "scripts" / "demo.sh").read_text().count(
+        "--output_path runs/demo") == 1

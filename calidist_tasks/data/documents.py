@@ -185,7 +185,9 @@ def _local_files(source: Source, settings: RunSettings) -> dict[str, list[Path]]
     if settings.data_dir is not None:
         root = Path(settings.data_dir)
         if not root.is_dir():
-            raise FileNotFoundError(f"--metadata data_dir is not a folder: {root}")
+            where = "" if root.is_absolute() else f" (relative to {Path.cwd()}: {root.resolve()})"
+            raise FileNotFoundError(f"--metadata data_dir is not a folder: {root}{where}; give an "
+                                    "absolute path or run from the folder it is relative to")
         for name in (source.benchmark, *source.data_dirs):
             folder = root / name
             if folder.is_dir():

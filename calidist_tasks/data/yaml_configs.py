@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
@@ -13,18 +14,21 @@ def task_configs() -> dict[str, dict[str, Any]]:
     with a safe loader; ``!function`` tags are kept as their dotted names)."""
     import yaml
 
-    class Loader(yaml.SafeLoader):
+    class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml: ~10x faster
         pass
 
     Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+    read: dict[Path, dict[str, Any]] = {}  # a family's template is included by every task
 
     def load(path: Path) -> dict[str, Any]:
-        config = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader) or {}  # noqa: S506
-        includes = config.pop("include", None) or []
-        merged: dict[str, Any] = {}
-        for include in [includes] if isinstance(includes, str) else includes:
-            merged.update(load((path.parent / include).resolve()))
-        return {**merged, **config}
+        if path not in read:
+            config = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader) or {}  # noqa: S506
+            includes = config.pop("include", None) or []
+            merged: dict[str, Any] = {}
+            for include in [includes] if isinstance(includes, str) else includes:
+                merged.update(load((path.parent / include).resolve()))
+            read[path] = {**merged, **config}
+        return copy.deepcopy(read[path])  # callers may edit nested values
 
     configs = {}
     for path in sorted(Path(str(files("calidist_tasks.yaml_tasks"))).rglob("*.yaml")):

@@ -6,6 +6,8 @@ the output folder:
 
 - ``report.md``: everything below in one page, then the problems found (files or runs left out,
   by name) and the calibration warnings of the refits;
+- ``leaderboard.html``: the leaderboard as one self-contained page, sortable by every score,
+  with the intervals and the figures (``report.html``);
 - ``leaderboard.md`` / ``leaderboard.csv``: rows model x method, columns benchmark x (accuracy,
   ECE, Brier, AUROC, unreadable share) and their average, x100, best per column within a
   block (model and run settings, ``report.identity``)
@@ -41,6 +43,7 @@ from typing import Any
 from calidist_tasks.registry import ECE_BINNING, METHODS, vanilla_labels
 from calidist_tasks.report.cells import Cell, leaderboard_cells
 from calidist_tasks.report.cost import cost_table
+from calidist_tasks.report.html import html_leaderboard
 from calidist_tasks.report.identity import group_names, identity_table, selected
 from calidist_tasks.report.latex import latex_table
 from calidist_tasks.report.loading import Loaded, TaskRun, load_runs
@@ -160,8 +163,9 @@ def leaderboard_legend(cells: list[Cell], n_resamples: int) -> str:
     return ("Calibration on the held-out evaluation documents, scores ×100 "
             f"({documents or 'results-file numbers only'}). ECE (10 equal-width bins) and Brier: "
             "lower is better; AUROC (confidence as a detector of correct answers): higher is "
-            "better. Bold: the best ECE, Brier and AUROC of each column within a model's block "
-            "(one model and run settings). "
+            "better. Bold: the best ECE, Brier and AUROC of each benchmark within a model's block "
+            "(one model and run settings), where a paired bootstrap test finds it better than "
+            "the next best (p < 0.05; none where values tie). "
             + (f"95% bootstrap intervals ({n_resamples} resamples) and paired tests against "
                "vanilla are in intervals.csv. " if n_resamples else "")
             + f"{FROM_RESULTS}: results-file numbers only; {UNREADABLE}: most replies "
@@ -312,7 +316,7 @@ def _write(
     log.info("read %d tasks in %d blocks", len(loaded.runs), len({r.group for r in loaded.runs}))
     names = group_names(loaded.runs)
     cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
-    board = leaderboard(cells, names)
+    board = leaderboard(cells, names, n_resamples, seed)
     extra = more_scores(cells, names)
     wide, long = (intervals(cells, names, n_resamples, seed, report.notes) if n_resamples
                   else (None, None))
@@ -334,14 +338,20 @@ def _write(
     if moved is not None:
         tables["transfer.csv"] = moved.csv()
     tables["figures.json"] = json.dumps(report.figures, indent=1)
+    tables["leaderboard.html"] = html_leaderboard(
+        board, leaderboard_legend(cells, n_resamples), identity_table(loaded.runs, names), long,
+        report.figures, report.out)
     sections = [
         ("Runs", "One block of rows per model and run settings (few-shot examples, chat "
          "template, --limit, model arguments, calidist's settings): bold \"best\", averages "
          "and paired tests never cross blocks. A block's name adds the settings that tell it "
-         "apart from the same model's other blocks.", _models(loaded.runs, names)),
+         "apart from the same model's other blocks, or its number among them where those are "
+         "long (then \"differs by\" spells them out).", _models(loaded.runs, names)),
         ("Leaderboard", "Scores x100 on the evaluation documents; ↓ lower is better, ↑ higher "
-         f"is better; {ECE_BINNING}. **bold** = best ECE / Brier / AUROC of the column within "
-         "the block (model and run settings). Acc = "
+         f"is better; {ECE_BINNING}. **bold** = best ECE / Brier / AUROC of the benchmark's "
+         "column within the block (model and run settings), where the paired bootstrap test "
+         "against the next best gives p < 0.05 (never where the values tie, nor in the "
+         "averages). Acc = "
          "accuracy of the method's predictions; Unreadable = share of the task's replies the "
          "parser could not read (– for tasks that score the option letters). "
          f"{UNREADABLE} = more than {UNREADABLE_LIMIT:.0%} of the replies unreadable: the "

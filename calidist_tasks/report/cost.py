@@ -1,4 +1,5 @@
-"""Cost per document of each task: model requests, distinct prompts and prompt tokens.
+"""Cost per document of each task: model requests, distinct prompts, prompt tokens and the
+tokens the model generated (replies of generation tasks, counted the same way as the prompts).
 
 Prompts come from the samples files (lm-eval logs every request's prompt). Tokens are counted
 with the model's own tokenizer when the model is a local folder holding one (no special
@@ -98,22 +99,23 @@ def generation_cost(prompts: list[tuple[float, int]], output_tokens: float,
 
 
 def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
-    """One row per model and task: requests, distinct prompts and prompt tokens per document."""
+    """One row per model and task: requests, distinct prompts, prompt tokens and generated
+    tokens (generation tasks; – for tasks that score the letters) per document."""
     table = Table(["model", "task", "methods", "documents", "requests / doc",
                    "distinct prompts / doc", "prompt tokens / doc",
                    "× original prompt (forward passes)", "× original prompt (requests)",
-                   "tokens counted as"], digits=1,
+                   "generated tokens / doc", "tokens counted as"], digits=1,
                   keys=["model", "task", "methods", "documents", "requests_per_doc",
                         "distinct_prompts_per_doc", "prompt_tokens_per_doc",
                         "forward_passes_vs_original_prompt", "requests_vs_original_prompt",
-                        "token_count"])
+                        "generated_tokens_per_doc", "token_count"])
     counters: dict[str, tuple[Callable[[str], float], str]] = {}
     for run in sorted(runs, key=lambda r: (names[r.group], r.task)):
         variant = task_variant(run.task, run.config)[1]
         methods = ", ".join(m.label for m in methods_of(variant)) if variant else ""
         if run.prompt_tokens:  # committed benchmark records: counted when they were written
             docs, how = run.prompt_tokens, run.token_count or "counted by the benchmark"
-            costs = [counted_cost(doc) for doc in docs]
+            costs, generated = [counted_cost(doc) for doc in docs], None
         elif run.prompts:
             if run.model not in counters:
                 count, how = token_counter(run.model)
@@ -121,10 +123,14 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
             tokens, how = counters[run.model]
             docs = run.prompts
             costs = [document_cost(doc, tokens) for doc in docs]
+            replies = run.generations or []  # a scored task logs its log-likelihoods there
+            generated = (float(np.mean([sum(map(tokens, doc)) for doc in replies]))
+                         if run.config.get("output_type") == "generate_until" and any(replies)
+                         else None)
         else:  # no usable samples: the results file's request count only
             table.rows.append([names[run.group], run.task, methods, None,
                                run.metrics.get("requests_per_doc"), None, None, None, None,
-                               "no usable samples"])
+                               None, "no usable samples"])
             continue
         requests, distinct, total, passes = (
             np.mean([c[key] for c in costs]) for key in
@@ -134,5 +140,5 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
         table.rows.append([names[run.group], run.task, methods, str(len(docs)),
                            float(requests), float(distinct), float(total),
                            float(passes / original) if original else None,
-                           float(total / original) if original else None, how])
+                           float(total / original) if original else None, generated, how])
     return table

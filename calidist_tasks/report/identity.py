@@ -99,6 +99,11 @@ def run_identity(data: Mapping[str, Any], task: str) -> dict[str, Any]:
         values = {key: getattr(settings, key) for key in kept}
     except (TypeError, ValueError):  # metadata of another calidist version: as written
         values = {key: metadata.get(key) for key in kept}
+    if "m" in values and values["m"] is None and variant is not None:
+        from calidist_tasks.prompting.styles import distractor_style
+
+        # the number the run used, so that an omitted m and the same m given are one block
+        values["m"] = distractor_style(variant.distractor).m
     identity.update({key: value if value is None or isinstance(value, (int, float, str))
                      else json.dumps(value, sort_keys=True) for key, value in values.items()})
     return identity
@@ -150,6 +155,12 @@ def assign_groups(runs: Iterable[TaskRun]) -> list[TaskRun]:
         split = sorted(key for key, values in seen.items() if len(values) > 1)
         combos = {tuple(json.dumps(identity[k]) if k in identity else None for k in split)
                   for identity in scoped if any(k in identity for k in split)} or {()}
+        # a run lacking a setting (the original task lacks m) joins every block that agrees
+        # with it on the rest: it makes a block of its own only where none does
+        combos = {combo for combo in combos if not any(
+            other != combo and all(mine is None or mine == theirs
+                                   for mine, theirs in zip(combo, other, strict=True))
+            for other in combos)}
         for combo in sorted(combos, key=str):
             block = [(run, identity) for run, identity in zip(members, scoped, strict=True)
                      # a setting the run lacks does not matter to it
@@ -186,22 +197,45 @@ def settings_text(identity: Mapping[str, Any], keys: Iterable[str] | None = None
                      for benchmark, found in per_benchmark.items())
 
 
-def group_names(runs: Iterable[TaskRun]) -> dict[str, str]:
-    """Display name per run group (``TaskRun.group``): the model's short name, followed in
-    brackets by the settings that tell the group apart from the same model's other groups."""
-    runs = list(runs)
-    models = short_names(r.model for r in runs)
+# a block's label longer than this (ids of documents, several sizes) becomes a number: row
+# labels, figure titles and file names stay short; ``differences`` spells the block out once
+SHORT_LABEL = 32
+
+
+def differences(runs: Iterable[TaskRun]) -> dict[str, str]:
+    """Per run group (``TaskRun.group``): the settings that tell it apart from the same
+    model's other groups (``toy: 1-shot, limit 12``), "" for a model's only group."""
     identities: dict[str, dict[str, dict[str, Any]]] = {}
     for run in runs:
         identities.setdefault(run.model, {})[run.group] = run.identity
-    names = {}
-    for model, groups in identities.items():
+    found = {}
+    for groups in identities.values():
         keys = {k for identity in groups.values() for k in identity}
         # a key some blocks lack (a task they do not have) does not tell them apart
         differing = [k for k in keys
                      if len({json.dumps(i[k]) for i in groups.values() if k in i}) > 1]
         for group, identity in groups.items():
-            label = settings_text(identity, [k for k in differing if k in identity])
+            found[group] = settings_text(identity, [k for k in differing if k in identity])
+    return found
+
+
+def group_names(runs: Iterable[TaskRun]) -> dict[str, str]:
+    """Display name per run group (``TaskRun.group``): the model's short name, followed in
+    brackets by what tells the group apart from the same model's other groups
+    (``differences``), or by its number among them (``model [2]``) where that text of any of
+    them is longer than SHORT_LABEL characters."""
+    runs = list(runs)
+    models = short_names(r.model for r in runs)
+    labels = differences(runs)
+    by_model: dict[str, list[str]] = {}
+    for run in runs:
+        if run.group not in by_model.setdefault(run.model, []):
+            by_model[run.model].append(run.group)
+    names = {}
+    for model, groups in by_model.items():
+        numbered = any(len(labels[g]) > SHORT_LABEL for g in groups)
+        for number, group in enumerate(sorted(groups, key=lambda g: labels[g]), start=1):
+            label = str(number) if numbered else labels[group]
             names[group] = f"{models[model]} [{label}]" if label else models[model]
     return names
 
@@ -214,15 +248,17 @@ def _ordered(keys: Iterable[str]) -> list[str]:
 
 
 def identity_table(runs: Iterable[TaskRun], names: Mapping[str, str]) -> Table:
-    """The legend of the blocks: per group its model and every setting of its identity."""
-    table = Table(["block", "model", "settings", "tasks"])
+    """The legend of the blocks: per group its model, what tells it apart from the model's
+    other groups (``differences``), every setting of its identity and its tasks."""
+    table = Table(["block", "model", "differs by", "settings", "tasks"])
     by_group: dict[str, list[TaskRun]] = {}
     for run in runs:
         by_group.setdefault(run.group, []).append(run)
+    told = differences(r for mine in by_group.values() for r in mine)
     for group in sorted(by_group, key=lambda g: names[g]):
         mine = by_group[group]
-        table.rows.append([names[group], mine[0].model, settings_text(mine[0].identity),
-                           ", ".join(r.task for r in mine)])
+        table.rows.append([names[group], mine[0].model, told[group] or None,
+                           settings_text(mine[0].identity), ", ".join(r.task for r in mine)])
     return table
 
 

@@ -73,12 +73,13 @@ def _pyplot():
     return plt
 
 
-def _save(fig, base: Path) -> list[Path]:
-    """``base``.png and ``base``.pdf (no creation date in the PDF: reruns give the same file)."""
+def _save(fig, base: Path, tight: bool = False) -> list[Path]:
+    """``base``.png and ``base``.pdf (no creation date in the PDF: reruns give the same file);
+    ``tight``: a legend wider than the figure grows the image instead of being cut off."""
     paths = [base.with_name(base.name + suffix) for suffix in FORMATS]
     for path in paths:
-        fig.savefig(path, dpi=110, metadata={"CreationDate": None} if path.suffix == ".pdf"
-                    else None)
+        fig.savefig(path, dpi=110, bbox_inches="tight" if tight else None,
+                    metadata={"CreationDate": None} if path.suffix == ".pdf" else None)
     fig.clf()
     return paths
 
@@ -328,10 +329,12 @@ def models_figure(base: Path, title: str,
                       fontsize=8)
         ax.grid(axis="x", alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
+    # as many columns as the labels fit across the figure (~13 characters per inch at size 7)
+    across = int(13 * fig.get_figwidth()) // (max(map(len, labels), default=1) + 6)
     fig.legend(handles, labels, fontsize=7, loc="outside lower center",
-               ncols=min(3, len(models)))
+               ncols=max(1, min(3, len(models), across)))
     fig.suptitle(title, fontsize=10)
-    _save(fig, base)
+    _save(fig, base, tight=True)  # the legend names the blocks: it can be the widest part
     plt.close(fig)
     return {"values": {s: {m: {b: [round(x, 4) for x in v] for b, v in values[s][m].items()}
                            for m in values[s]} for s in scores}}

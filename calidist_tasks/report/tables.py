@@ -3,8 +3,9 @@
 Every score is printed x100, as in the paper. The leaderboard has one row per model and method
 and, per benchmark, accuracy, ECE / Brier / AUROC and the share of unreadable replies, plus
 their average over the benchmarks (only for rows with a value on every benchmark, so that
-averages compare like with like); the best ECE / Brier / AUROC of each column within a block
-(model and run settings) is marked (bold in Markdown, listed in the CSV's ``best`` column),
+averages compare like with like); the best ECE / Brier / AUROC of each benchmark's column
+within a block (model and run settings) is marked where a paired bootstrap finds it
+significantly better than the next best (bold in Markdown, listed in the CSV's ``best`` column),
 never for a method whose replies were mostly unreadable (flagged ⚠).
 """
 
@@ -17,6 +18,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -124,16 +126,33 @@ def benchmark_order(cells: Iterable[Cell]) -> list[str]:
     return known + sorted(found - set(known))
 
 
-def _best(values: Sequence[float | None], higher: bool, excluded: set[int]) -> set[int]:
-    # ties at the printed precision are all marked; ``excluded`` rows and numbers that are not
-    # finite (an edited or broken results file) are never marked
+def _best(values: Sequence[float | None], higher: bool, excluded: set[int],
+          beats: Callable[[int, int], bool]) -> set[int]:
+    """The rows to mark in one column of a block: those at the best printed value, each only
+    where ``beats(best, runner_up)`` (a significant paired test) holds against every row at the
+    next value; none where every value ties. ``excluded`` rows and numbers that are not finite
+    (an edited or broken results file) are never marked."""
     shown = [None if v is None or i in excluded or not math.isfinite(v) else round(v, 2)
              for i, v in enumerate(values)]
-    present = [v for v in shown if v is not None]
-    if not present:
+    present = sorted({v for v in shown if v is not None}, reverse=higher)
+    if len(present) < 2:  # one row, or every value ties: nothing is best
         return set()
-    target = max(present) if higher else min(present)
-    return {i for i, v in enumerate(shown) if v == target}
+    best = [i for i, v in enumerate(shown) if v == present[0]]
+    runners_up = [i for i, v in enumerate(shown) if v == present[1]]
+    return {i for i in best if all(beats(i, j) for j in runners_up)}
+
+
+def _beats(cells: Sequence[Cell | None], score: str, n_resamples: int, seed: int, i: int,
+           k: int) -> bool:
+    """Whether ``cells[i]``'s ``score`` differs from ``cells[k]``'s significantly
+    (``significant``) in the paired bootstrap over the documents both scored; False without
+    per-document data for both (results-file numbers only, other documents) or resamples."""
+    a, b = cells[i], cells[k]
+    if (n_resamples == 0 or a is None or b is None or a.confidence is None
+            or b.confidence is None or a.correct.size != b.correct.size):
+        return False
+    return significant(paired_difference(SCORES[score], a.confidence, a.correct, b.confidence,
+                                         b.correct, n_resamples, seed))
 
 
 def _value(cell: Cell | None, name: str) -> float | None:
@@ -149,14 +168,17 @@ def _value(cell: Cell | None, name: str) -> float | None:
     return None if value is None or math.isnan(value) else 100 * float(value)
 
 
-def leaderboard(cells: list[Cell], names: dict[str, str]) -> Table:
+def leaderboard(cells: list[Cell], names: dict[str, str], n_resamples: int = 1000,
+                seed: int = 0) -> Table:
     """Rows model x method; per benchmark (and their average): accuracy, ECE, Brier, AUROC and
     the share of unreadable replies, x100.
 
-    The best ECE / Brier / AUROC of a column within a block (model and run settings) is
-    marked; a method whose replies
-    were mostly unreadable (``Cell.unreadable``) is flagged with UNREADABLE after its name and
-    never marked best.
+    The best ECE / Brier / AUROC of a benchmark's column within a block (model and run
+    settings) is marked where it is significantly better than the next best (paired bootstrap
+    over the documents, ``n_resamples`` resamples, p < 0.05: ``_best``); never where every
+    value ties, in the average columns (no test over benchmarks) or without per-document data.
+    A method whose replies were mostly unreadable (``Cell.unreadable``) is flagged with
+    UNREADABLE after its name and never marked best.
     """
     benchmarks = benchmark_order(cells)
     groups = [*benchmarks, "average"] if len(benchmarks) > 1 else benchmarks
@@ -170,10 +192,12 @@ def leaderboard(cells: list[Cell], names: dict[str, str]) -> Table:
     width = len(LEADERBOARD_COLUMNS)
     for model in sorted({c.model for c in cells}, key=lambda m: names[m]):
         first, flagged = len(table.rows), []  # flagged: per row, the groups not to mark
+        row_cells: list[list[Cell | None]] = []
         for method in METHODS:
             found = [by_key.get((model, b, method.label)) for b in benchmarks]
             if not any(found):
                 continue
+            row_cells.append(found)
             bad = {g for g, c in enumerate(found) if c is not None and c.unreadable}
             if bad and len(benchmarks) > 1:
                 bad.add(len(benchmarks))  # the average includes the unreadable benchmark
@@ -188,13 +212,16 @@ def leaderboard(cells: list[Cell], names: dict[str, str]) -> Table:
                                for column in zip(*values, strict=True)])
             table.rows.append([names[model], label] + [v for group in values for v in group])
             flagged.append(bad)
-        for j in range(2, len(table.columns)):
-            higher = LEADERBOARD_COLUMNS[(j - 2) % width][2]
+        for j in range(2, 2 + width * len(benchmarks)):  # the average columns: never
+            score, _, higher = LEADERBOARD_COLUMNS[(j - 2) % width]
             if higher is None:  # accuracy and unreadable share: context, never marked
                 continue
-            excluded = {i for i, bad in enumerate(flagged) if (j - 2) // width in bad}
+            group = (j - 2) // width
+            excluded = {i for i, bad in enumerate(flagged) if group in bad}
             column = [r[j] for r in table.rows[first:]]
-            table.marks |= {(first + i, j) for i in _best(column, higher, excluded)}
+            beats = partial(_beats, [found[group] for found in row_cells], score, n_resamples,
+                            seed)
+            table.marks |= {(first + i, j) for i in _best(column, higher, excluded, beats)}
     return table
 
 

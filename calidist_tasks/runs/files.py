@@ -21,9 +21,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.scoring.records import STAGE1_FOLDER
+from calidist_tasks.scoring.records import RECORD_KEY, STAGE1_FOLDER
 
-RECORD_KEY = "acc"  # every task reports acc; lm-eval logs the record under each metric name
 STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"  # lm-eval's date_id
 RESULTS_NAME = re.compile(rf"^(?P<stem>.+)_(?P<stamp>{STAMP})\.json$")
 SAMPLES_NAME = re.compile(rf"^samples_(?P<task>.+)_(?P<stamp>{STAMP})\.jsonl$")

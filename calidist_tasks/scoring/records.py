@@ -102,6 +102,7 @@ def is_record(value: Any) -> bool:
     return isinstance(value, dict) and "split" in value and "index" in value
 
 
+RECORD_KEY = "acc"  # every task reports acc; lm-eval logs the record under each metric name
 RECORD_IN = "calidist_record_in"  # a marker's key: the metric whose value is the record
 
 
@@ -118,7 +119,8 @@ def is_marker(value: Any) -> bool:
 def line_record(line: Mapping[str, Any]) -> dict[str, Any] | None:
     """The record of a samples-file line, None when it holds none: the value of the first
     metric the line lists (``metrics``) that is a record or a marker pointing at one, else of
-    any other key but the document (lines written without ``metrics``)."""
+    any other key but the document (lines written without ``metrics``), else the dict under
+    ``acc`` (``RECORD_KEY``: every task reports it; GSM8K's stages read their records there)."""
     names = [*(line.get("metrics") or ()), *(key for key in line if key != "doc")]
     for name in names:
         value = line.get(name) if isinstance(name, str) else None
@@ -126,7 +128,8 @@ def line_record(line: Mapping[str, Any]) -> dict[str, Any] | None:
             value = line.get(value[RECORD_IN])
         if is_record(value):
             return value
-    return None
+    found = line.get(RECORD_KEY)
+    return found if isinstance(found, dict) else None
 
 
 # the lambda_raw of a fully stable document (mu = delta = 0), also logged in place of a

@@ -252,3 +252,13 @@ def test_mnli_labels_follow_the_papers_option_order(tmp_path, glue, option):
     assert doc["label"] == option
     words = {0: "entails", 1: "contradicts", 2: "neutral"}
     assert words[option] in task.doc_to_choice(doc)[option]
+
+
+def test_a_relative_data_dir_that_is_no_folder_is_named_with_its_resolved_path(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError) as error:
+        docs_of("calidist_mnli", {"data_dir": "../shared/data", "calib_size": 2, "eval_size": 2})
+    resolved = (tmp_path / "../shared/data").resolve()
+    assert (f"data_dir is not a folder: ../shared/data (relative to {tmp_path}: {resolved}); "
+            "give an absolute path") in str(error.value)

@@ -31,6 +31,7 @@ from calidist_metrics import (
 )
 from calidist_tasks.cli import main
 from calidist_tasks.registry import METHODS, task_variant, variant_named
+from calidist_tasks.registry import SCORES as SCORE_FUNCTIONS
 from calidist_tasks.report import write_report
 from calidist_tasks.report.cells import Cell, leaderboard_cells
 from calidist_tasks.report.identity import short_names
@@ -241,11 +242,23 @@ def test_leaderboard_values_by_hand(full) -> None:
     methods = [r["method"] for r in board if r["model"] == "model-a"]
     assert methods == ["Vanilla", "Temperature scaling", "Platt", "Isotonic", "Vector scaling",
                        "CaliDist (As.)"]
-    # best marks: the lowest ECE of model-a's toy column is marked, and only there
-    column = [(float(r["toy_ece"]), r) for r in board if r["model"] == "model-a"]
-    lowest = min(v for v, _ in column)
-    for value, r in column:
-        assert ("toy_ece" in r["best"].split(";")) == (round(value, 2) == round(lowest, 2))
+    # a mark is the best of its block's column, and only where the paired test against the next
+    # best is significant (not on the averages): not every best value is marked here
+    bests = 0
+    for model in ("model-a", "model-b"):
+        mine = [r for r in board if r["model"] == model]
+        for key in [f"{b}_{s}" for b in ("toy", "pair") for s in ("ece", "brier", "auroc")]:
+            values = [round(float(r[key]), 2) for r in mine if r[key]]
+            if not values:  # model-b has no pair run
+                continue
+            best = max(values) if key.endswith("auroc") else min(values)
+            for r in mine:
+                if key in r["best"].split(";"):
+                    assert round(float(r[key]), 2) == best
+                bests += bool(r[key]) and round(float(r[key]), 2) == best
+    marked = sum(len(r["best"].split(";")) for r in board if r["best"])
+    assert 0 < marked < bests
+    assert not any("average" in r["best"] for r in board)
     # accuracy beside every method; no unreadable share for tasks that score the letters
     assert float(vanilla["toy_acc"]) == pytest.approx(100 * 4 / 6, abs=1e-4)
     assert vanilla["toy_parse_fail_rate"] == vanilla["average_parse_fail_rate"] == ""
@@ -256,30 +269,34 @@ def test_leaderboard_values_by_hand(full) -> None:
             "75.00 | – | 66.67 | 14.58 |") in markdown
 
 
-def test_best_marks_ties_and_results_only_cells() -> None:
-    def cell(model: str, benchmark: str, label: str, ece: float, auroc: float,
-             per_doc: bool = True) -> Cell:
+def test_best_is_marked_only_where_significant_and_never_on_ties() -> None:
+    """Bold needs the paired bootstrap (p < 0.05) against the next best of the block's column:
+    never for a difference within the noise, values that all tie, or results-file numbers."""
+    correct = np.array([1.0, 0.0] * 100)  # accuracy 0.5 on 200 documents
+
+    def cell(model: str, label: str, conf: float, per_doc: bool = True) -> Cell:
         method = next(m for m in METHODS if m.label == label)
-        made = Cell(model, benchmark, method, None, {"ece": ece, "brier": 0.2, "auroc": auroc})
+        confidence = np.full(correct.size, conf)
+        values = {s: SCORE_FUNCTIONS[s](confidence, correct) for s in ("ece", "brier", "auroc")}
+        made = Cell(model, "toy", method, None, values)
         if per_doc:
-            made.confidence = made.correct = np.zeros(1)
+            made.confidence, made.correct = confidence, correct
         return made
 
-    cells = [cell("m", "toy", "Vanilla", 0.30, 0.60), cell("m", "toy", "Platt", 0.10, 0.60),
-             cell("m", "toy", "CaliDist (As.)", 0.100001, 0.70, per_doc=False),
-             cell("n", "toy", "Vanilla", 0.05, 0.50)]
-    table = leaderboard(cells, {"m": "m", "n": "n"})
-    labels = [r[1] for r in table.rows]
-    assert labels == ["Vanilla", "Platt", "CaliDist (As.) †", "Vanilla"]
+    cells = [cell("m", "Vanilla", 0.95), cell("m", "Platt", 0.5),  # ECE 45 vs 0: significant
+             cell("n", "Platt", 0.5), cell("n", "Isotonic", 0.52),  # ECE 0 vs 2: noise
+             cell("r", "Vanilla", 0.95), cell("r", "Platt", 0.5, per_doc=False)]
+    table = leaderboard(cells, {"m": "m", "n": "n", "r": "r"}, n_resamples=200)
+    assert [r[1] for r in table.rows] == ["Vanilla", "Platt", "Platt", "Isotonic", "Vanilla",
+                                          "Platt †"]
     assert table.columns[2:] == ["Toy Acc", "Toy ECE↓", "Toy Brier↓", "Toy AUROC↑",
                                  "Toy Unreadable"]  # one benchmark
-    # ECE: Platt and CaliDist tie at 10.00 (marked both); Brier: all tie; AUROC: highest;
-    # accuracy and the unreadable share are never marked
-    assert {(i, j) for i, j in table.marks if j == 3} == {(1, 3), (2, 3), (3, 3)}
-    assert {(i, j) for i, j in table.marks if j == 5} == {(2, 5), (3, 5)}
-    assert not {j for _, j in table.marks} & {2, 6}
-    assert "| m | CaliDist (As.) † | – | **10.00** | **20.00** | **70.00** | – |" \
-        in table.markdown()
+    # m: Platt's ECE and Brier beat Vanilla's; AUROC is 50 for every row (a tie): unmarked;
+    # n: no significant difference; r: no documents behind Platt, no test
+    assert table.marks == {(1, 3), (1, 4)}
+    assert "| m | Platt | 50.00 | **0.00** | **25.00** | 50.00 | – |" in table.markdown()
+    one = leaderboard([cell("m", "Vanilla", 0.95)], {"m": "m"}, n_resamples=200)
+    assert one.marks == set()  # a row alone is best of nothing
 
 
 def test_mostly_unreadable_method_is_flagged_and_never_best() -> None:
@@ -298,8 +315,8 @@ def test_mostly_unreadable_method_is_flagged_and_never_best() -> None:
     table = leaderboard(cells, {"m": "m"})
     assert [r[1] for r in table.rows] == ["Vanilla †", "Verbalized † ⚠", "SPUQ †"]
     assert table.rows[1][2:] == [40.0, 1.0, 20.0, 99.0, 90.0]  # shown, x100
-    assert not any(i == 1 for i, _ in table.marks)
-    assert {j for i, j in table.marks if i == 2} == {3, 4, 5}  # SPUQ: best ECE, tied Brier, AUROC
+    # results-file numbers only: no paired test, so no mark (and never on the flagged row)
+    assert table.marks == set()
     assert "| m | Verbalized † ⚠ | 40.00 | 1.00 | 20.00 | 99.00 | 90.00 |" in table.markdown()
     # the same rule in the "more scores" table: flagged there too
     assert [r[2] for r in more_scores(cells, {"m": "m"}).rows] == [
@@ -339,8 +356,7 @@ def test_unreadable_task_in_a_report(tmp_path: Path) -> None:
     flagged = board["Verbalized ⚠"]
     assert float(flagged["toy_ece"]) == 0.0 and float(flagged["toy_parse_fail_rate"]) == 90.0
     assert float(flagged["toy_acc"]) == pytest.approx(100 * 4 / 6, abs=1e-4)
-    assert flagged["best"] == ""
-    assert "toy_ece" in board["Platt"]["best"]  # the best readable one
+    assert flagged["best"] == ""  # the lowest ECE, yet flagged: never marked
     assert board["Verbalized + Platt † ⚠"]["toy_ece"] == ""  # NaN in the results file: "–"
     assert "| **0.00** |" not in files["leaderboard.md"].read_text()
     assert any(r["method"] == "Verbalized ⚠" for r in read_csv(files["intervals.csv"]))
@@ -521,6 +537,26 @@ def _keep_requests(samples: Path, keep) -> None:
         line["arguments"] = {f"gen_args_{i}": a for i, (a, _) in enumerate(kept)}
         line["resps"] = [r for _, r in kept]
     samples.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+def test_cost_table_counts_the_generated_tokens_of_generation_tasks(tmp_path: Path) -> None:
+    records = verbalized_records("evaluation", 6, [0.9] * 6, [1, 0, 1, 1, 0, 1])
+    root = tmp_path / "runs"
+    write_run(root / "m", "org/model-a", ["toy"], STAMP_A,
+              extra={"calidist_toy_verbalized": (records, {"acc": 4 / 6})})
+    results = root / "m" / f"results_{STAMP_A}.json"
+    data = json.loads(results.read_text(encoding="utf-8"))
+    data["configs"]["calidist_toy_verbalized"]["output_type"] = "generate_until"
+    results.write_text(json.dumps(data), encoding="utf-8")
+    samples = next((root / "m").glob("samples_calidist_toy_verbalized_*.jsonl"))
+    lines = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+    for line in lines:  # a reply of 40 characters per request: 10 tokens at characters / 4
+        line["resps"] = [["y" * 40] for _ in line["resps"]]
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    _, files = report(root, tmp_path / "out")
+    rows = read_csv(files["cost.csv"])
+    assert float(row(rows, task="calidist_toy_verbalized")["generated_tokens_per_doc"]) == 20
+    assert row(rows, task="calidist_toy")["generated_tokens_per_doc"] == ""  # scored letters
 
 
 def test_cost_of_a_two_stage_run_counts_both_stages(tmp_path: Path) -> None:
@@ -843,8 +879,10 @@ def test_runs_of_one_model_with_other_settings_are_separate_blocks(tmp_path: Pat
     blocks = {r["model"] for r in board}
     assert blocks == {"model-a [toy: 0-shot, no limit]", "model-a [toy: 1-shot, limit 12]",
                       "model-b"}
-    for block in blocks:  # every block marks its own best ECE: nothing compared across blocks
-        assert any("toy_ece" in r["best"].split(";") for r in board if r["model"] == block)
+    for block in blocks:  # a mark is its own block's best ECE: nothing compared across blocks
+        lowest = min(round(float(r["toy_ece"]), 2) for r in board if r["model"] == block)
+        assert all(round(float(r["toy_ece"]), 2) == lowest for r in board
+                   if r["model"] == block and "toy_ece" in r["best"].split(";"))
     assert escape("model-a [toy: 1-shot, limit 12]") in files["report.md"].read_text(
         encoding="utf-8")
     # the paired tests stay in their block: one CaliDist row per block, paired with its own run
@@ -1052,7 +1090,9 @@ def test_two_models_two_settings_grouped_and_exported(tiny_model_dir: Path, ppdb
     for block in blocks:
         mine = [r for r in board if r["model"] == block]
         assert mine[0]["method"] == "Vanilla" and mine[-1]["method"] == "CaliDist (As.)"
-        assert any("ppdb_ece" in r["best"].split(";") for r in mine)
+        lowest = min(round(float(r["ppdb_ece"]), 2) for r in mine)  # marks stay in a block
+        assert all(round(float(r["ppdb_ece"]), 2) == lowest for r in mine
+                   if "ppdb_ece" in r["best"].split(";"))
     tex = files["leaderboard.tex"].read_text(encoding="utf-8")
     markdown = files["leaderboard.md"].read_text(encoding="utf-8")
     for block in blocks:
