@@ -43,6 +43,12 @@ from .scores import (
     smooth_ece,
     smooth_ece_bandwidth,
 )
+from .selective import (
+    SelectiveThreshold,
+    coverage_at_accuracy,
+    selective_threshold,
+    selective_threshold_interval,
+)
 
 __all__ = [
     "BEHAVIOUR_COLUMNS",
@@ -59,6 +65,7 @@ __all__ = [
     "NotFittedError",
     "PlattScaling",
     "ReliabilityBins",
+    "SelectiveThreshold",
     "TemperatureScaling",
     "VectorScaling",
     "accuracy_at_coverage",
@@ -68,6 +75,7 @@ __all__ = [
     "brier_score",
     "calibrator_from_dict",
     "confidence_instability",
+    "coverage_at_accuracy",
     "expected_calibration_error",
     "load_calibrator",
     "maximum_calibration_error",
@@ -79,6 +87,8 @@ __all__ = [
     "reliability_sigmoid",
     "risk_coverage_curve",
     "save_calibrator",
+    "selective_threshold",
+    "selective_threshold_interval",
     "smooth_ece",
     "smooth_ece_bandwidth",
     "stack_columns",
