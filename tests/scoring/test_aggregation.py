@@ -575,3 +575,39 @@ def test_lm_eval_prints_a_stderr_for_every_metric_with_an_interval(ppdb_data_dir
         assert unboot[f"{name}_stderr,none"] == "N/A"
     assert {"ece", "brier", "auroc", "acc", "ece_vanilla"} <= {
         n for n in task.reported_metrics() if interval_score(n)}
+
+
+@pytest.mark.parametrize("delta_mode", ["mean", "worst_case"])
+def test_a_saved_fit_gives_new_answers_their_logged_confidence_in_one_call(tmp_path, delta_mode):
+    """``calidist_metrics.calibrate_answers`` on a run's saved fit and the raw answers (p, the
+    hinted replies) equals the calibrated confidence the run logged per document."""
+    from calidist_metrics import calibrate_answers
+    from calidist_tasks.scoring.joining import hint_instability
+
+    rng = np.random.default_rng(4)
+    records = []
+    for i in range(60):
+        prediction, confidence = int(rng.integers(3)), float(rng.uniform(0.4, 1.0))
+        hints = tuple((label, None, int(rng.integers(3)) if rng.random() < 0.4 else prediction,
+                       float(rng.uniform(0.3, 1.0))) for label in range(3))
+        mu, delta, raw, flipped = hint_instability(prediction, confidence, hints, delta_mode)
+        records.append({"index": i, "split": "calibration" if i < 40 else "evaluation",
+                        "label": 0, "prediction": prediction, "confidence": confidence,
+                        "correct": int(prediction == 0), "hints": hints, "mu": mu,
+                        "delta": delta, "lambda_raw": raw, "flipped": int(flipped),
+                        "requests": 4})
+    path = tmp_path / "fit.json"
+    settings = RunSettings.from_metadata({"save_calibrator": str(path),
+                                          "delta_mode": delta_mode})
+    summarize_calidist(records, settings, dict(CONTEXT, delta_mode=delta_mode))
+    ev = records[40:]
+    others = [[h for h in r["hints"] if h[0] != r["prediction"]] for r in ev]
+    calibrated = calibrate_answers(path, [r["confidence"] for r in ev],
+                                   [r["prediction"] for r in ev],
+                                   [[h[2] for h in hs] for hs in others],
+                                   [[h[3] for h in hs] for hs in others])
+    np.testing.assert_allclose(calibrated, [r["calibrated"]["calidist"] for r in ev], rtol=1e-12)
+    with pytest.raises(ValueError, match="document 1: no hinted answer"):
+        calibrate_answers(path, [0.5, 0.5], [0, 1], [[1], []], [[0.5], []])
+    with pytest.raises(ValueError, match="length mismatch"):
+        calibrate_answers(path, [0.5], [0, 1], [[1]], [[0.5]])
