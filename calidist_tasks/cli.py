@@ -359,6 +359,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     report.add_argument("--bootstrap", type=int, default=1000,
                         help="bootstrap resamples for intervals and paired tests (0: none)")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    report.add_argument("--target-accuracy", dest="target_accuracy",
+                        metavar="ACC[,ACC...]", help="the Thresholds table's target accuracies "
+                        "(fractions, comma-separated; default 0.8,0.9,0.95)")
     report.add_argument("--no_figures", action="store_true", help="tables only (faster)")
     report.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     report.add_argument("--tasks", metavar="PATTERN", help="only these tasks: comma-separated "

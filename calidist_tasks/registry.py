@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ from calidist_metrics import (
     aurc,
     auroc,
     brier_score,
+    coverage_at_accuracy,
     expected_calibration_error,
     maximum_calibration_error,
     smooth_ece,
@@ -60,18 +61,23 @@ SCORES: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
     "mce": lambda c, y: maximum_calibration_error(c, y, n_bins=10, strategy="uniform"),
     "smece": smooth_ece,
     "aurc": aurc,
+    # selective prediction: the share of answers kept, most confident first, while 90% of the
+    # kept ones are right (``calidist_metrics.selective_threshold``); the report's Thresholds
+    # table gives the threshold and other targets (``calidist report --target-accuracy``)
+    "coverage_acc90": partial(coverage_at_accuracy, target_accuracy=0.9),
 }
 # Which way each reported number is better (lm-eval's arrows, the report's verdicts); a metric
 # named "<score>_<confidence>" goes the way of its score. Diagnostics have none.
 HIGHER_IS_BETTER = {"acc": True, "auroc": True, "ece": False, "ece_adaptive": False,
                     "brier": False, "mce": False, "smece": False, "aurc": False,
-                    "parse_fail_rate": False}
+                    "coverage_acc90": True, "parse_fail_rate": False}
 
 
 def higher_is_better(name: str) -> bool | None:
-    """True for accuracy and AUROC, False for ECE, MCE, smECE, Brier, AURC and the unreadable
-    share (also under a confidence's suffix: "ece_vanilla", "acc_vector"); None (lm-eval then
-    prints no arrow) for diagnostics such as alpha, beta, lambda bounds and counts."""
+    """True for accuracy, AUROC and coverage, False for ECE, MCE, smECE, Brier, AURC and the
+    unreadable share (also under a confidence's suffix: "ece_vanilla", "acc_vector"); None
+    (lm-eval then prints no arrow) for diagnostics such as alpha, beta, lambda bounds and
+    counts."""
     for score in sorted(HIGHER_IS_BETTER, key=len, reverse=True):
         if name == score or name.startswith(score + "_"):
             return HIGHER_IS_BETTER[score]
