@@ -212,7 +212,7 @@ def test_plain_lm_eval_runs_a_family_group_and_prints_its_row(tiny_model_dir, da
 
     metadata = {"data_dir": str(data_dir), "calib_size": 4, "eval_size": 6, "m": 1}
     done = run([command("lm_eval"), "--include_path", task_folder(), "--tasks",
-                "calidist_ppdb_all", "--gen_kwargs", "max_gen_toks=8", "--bootstrap_iters", "20",
+                "calidist_ppdb_all", "--gen_kwargs", "max_gen_toks=8",
                 *model_flags(tiny_model_dir, metadata, tmp_path / "out")], cwd=tmp_path)
     members = yaml.safe_load((Path(task_folder()) / "ppdb" / "calidist_ppdb_all.yaml")
                              .read_text())["task"]

@@ -305,9 +305,13 @@ def lift_reading(records: Sequence[Record], reading: str) -> None:
 
 
 # ------------------------------------------------- lm-eval's <metric>_stderr
-# At most this many resamples per metric, whatever --bootstrap_iters asks (lm-eval's default is
-# 100000): lm-eval caps its own costly metrics (BLEU, chrF, TER) at 100 the same way.
-STDERR_RESAMPLES = 1000
+# At most this many resamples per metric, whatever bootstrap_iters asks (simple_evaluate's
+# default, and the only value of lm-eval 0.4.13's CLI, is 100000), as lm-eval caps its own costly
+# metrics (BLEU, chrF, TER) at 100: a task reports up to 45 scores, each resampled in Python.
+# Enough for a +- column (the report's intervals use calidist report --bootstrap).
+STDERR_RESAMPLES = 200
+# smooth ECE solves for its bandwidth in every resample (~7 ms at 300 documents)
+STDERR_RESAMPLES_OF = {"smece": 100}
 
 
 def interval_score(name: str) -> tuple[str, str] | None:
@@ -325,8 +329,8 @@ def metric_stderr(name: str, records: Sequence[Mapping[str, Any]],
     """lm-eval's ``<name>_stderr`` of a metric with an interval (``interval_score``), "N/A"
     where its value is not a number. Accuracy: lm-eval's own ``mean_stderr`` of the 0/1
     outcomes, sqrt(acc (1 - acc) / (n - 1)). A score: the standard deviation (ddof 1, as
-    lm-eval's ``bootstrap_stderr``) of the score over ``min(iters, STDERR_RESAMPLES)``
-    resamples of the evaluation documents with each document's confidence as logged
+    lm-eval's ``bootstrap_stderr``) of the score over at most ``iters`` resamples
+    (``STDERR_RESAMPLES``) of the evaluation documents with each document's confidence as logged
     (``log_confidences``): the fit is fixed, only the documents scored vary."""
     value = summary.get(name)
     score, suffix = interval_score(name) or (None, "")
@@ -342,7 +346,8 @@ def metric_stderr(name: str, records: Sequence[Mapping[str, Any]],
     confidence = np.fromiter((r[CALIBRATED][key] for r in logged), float, len(logged))
     correct = np.fromiter((r[CALIBRATED_CORRECT][key] for r in logged), float, len(logged))
     rng = np.random.default_rng(seed)
-    resamples = rng.integers(0, len(logged), size=(min(iters, STDERR_RESAMPLES), len(logged)))
+    count = min(iters, STDERR_RESAMPLES_OF.get(score, STDERR_RESAMPLES))
+    resamples = rng.integers(0, len(logged), size=(count, len(logged)))
     with warnings.catch_warnings():  # a resample of one class only: AUROC's defined 0.5
         warnings.simplefilter("ignore", CalibrationWarning)
         values = [SCORES[score](confidence[i], correct[i]) for i in resamples]
