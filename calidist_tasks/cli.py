@@ -237,6 +237,9 @@ def list_tasks(pattern: str | None = None) -> list[tuple[str, str, str, str, str
         if "group" in config:
             tasks = [t if isinstance(t, str) else str(t.get("task", t))
                      for t in config.get("task") or []]
+            # the reasoned variants need their replies' run: calidist eval runs them too
+            tasks += [f"{t} (calidist eval)"
+                      for t in (config.get("metadata") or {}).get("reasoned", [])]
             found.append((name, "group", "-", "every task of the family", ", ".join(tasks)))
             continue
         variant = task_variant(name, config)[1]
