@@ -107,8 +107,8 @@ def set_task_metrics(task: Any, names: list[str], aggregate: Callable[[str, list
 
 # lm-eval looks a metric's stderr function up by its aggregation function
 # (``lm_eval.api.metrics.stderr_for_metric(metric=aggregation, bootstrap_iters=...)``: a bootstrap
-# for median, F1, BLEU..., the closed form for mean), called by name from this module once per
-# metric with --bootstrap_iters (0: none, N/A).
+# for median, F1, BLEU..., the closed form for mean), which ``lm_eval.evaluator_utils`` calls by
+# this name once per metric with simple_evaluate's bootstrap_iters (0: none, N/A).
 STDERR_LOOKUP = "lm_eval.evaluator_utils.stderr_for_metric"
 
 

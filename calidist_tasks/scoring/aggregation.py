@@ -1,11 +1,13 @@
 """Aggregation: a task's metrics from its per-document records.
 
-Pure functions of the records that ``joining`` builds; the task class only routes lm-eval's
+Functions of the records that ``joining`` builds; the task class only routes lm-eval's
 aggregation calls here. Each method's confidence comes from its fit in the registry
 (``methods.Method.fit``, functions in ``fits``, which also keeps the saved-fit policy), the same
 call ``calidist report`` makes; the metric names and their directions are the registry's
 (``methods``); a task logs the calibration warnings with ``calibration_warnings``. Numbers are
-fractions in [0, 1] (the paper prints them x100).
+fractions in [0, 1] (the paper prints them x100). Each summary also logs on every evaluation
+record the confidence each method gave its answer (``log_confidences``, records.CALIBRATED),
+from which ``metric_stderr`` gives lm-eval's stderr of each score.
 """
 
 from __future__ import annotations
@@ -272,7 +274,7 @@ def log_confidences(evaluation: Sequence[Record], confidence: str, values: Any,
                     correct: Any) -> None:
     """Log ``confidence``'s value and correctness on each evaluation record, in their order: in
     one process these are the very dicts lm-eval logs in its samples file after the aggregation
-    (docs/python_api.md, "Per-answer confidences")."""
+    (docs/python_api.md, "Per-answer calibrated confidence")."""
     key = confidence_key(confidence)
     for record, value, right in zip(evaluation, np.asarray(values, dtype=float).tolist(),
                                     np.asarray(correct, dtype=float).tolist(), strict=True):
@@ -347,6 +349,8 @@ def metric_stderr(name: str, records: Sequence[Mapping[str, Any]],
     correct = np.fromiter((r[CALIBRATED_CORRECT][key] for r in logged), float, len(logged))
     rng = np.random.default_rng(seed)
     count = min(iters, STDERR_RESAMPLES_OF.get(score, STDERR_RESAMPLES))
+    if count < 2:  # a standard deviation needs two resamples
+        return "N/A"
     resamples = rng.integers(0, len(logged), size=(count, len(logged)))
     with warnings.catch_warnings():  # a resample of one class only: AUROC's defined 0.5
         warnings.simplefilter("ignore", CalibrationWarning)
