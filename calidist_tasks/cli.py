@@ -268,6 +268,9 @@ def list_tasks(pattern: str | None = None) -> list[tuple[str, str, str, str, str
         if "group" in config:
             tasks = [t if isinstance(t, str) else str(t.get("task", t))
                      for t in config.get("task") or []]
+            # the reasoned variants need their replies' run: calidist eval runs them too
+            tasks += [f"{t} (calidist eval)"
+                      for t in (config.get("metadata") or {}).get("reasoned", [])]
             found.append((name, "group", "-", "every task of the family", ", ".join(tasks)))
             continue
         _, what, rows = _described(name, config)
@@ -438,6 +441,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     report.add_argument("--bootstrap", type=int, default=1000,
                         help="bootstrap resamples for intervals and paired tests (0: none)")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    report.add_argument("--target-accuracy", dest="target_accuracy",
+                        metavar="ACC[,ACC...]", help="the Thresholds table's target accuracies "
+                        "(fractions, comma-separated; default 0.8,0.9,0.95)")
     report.add_argument("--no_figures", action="store_true", help="tables only (faster)")
     report.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     report.add_argument("--tasks", metavar="PATTERN", help="only these tasks: comma-separated "

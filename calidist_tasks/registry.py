@@ -25,6 +25,7 @@ from calidist_metrics import (
     aurc,
     auroc,
     brier_score,
+    coverage_at_accuracy,
     expected_calibration_error,
     maximum_calibration_error,
     negative_log_likelihood,
@@ -104,6 +105,11 @@ SCORE_ENTRIES: list[Score] = [
     Score("nll", negative_log_likelihood, False, "NLL"),
     Score("rmsce", partial(rms_calibration_error, n_bins=10, strategy="uniform"), False,
           "RMS CE"),
+    # selective prediction: the share of answers kept, most confident first, while 90% of the
+    # kept ones are right (``calidist_metrics.selective_threshold``); the report's Thresholds
+    # table gives the threshold and other targets (``calidist report --target-accuracy``)
+    Score("coverage_acc90", partial(coverage_at_accuracy, target_accuracy=0.9), True,
+          "Coverage @ 90% acc"),
 ]
 
 

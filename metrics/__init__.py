@@ -15,6 +15,7 @@ from .calibrators import (
     PlattScaling,
     TemperatureScaling,
     VectorScaling,
+    calibrate_answers,
     calibrator_from_dict,
     load_calibrator,
     reliability_sigmoid,
@@ -47,6 +48,12 @@ from .scores import (
     smooth_ece,
     smooth_ece_bandwidth,
 )
+from .selective import (
+    SelectiveThreshold,
+    coverage_at_accuracy,
+    selective_threshold,
+    selective_threshold_interval,
+)
 
 __all__ = [
     "BEHAVIOUR_COLUMNS",
@@ -64,6 +71,7 @@ __all__ = [
     "PlattScaling",
     "ReliabilityBins",
     "STABILITY_EPSILON",
+    "SelectiveThreshold",
     "TemperatureScaling",
     "VectorScaling",
     "accuracy_at_coverage",
@@ -71,8 +79,10 @@ __all__ = [
     "auroc",
     "bootstrap_interval",
     "brier_score",
+    "calibrate_answers",
     "calibrator_from_dict",
     "confidence_instability",
+    "coverage_at_accuracy",
     "expected_calibration_error",
     "load_calibrator",
     "maximum_calibration_error",
@@ -87,6 +97,8 @@ __all__ = [
     "rms_calibration_error",
     "risk_coverage_curve",
     "save_calibrator",
+    "selective_threshold",
+    "selective_threshold_interval",
     "smooth_ece",
     "smooth_ece_bandwidth",
     "stack_columns",

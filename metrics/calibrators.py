@@ -28,6 +28,7 @@ from ._validation import (
     check_finite_number,
     check_same_length,
 )
+from .instability import confidence_instability, prediction_instability, reliability_score
 
 __all__ = [
     "BEHAVIOUR_COLUMNS",
@@ -43,6 +44,7 @@ __all__ = [
     "PlattScaling",
     "TemperatureScaling",
     "VectorScaling",
+    "calibrate_answers",
     "calibrator_from_dict",
     "load_calibrator",
     "reliability_sigmoid",
@@ -1376,3 +1378,76 @@ def load_calibrator(path: str | os.PathLike) -> tuple[Calibrator, dict]:
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     return calibrator, context
+
+
+def calibrate_answers(
+    fit: str | os.PathLike | CaliDistCalibrator,
+    confidence: ArrayLike,
+    prediction: Sequence,
+    hinted_predictions: Sequence[Sequence],
+    hinted_confidences: Sequence[Sequence[float]],
+    delta_mode: str | None = None,
+) -> np.ndarray:
+    """CaliDist's calibrated confidence of new answers under a saved fit, in one call.
+
+    Parameters
+    ----------
+    fit : path or CaliDistCalibrator
+        A file written by :func:`save_calibrator` (a run's ``--metadata save_calibrator``), or
+        a fitted :class:`CaliDistCalibrator`.
+    confidence : array-like of shape (n,)
+        p: each document's confidence in its answer to the original prompt, in [0, 1].
+    prediction : sequence of length n
+        Each document's answer to the original prompt (a label index, a number or a string).
+    hinted_predictions : sequence of n sequences
+        Per document, its answers under the misleading hints that name a label other than its
+        prediction (the ones CaliDist counts; documents may have different numbers of them).
+    hinted_confidences : sequence of n sequences of float
+        The confidences of those answers, in the same order.
+    delta_mode : {"mean", "worst_case"}, optional
+        How the confidence moves are pooled (:func:`confidence_instability`); default: the one
+        the file records (the run's ``--metadata delta_mode``), else "mean".
+
+    Returns
+    -------
+    numpy.ndarray of shape (n,)
+        sigmoid(beta * (lambda - alpha)) * p per document, lambda from
+        ``reliability_score(mu, delta)`` scaled by the fit's bounds: what the run's records log
+        as ``calibrated["calidist"]`` for documents with these answers.
+
+    Raises
+    ------
+    ValueError
+        The file is not a CaliDist fit, the lengths differ (naming the document), or a document
+        has no hinted answer.
+
+    Examples
+    --------
+    docs/python_api.md, "Per-answer calibrated confidence", runs one end to end.
+    """
+    context: dict = {}
+    calibrator = fit
+    if not isinstance(fit, CaliDistCalibrator):
+        calibrator, context = load_calibrator(fit)
+        if not isinstance(calibrator, CaliDistCalibrator):
+            raise ValueError(f"{fit}: holds a {type(calibrator).__name__}, not a CaliDist fit")
+    mode = delta_mode or context.get("delta_mode") or "mean"
+    confidence = check_confidence(confidence, "confidence")
+    check_same_length(confidence=confidence, prediction=prediction,
+                      hinted_predictions=hinted_predictions,
+                      hinted_confidences=hinted_confidences)
+    raw = np.empty(confidence.size)
+    for i, (p, answer, answers, confidences) in enumerate(zip(
+            confidence.tolist(), prediction, hinted_predictions, hinted_confidences,
+            strict=True)):
+        if len(answers) != len(confidences):
+            raise ValueError(f"document {i}: {len(answers)} hinted_predictions but "
+                             f"{len(confidences)} hinted_confidences")
+        if not len(answers):
+            raise ValueError(f"document {i}: no hinted answer (pass the answers under the hints "
+                             "that name a label other than its prediction)")
+        mu = prediction_instability(answer, list(answers), [float(c) for c in confidences])
+        delta = confidence_instability(p, [float(c) for c in confidences], mode=mode)
+        raw[i] = reliability_score(float(mu), float(delta))
+    return calibrator.predict(stack_columns(CALIDIST_COLUMNS, reliability_raw=raw,
+                                            confidence=confidence))

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import assert_report_rebuilds_results, write_mnli
 
@@ -163,12 +164,11 @@ def test_report_rebuilds_every_number_of_the_run(first_run):
     """Every task kind of both groups (scored letters, each style, verbalized, consistency,
     SPUQ, reasoned, and the replies run beside them): ``calidist report`` rebuilds lm-eval's
     numbers from the logged records."""
-    import yaml
+    from calidist_tasks.runs.planning import expand_tasks
 
-    from calidist_tasks import task_folder
-
-    tasks = {task for b in LABELS for task in yaml.safe_load(
-        (Path(task_folder()) / b / f"calidist_{b}_all.yaml").read_text())["task"]}
+    # what calidist eval runs of the groups: their tasks and their reasoned variants
+    tasks = {task for task, _ in expand_tasks([f"calidist_{b}_all" for b in LABELS])}
+    assert any(task.endswith("_cot") for task in tasks)
     assert set(assert_report_rebuilds_results(first_run)) == tasks
 
 
@@ -199,3 +199,36 @@ def test_plain_lm_eval_after_link_applies_the_saved_calibrator(first_run, tiny_m
     fitted = results_of(first_run)["results"]["calidist_ppdb_probe"]
     for name in metric_names(distracted=True):
         assert again[f"{name},none"] == pytest.approx(fitted[f"{name},none"], abs=1e-4), name
+
+
+def test_plain_lm_eval_runs_a_family_group_and_prints_its_row(tiny_model_dir, data_dir,
+                                                               tmp_path):
+    """``lm_eval --tasks calidist_ppdb_all`` (lm-eval's own CLI, our folder as --include_path, no
+    earlier run): every member runs, the reasoned ones are left out, and lm-eval prints the
+    group's row, the CaliDist variants' mean ECE, and a stderr for the scores."""
+    import yaml
+
+    from calidist_tasks import task_folder
+
+    metadata = {"data_dir": str(data_dir), "calib_size": 4, "eval_size": 6, "m": 1}
+    done = run([command("lm_eval"), "--include_path", task_folder(), "--tasks",
+                "calidist_ppdb_all", "--gen_kwargs", "max_gen_toks=8",
+                *model_flags(tiny_model_dir, metadata, tmp_path / "out")], cwd=tmp_path)
+    members = yaml.safe_load((Path(task_folder()) / "ppdb" / "calidist_ppdb_all.yaml")
+                             .read_text())["task"]
+    assert not any(task.endswith("_cot") for task in members)
+    results = results_of(tmp_path / "out")["results"]
+    assert set(members) <= set(results)
+    reporting_ece = [task for task in members if "ece,none" in results[task]]
+    assert reporting_ece == [f"calidist_ppdb{s}" for s in ("_assertion", "_probe", "_corruption",
+                                                       "_assertion_verbalized",
+                                                       "_probe_verbalized",
+                                                       "_corruption_verbalized")]
+    group = results["calidist_ppdb_all"]["ece,none"]
+    np.testing.assert_allclose(group, np.mean([results[t]["ece,none"] for t in reporting_ece]))
+    assert "calidist_ppdb_all" in done.stdout and "|calidist_ppdb_all" in done.stdout.replace(
+        " ", "")  # lm-eval's groups table
+    for task in ("calidist_ppdb", "calidist_ppdb_assertion"):
+        for name in ("acc", "ece_vanilla", "brier_vanilla", "auroc_vanilla"):
+            assert isinstance(results[task][f"{name}_stderr,none"], float), (task, name)
+    assert isinstance(results["calidist_ppdb_assertion"]["ece_stderr,none"], float)

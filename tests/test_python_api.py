@@ -8,9 +8,11 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import calidist_tasks
@@ -29,7 +31,7 @@ def evaluated(tiny_model_dir: Path, ppdb_data_dir: Path) -> dict:
     return calidist_tasks.evaluate(
         "hf", TASKS, {"data_dir": str(ppdb_data_dir), **SIZES},
         model_args=f"pretrained={tiny_model_dir},dtype=float32",
-        device="cpu", batch_size=8, bootstrap_iters=0,
+        device="cpu", batch_size=8, bootstrap_iters=50,
     )
 
 
@@ -118,3 +120,84 @@ def test_evaluate_takes_a_loaded_lm_object(tiny_model_dir: Path, ppdb_data_dir: 
     assert results["results"]["calidist_ppdb"]["n_evaluation,none"] == 4
     # the object's own pretrained= plays the part of --model_args
     assert results["configs"]["calidist_ppdb"]["metadata"]["pretrained"] == str(tiny_model_dir)
+
+
+def test_the_samples_hold_every_methods_confidence_as_a_refit_gives_it(evaluated: dict,
+                                                                      tmp_path: Path) -> None:
+    """Each evaluation record logs every reported confidence of its answer (calibration records
+    None); ``calidist report``'s refit of the saved run (``cells.refit``, each method's own fit)
+    gives the same numbers, document by document."""
+    from calidist_tasks.registry import methods_of, task_variant
+    from calidist_tasks.report.cells import refit
+    from calidist_tasks.report.loading import load_runs
+    from calidist_tasks.runs.files import save_like_lm_eval
+    from calidist_tasks.scoring.fits import split_records
+    from calidist_tasks.scoring.records import confidence_key
+
+    for task in TASKS:
+        for line in evaluated["samples"][task]:
+            record = line["acc"]
+            if record["split"] == "calibration":
+                assert record["calibrated"] is None and record["calibrated_correct"] is None
+    save_like_lm_eval(evaluated, tmp_path / "run")
+    runs = load_runs([tmp_path / "run"]).runs
+    assert sorted(run.task for run in runs) == sorted(TASKS)
+    compared = set()
+    for run in runs:
+        _, variant = task_variant(run.task, run.config)
+        methods = methods_of(variant)
+        _, evaluation = split_records(run.records)
+        for method in methods:
+            fitted = refit(run, [method])[method.label]
+            if fitted is None:
+                continue
+            key = confidence_key(method.suffix)
+            np.testing.assert_allclose([r["calibrated"][key] for r in evaluation],
+                                       fitted.confidence, rtol=1e-12, err_msg=method.label)
+            assert [r["calibrated_correct"][key] for r in evaluation] == fitted.correct.tolist()
+            compared.add((run.task, key))
+    assert {("calidist_ppdb_assertion", "calidist"), ("calidist_ppdb_assertion", "vanilla"),
+            ("calidist_ppdb", "ts"), ("calidist_ppdb", "platt"), ("calidist_ppdb", "isotonic"),
+            ("calidist_ppdb", "vector")} <= compared
+
+
+def test_lm_eval_reports_a_stderr_for_accuracy_and_every_score(evaluated: dict) -> None:
+    from calidist_tasks.scoring.aggregation import interval_score
+
+    for task in TASKS:
+        numbers = evaluated["results"][task]
+        names = [key.split(",")[0] for key in numbers if key.endswith(",none")
+                 and not key.split(",")[0].endswith("_stderr")]
+        for name in names:
+            stderr = numbers[f"{name}_stderr,none"]
+            if interval_score(name) is None:
+                assert stderr == "N/A", (task, name)
+            elif math.isfinite(numbers[f"{name},none"]):
+                assert isinstance(stderr, float) and stderr >= 0, (task, name)
+        for name in ("acc", "ece", "brier", "auroc", "ece_vanilla"):
+            if name in names:
+                assert numbers[f"{name}_stderr,none"] > 0, (task, name)
+    acc = evaluated["results"]["calidist_ppdb"]["acc,none"]
+    assert evaluated["results"]["calidist_ppdb"]["acc_stderr,none"] == pytest.approx(
+        math.sqrt(acc * (1 - acc) / (SIZES["eval_size"] - 1)))
+
+
+def test_the_documented_saved_fit_example_runs(tmp_path: Path, monkeypatch) -> None:
+    """docs/python_api.md's "For new answers" example, run as written."""
+    from calidist_metrics import CaliDistCalibrator, stack_columns
+
+    text = (Path(__file__).parents[1] / "docs" / "python_api.md").read_text(encoding="utf-8")
+    section = text[text.index("### For new answers"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code, "python_api.md", "exec"), namespace)  # noqa: S102  our own docs
+    fit = namespace["fit"]
+    assert isinstance(fit, CaliDistCalibrator) and (tmp_path / "fit.json").is_file()
+    # document 1 kept its answer (mu 0, delta |0.9 - 0.85|); document 2 flipped (mu 0.6, delta
+    # |0.8 - 0.6|): lambda_raw = (1 - mu) / (delta + 1e-10)
+    raw = [1 / (0.05 + 1e-10), 0.4 / (0.2 + 1e-10)]
+    expected = fit.predict(stack_columns(("reliability_raw", "confidence"),
+                                         reliability_raw=raw, confidence=[0.9, 0.8]))
+    np.testing.assert_allclose(namespace["calibrated"], expected, rtol=1e-9)
+    assert namespace["calibrated"][1] < namespace["calibrated"][0]

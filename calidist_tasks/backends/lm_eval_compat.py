@@ -8,7 +8,9 @@ Task side (``lm_eval.api.task.ConfigurableTask``):
 
 - ``_metric_fn_list``, ``_metric_fn_kwargs``, ``_aggregation_list``, ``_higher_is_better``: our
   tasks report metrics computed over all records by their own aggregation, not lm-eval's
-  per-sample metric functions (``set_task_metrics``, ``task_metric_names``);
+  per-sample metric functions (``set_task_metrics``, ``task_metric_names``); their stderr is
+  found as lm-eval finds its own metrics', by ``lm_eval.evaluator_utils.stderr_for_metric``
+  (``STDERR_LOOKUP``), which ``register_stderr`` extends;
 - the keywords ``build_all_requests`` passes to ``fewshot_context`` (``fewshot_context_kwargs``)
   and to ``construct_requests`` (``instance_kwargs``), and the ``Instance.metadata`` tuple
   ``(task, doc_id, repeats)`` (``metadata_repeats``, ``with_repeats``).
@@ -87,13 +89,47 @@ def is_tested_version(version: str) -> bool:
 
 # ---------------------------------------------------------------------- tasks
 def set_task_metrics(task: Any, names: list[str], aggregate: Callable[[str, list], float],
-                     higher_is_better: Callable[[str], bool]) -> None:
+                     higher_is_better: Callable[[str], bool],
+                     stderr: Callable[[str, int], Callable[[list], Any] | None]) -> None:
     """Make ``task`` report ``names``: each aggregated by ``aggregate(name, records)`` over the
-    records ``process_results`` returned under that name; no per-sample metric function."""
+    records ``process_results`` returned under that name; no per-sample metric function. Its
+    ``<name>_stderr`` is ``stderr(name, bootstrap_iters)``'s function of the same records (None:
+    lm-eval prints N/A), found as lm-eval finds its own metrics' (``register_stderr``)."""
+    register_stderr()
     task._metric_fn_list = dict.fromkeys(names)
     task._metric_fn_kwargs = {name: {} for name in names}
-    task._aggregation_list = {name: partial(aggregate, name) for name in names}
+    task._aggregation_list = {}
+    for name in names:
+        aggregation = task._aggregation_list[name] = partial(aggregate, name)
+        aggregation.calidist_stderr = partial(stderr, name)  # type: ignore[attr-defined]
     task._higher_is_better = {name: higher_is_better(name) for name in names}
+
+
+# lm-eval looks a metric's stderr function up by its aggregation function
+# (``lm_eval.api.metrics.stderr_for_metric(metric=aggregation, bootstrap_iters=...)``: a bootstrap
+# for median, F1, BLEU..., the closed form for mean), which ``lm_eval.evaluator_utils`` calls by
+# this name once per metric with simple_evaluate's bootstrap_iters (0: none, N/A).
+STDERR_LOOKUP = "lm_eval.evaluator_utils.stderr_for_metric"
+
+
+def register_stderr() -> None:
+    """Make lm-eval's stderr lookup also answer for our aggregations (``set_task_metrics``): an
+    aggregation carrying ``calidist_stderr`` gets ``calidist_stderr(bootstrap_iters)``, unless
+    --bootstrap_iters is 0; every other metric lm-eval's own answer. Idempotent."""
+    module_name, _, attribute = STDERR_LOOKUP.rpartition(".")
+    module = import_module(module_name)
+    lookup = getattr(module, attribute)
+    if getattr(lookup, "calidist", False):
+        return
+
+    def stderr_for_metric(metric: Callable[..., Any], bootstrap_iters: int) -> Any:
+        ours = getattr(metric, "calidist_stderr", None)
+        if ours is None:
+            return lookup(metric=metric, bootstrap_iters=bootstrap_iters)
+        return ours(bootstrap_iters) if bootstrap_iters > 0 else None
+
+    stderr_for_metric.calidist = True  # type: ignore[attr-defined]
+    setattr(module, attribute, stderr_for_metric)
 
 
 def task_metric_names(task: Any) -> list[str]:

@@ -13,6 +13,8 @@ the output folder:
   block (model and run settings, ``report.identity``)
   marked, methods with mostly unreadable replies flagged;
 - ``scores.csv``: one-bin ECE, MCE, smooth ECE, AURC, accuracy at 80% coverage;
+- ``thresholds.csv``: per target accuracy, the confidence threshold that reaches it and the
+  coverage it keeps, with its bootstrap interval (``report.thresholds``);
 - ``intervals.csv``: 95% bootstrap intervals of each score and the paired bootstrap test of each
   method against the same task's vanilla confidence;
 - ``cost.csv``: requests, distinct prompts and prompt tokens per document, per task;
@@ -70,6 +72,11 @@ from calidist_tasks.report.tables import (
     leaderboard,
     model_summary,
     more_scores,
+)
+from calidist_tasks.report.thresholds import (
+    TARGET_ACCURACIES,
+    parse_targets,
+    thresholds_table,
 )
 from calidist_tasks.report.transfer import parse_pair, transfer_table
 from calidist_tasks.runs.files import save_like_lm_eval
@@ -235,12 +242,14 @@ def write_report(
     figures: bool = True,
     tasks: str | None = None,
     models: str | None = None,
+    target_accuracies: Sequence[float] = TARGET_ACCURACIES,
 ) -> Report:
     """Read lm-eval output under ``paths`` and write the report into ``out`` (see module doc);
     an ``out`` that cannot be written (a file in its place) raises OSError before any work.
 
     ``tasks`` / ``models``: comma-separated shell patterns; only the runs whose task name and
-    model name match are read (``identity.selected``)."""
+    model name match are read (``identity.selected``); ``target_accuracies``: the Thresholds
+    table's targets."""
     from calidist_tasks.runs.recovery import check_writable
 
     pairs = [parse_pair(t) for t in transfers]
@@ -249,7 +258,8 @@ def write_report(
     check_writable(out, "the report folder")
     keep = None if tasks is None and models is None else partial(selected, tasks=tasks,
                                                                   models=models)
-    return _write(load_runs(paths, keep), out, pairs, n_resamples, seed, figures)
+    return _write(load_runs(paths, keep), out, pairs, n_resamples, seed, figures,
+                  target_accuracies=target_accuracies)
 
 
 def write_report_from_results(
@@ -259,6 +269,7 @@ def write_report_from_results(
     n_resamples: int = 1000,
     seed: int = 0,
     figures: bool = True,
+    target_accuracies: Sequence[float] = TARGET_ACCURACIES,
 ) -> Report:
     """``write_report`` for what ``lm_eval.simple_evaluate`` (or ``calidist_tasks.evaluate``)
     returned: one results dict, or a list of them (several models; for the same model and task a
@@ -293,7 +304,8 @@ def write_report_from_results(
                 text = text.replace(path, names[path])
             return text
 
-        return _write(load_runs([root]), out, pairs, n_resamples, seed, figures, display)
+        return _write(load_runs([root]), out, pairs, n_resamples, seed, figures, display,
+                      target_accuracies)
 
 
 def _write(
@@ -304,6 +316,7 @@ def _write(
     seed: int,
     figures: bool,
     display: Callable[[str], str] | None = None,
+    target_accuracies: Sequence[float] = TARGET_ACCURACIES,
 ) -> Report:
     """The report of runs already read; ``display`` rewrites the problems and notes (file
     names)."""
@@ -318,6 +331,7 @@ def _write(
     cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
     board = leaderboard(cells, names, n_resamples, seed)
     extra = more_scores(cells, names)
+    thresholds = thresholds_table(cells, names, target_accuracies, n_resamples, seed)
     wide, long = (intervals(cells, names, n_resamples, seed, report.notes) if n_resamples
                   else (None, None))
     moved = transfer_table(pairs, loaded.runs, names, report.problems) if pairs else None
@@ -332,7 +346,8 @@ def _write(
     tables = {"leaderboard.csv": board.csv("best"), "leaderboard.md": board.markdown() + "\n",
               "leaderboard.tex": latex_table(board, leaderboard_legend(cells, n_resamples),
                                              "tab:calidist-leaderboard"),
-              "models.csv": summary.csv(), "scores.csv": extra.csv(), "cost.csv": costs.csv()}
+              "models.csv": summary.csv(), "scores.csv": extra.csv(), "cost.csv": costs.csv(),
+              "thresholds.csv": thresholds.csv()}
     if long is not None:
         tables["intervals.csv"] = long.csv()
     if moved is not None:
@@ -370,6 +385,15 @@ def _write(
          "under the risk-coverage curve; Acc@80% coverage = accuracy of the 80% most confident "
          f"documents. {FROM_RESULTS}: results-file numbers only (– where the file has none).",
          extra),
+        ("Thresholds: when to act on an answer",
+         "To be right at least the target accuracy of the time on these evaluation documents, "
+         "act on an answer only when the method's confidence is at least the threshold (the "
+         "lowest such threshold); coverage = share of the answers kept, with its 95% bootstrap "
+         f"interval ({n_resamples} resamples, each choosing its own threshold), acc kept = their "
+         "accuracy; x100. The threshold is chosen on the documents it is measured on: hold "
+         "some out before relying on it. – = no threshold reaches the target. The curves "
+         "behind it: the risk-coverage figures (risk = 1 − accuracy of the kept answers).",
+         thresholds),
         ("95% bootstrap intervals and paired test against vanilla",
          f"{n_resamples} resamples of the evaluation documents (seed {seed}). Δ = method − "
          "vanilla on the same documents (negative is better for ECE and Brier, positive for "
@@ -409,7 +433,9 @@ def run_command(args: argparse.Namespace) -> int:
     show_progress(not args.quiet)
     try:
         report = write_report(args.run_dirs, args.out, args.transfer, args.bootstrap, args.seed,
-                              figures=not args.no_figures, tasks=args.tasks, models=args.models)
+                              figures=not args.no_figures, tasks=args.tasks, models=args.models,
+                              target_accuracies=parse_targets(args.target_accuracy)
+                              if args.target_accuracy else TARGET_ACCURACIES)
     except (ValueError, OSError) as error:  # a malformed --transfer or --out, before any work
         print(f"calidist report: {error}", file=sys.stderr)
         return 2

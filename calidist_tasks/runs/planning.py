@@ -44,7 +44,8 @@ class PlannedRun(NamedTuple):
 
 
 def expand_tasks(names: Iterable[str]) -> list[tuple[str, str]]:
-    """(task, kind) of every task ``names`` selects, our groups expanded: kind ``logit`` (a
+    """(task, kind) of every task ``names`` selects, our groups expanded (with the reasoned
+    variants a family group lists under ``metadata: reasoned``): kind ``logit`` (a
     hinted log-likelihood task: two stages), ``verbalized`` (a hinted verbalized task: two
     stages), ``reasoned`` (a reasoned task: runs after its replies' run), ``single`` (ours, one
     stage: no hints, or staged itself like GSM8K), ``other`` (not ours: stage 2 only)."""
@@ -56,7 +57,11 @@ def expand_tasks(names: Iterable[str]) -> list[tuple[str, str]]:
         if config is None:
             found.append((name, "other"))
         elif "group" in config:
-            for member in config.get("task") or []:
+            # a family group's reasoned variants are under its metadata (plain lm-eval runs the
+            # group without them: they need their replies' run first)
+            members = [*(config.get("task") or []),
+                       *(config.get("metadata") or {}).get("reasoned", [])]
+            for member in members:
                 visit(member if isinstance(member, str) else member.get("task"))
         elif "reply_task" in config:
             found.append((name, "reasoned"))

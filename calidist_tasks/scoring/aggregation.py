@@ -1,11 +1,13 @@
 """Aggregation: a task's metrics from its per-document records.
 
-Pure functions of the records that ``joining`` builds; the task class only routes lm-eval's
+Functions of the records that ``joining`` builds; the task class only routes lm-eval's
 aggregation calls here. Each method's confidence comes from its fit in the registry
 (``registry.Method.fit``, functions in ``fits``, which also keeps the saved-fit policy), the same
 call ``calidist report`` makes; the metric names and their directions are the registry's; a
 task logs the calibration warnings with ``calibration_warnings``. Numbers are fractions in
-[0, 1] (the paper prints them x100).
+[0, 1] (the paper prints them x100). Each summary also logs on every evaluation record the
+confidence each method gave its answer (``log_confidences``, records.CALIBRATED), from which
+``metric_stderr`` gives lm-eval's stderr of each score.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ from calidist_tasks.scoring.fits import (
     split_records,
 )
 from calidist_tasks.scoring.records import (
+    CALIBRATED,
+    CALIBRATED_CORRECT,
+    CALIDIST,
+    CALIDIST_KEY,
     CONSISTENCY,
     LOGPROB,
     SAMPLING_KINDS,
@@ -42,6 +48,8 @@ from calidist_tasks.scoring.records import (
     TEMPERATURE_SCALING,
     VANILLA,
     VECTOR_SCALING,
+    Record,
+    confidence_key,
     metric_name,
 )
 from calidist_tasks.settings import RunSettings
@@ -55,6 +63,8 @@ def _scores(confidence: np.ndarray, correct: np.ndarray, name: str = "") -> dict
 
 def _common(calibration: list, evaluation: list) -> dict[str, float]:
     correct = column(evaluation, "correct")
+    mark_calibration(calibration)
+    log_confidences(evaluation, VANILLA, column(evaluation, "confidence"), correct)
     return {
         "acc": float(correct.mean()),
         "requests_per_doc": float(column(evaluation, "requests").mean()),
@@ -72,6 +82,7 @@ def summarize_calidist(
     fitted = calidist_method().fit(calibration, evaluation, settings, context)
     calibrator = fitted.estimator
     save_fit(calibrator, settings, context)
+    log_confidences(evaluation, CALIDIST, fitted.confidence, fitted.correct)
     return {
         **_common(calibration, evaluation),
         **_scores(fitted.confidence, fitted.correct),
@@ -130,6 +141,7 @@ def fitted_scores(
         if found is None:  # skipped (vector scaling on documents with different option counts)
             results.update({method.metric(score): math.nan for score in SCORES})
         else:
+            log_confidences(evaluation, method.suffix, found.confidence, found.correct)
             results.update(_scores(found.confidence, found.correct, method.suffix))
     return results, fitted
 
@@ -199,6 +211,7 @@ def summarize_logprobs(
         return {}
     results = summarize_letters(scored, reading_settings(settings, saved_fit=True), context,
                                 distracted, "replies had no readable answer letter")
+    lift_reading(records, LOGPROB)
     return {metric_name(name, LOGPROB): value for name, value in results.items()}
 
 
@@ -254,3 +267,92 @@ def _summarize_generations(
     if confidence == CONSISTENCY:
         results["identical_samples_rate"] = consistency.identical_samples_rate(evaluation)
     return results
+
+
+# ------------------------------------------------- per-document confidences (records.CALIBRATED)
+def log_confidences(evaluation: Sequence[Record], confidence: str, values: Any,
+                    correct: Any) -> None:
+    """Log ``confidence``'s value and correctness on each evaluation record, in their order: in
+    one process these are the very dicts lm-eval logs in its samples file after the aggregation
+    (docs/python_api.md, "Per-answer calibrated confidence")."""
+    key = confidence_key(confidence)
+    for record, value, right in zip(evaluation, np.asarray(values, dtype=float).tolist(),
+                                    np.asarray(correct, dtype=float).tolist(), strict=True):
+        record.setdefault(CALIBRATED, {})[key] = value
+        record.setdefault(CALIBRATED_CORRECT, {})[key] = int(right)
+
+
+def mark_calibration(calibration: Sequence[Record]) -> None:
+    """Mark the calibration records: the fits were made on them, they have no scored answer."""
+    for record in calibration:
+        record[CALIBRATED] = record[CALIBRATED_CORRECT] = None
+
+
+def lift_reading(records: Sequence[Record], reading: str) -> None:
+    """Move the confidences logged on each record's second reading ``record[reading]`` into the
+    record's own, keyed as that reading's metrics are named: "ts" of the "logprob" reading under
+    "ts_logprob" (``registry._logprob``), its CaliDist under "logprob"."""
+    for record in records:
+        sub = record.get(reading)
+        if not isinstance(sub, dict) or CALIBRATED not in sub:
+            continue
+        for field in (CALIBRATED, CALIBRATED_CORRECT):
+            logged = sub.pop(field)
+            if logged is None:  # a calibration document
+                record[field] = None
+                continue
+            own = record.setdefault(field, {})
+            for key, value in logged.items():
+                own[reading if key == CALIDIST_KEY else f"{key}_{reading}"] = value
+
+
+# ------------------------------------------------- lm-eval's <metric>_stderr
+# At most this many resamples per metric, whatever bootstrap_iters asks (simple_evaluate's
+# default, and the only value of lm-eval 0.4.13's CLI, is 100000), as lm-eval caps its own costly
+# metrics (BLEU, chrF, TER) at 100: a task reports up to 45 scores, each resampled in Python.
+# Enough for a +- column (the report's intervals use calidist report --bootstrap).
+STDERR_RESAMPLES = 200
+# smooth ECE solves for its bandwidth in every resample (~7 ms at 300 documents)
+STDERR_RESAMPLES_OF = {"smece": 100}
+
+
+def interval_score(name: str) -> tuple[str, str] | None:
+    """(score, confidence suffix) of a metric that has an interval: accuracy or a score of
+    SCORES under any confidence ("ece_ts_logprob" -> ("ece", "ts_logprob")); None for a
+    diagnostic (alpha, counts, rates), which gets no stderr."""
+    for score in sorted(("acc", *SCORES), key=len, reverse=True):
+        if name == score or name.startswith(score + "_"):
+            return score, name[len(score) + 1:]
+    return None
+
+
+def metric_stderr(name: str, records: Sequence[Mapping[str, Any]],
+                  summary: Mapping[str, float], iters: int, seed: int = 0) -> float | str:
+    """lm-eval's ``<name>_stderr`` of a metric with an interval (``interval_score``), "N/A"
+    where its value is not a number. Accuracy: lm-eval's own ``mean_stderr`` of the 0/1
+    outcomes, sqrt(acc (1 - acc) / (n - 1)). A score: the standard deviation (ddof 1, as
+    lm-eval's ``bootstrap_stderr``) of the score over at most ``iters`` resamples
+    (``STDERR_RESAMPLES``) of the evaluation documents with each document's confidence as logged
+    (``log_confidences``): the fit is fixed, only the documents scored vary."""
+    value = summary.get(name)
+    score, suffix = interval_score(name) or (None, "")
+    if score is None or value is None or not math.isfinite(value):
+        return "N/A"
+    if score == "acc":
+        n = summary.get(metric_name("n_evaluation", suffix), summary.get("n_evaluation", 0))
+        return math.sqrt(value * (1.0 - value) / (n - 1)) if n > 1 else "N/A"
+    key = confidence_key(suffix)
+    logged = [r for r in records if (r.get(CALIBRATED) or {}).get(key) is not None]
+    if len(logged) < 2:
+        return "N/A"
+    confidence = np.fromiter((r[CALIBRATED][key] for r in logged), float, len(logged))
+    correct = np.fromiter((r[CALIBRATED_CORRECT][key] for r in logged), float, len(logged))
+    rng = np.random.default_rng(seed)
+    count = min(iters, STDERR_RESAMPLES_OF.get(score, STDERR_RESAMPLES))
+    if count < 2:  # a standard deviation needs two resamples
+        return "N/A"
+    resamples = rng.integers(0, len(logged), size=(count, len(logged)))
+    with warnings.catch_warnings():  # a resample of one class only: AUROC's defined 0.5
+        warnings.simplefilter("ignore", CalibrationWarning)
+        values = [SCORES[score](confidence[i], correct[i]) for i in resamples]
+    return float(np.std(values, ddof=1))

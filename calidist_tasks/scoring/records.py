@@ -80,6 +80,10 @@ class Record(TypedDict, total=False):
     confidences: dict[str, float]  # sampling baselines: kind -> confidence (SAMPLING_KINDS)
     answers: list[Any]  # sampled answers (consistency, SPUQ); GSM8K: the hinted chains' numbers
     agreement: list[int]  # SPUQ: per perturbed answer, 1 when it equals the original one
+    # every confidence the task reports of this answer, {key: value}, and whether the answer
+    # behind it is correct, {key: 0/1} (CALIBRATED below); None on a calibration document
+    calibrated: dict[str, float] | None
+    calibrated_correct: dict[str, int] | None
     # GSM8K (``open_ended``): what a later stage reads of an earlier stage's record
     chain: str  # stage 1's worked answer C0
     chains: list[str]  # stage 2's regenerated chains, one per hinted prompt
@@ -220,3 +224,19 @@ def metric_name(score: str, suffix: str = CALIDIST) -> str:
     """The results-file name of ``score`` of the confidence named ``suffix``: "ece_vanilla",
     "ece" (CaliDist's, suffix "")."""
     return f"{score}_{suffix}" if suffix else score
+
+
+# ------------------------------------------------------------------ per-document confidences
+# The aggregation logs in each evaluation record every confidence the task reports of its answer
+# (CALIBRATED) and whether the answer behind it is correct (CALIBRATED_CORRECT: vector scaling
+# may change the answer), keyed by the confidence's metric suffix ("vanilla", "ts",
+# "platt_logprob": ``confidence_key``), so that record["calibrated"]["ts"] is the document's
+# confidence behind "ece_ts". A calibration record holds None in both: the fits were made on it.
+CALIBRATED, CALIBRATED_CORRECT = "calibrated", "calibrated_correct"
+CALIDIST_KEY = "calidist"  # CaliDist's own confidence, whose metrics have no suffix
+
+
+def confidence_key(suffix: str) -> str:
+    """The CALIBRATED key of a confidence named by its metric suffix: the suffix, CaliDist's
+    "calidist"."""
+    return suffix or CALIDIST_KEY

@@ -49,7 +49,12 @@ from calidist_tasks.prompting.parts import (  # the fields a prompt reads; other
 from calidist_tasks.prompting.styles import DistractorStyle, content_key, distractor_style
 from calidist_tasks.registry import LOGIT, higher_is_better, metric_names
 from calidist_tasks.runs import recovery, two_stage
-from calidist_tasks.scoring.aggregation import summarize_baselines, summarize_calidist
+from calidist_tasks.scoring.aggregation import (
+    interval_score,
+    metric_stderr,
+    summarize_baselines,
+    summarize_calidist,
+)
 from calidist_tasks.scoring.fits import calibrator_context, settings_with_saved_fit
 from calidist_tasks.scoring.joining import (
     PromptPlan,
@@ -57,6 +62,8 @@ from calidist_tasks.scoring.joining import (
     outcomes_from_loglikelihoods,
 )
 from calidist_tasks.scoring.records import (
+    CALIBRATED,
+    CALIBRATED_CORRECT,
     EVALUATION,
     INDEX_FIELD,
     RECORD_IN,
@@ -129,7 +136,7 @@ class CaliDistTask(ConfigurableTask):
                               "confidence": self.registered_confidence()}
         super().__init__(config=config, **kwargs)
         lm_eval_compat.set_task_metrics(self, self.reported_metrics(), self._aggregate,
-                                        higher_is_better)
+                                        higher_is_better, self._stderr)
         if self.style.hinted:  # a saved fit that does not fit fails now, not after the run
             self.settings = settings_with_saved_fit(self.settings, config.get("metadata"),
                                                     self.calibrator_context())
@@ -427,6 +434,18 @@ class CaliDistTask(ConfigurableTask):
         self._summary = (list(items), summary)
         return summary[name]
 
+    def _stderr(self, name: str, iters: int) -> Any:
+        """lm-eval's stderr function of metric ``name`` (None: none, N/A): lm-eval calls it right
+        after the metric's aggregation, on the records ``_summary`` holds (``metric_stderr``)."""
+        if interval_score(name) is None:
+            return None
+
+        def stderr(items: list[dict[str, Any]]) -> float | str:
+            records, summary = self._summary or ([], {})
+            return metric_stderr(name, records, summary, iters)
+
+        return stderr
+
     def reported_metrics(self) -> list[str]:
         """The metric names this task reports (README, "Metrics"); subclasses with other records
         extend it."""
@@ -487,5 +506,8 @@ def refuse_failed_documents(records: list[dict[str, Any]]) -> None:
 
 
 def _fingerprint(records: list[dict[str, Any]]) -> str:
-    text = json.dumps(sorted(records, key=lambda r: r["index"]), sort_keys=True)
+    # the answers only: not the confidences a previous aggregation logged on them
+    answers = [{k: v for k, v in r.items() if k not in (CALIBRATED, CALIBRATED_CORRECT)}
+               for r in sorted(records, key=lambda r: r["index"])]
+    text = json.dumps(answers, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -53,7 +53,11 @@ from calidist_tasks.registry import REASONED, STATED, metric_names
 from calidist_tasks.runs.earlier_runs import EarlierRun, Logged, described
 from calidist_tasks.runs.files import stage1_folder
 from calidist_tasks.runs.two_stage import HINTS, hints_sent
-from calidist_tasks.scoring.aggregation import summarize_generations, summarize_letters
+from calidist_tasks.scoring.aggregation import (
+    lift_reading,
+    summarize_generations,
+    summarize_letters,
+)
 from calidist_tasks.scoring.fits import reading_settings, second_reading
 from calidist_tasks.scoring.joining import Outcome, PromptPlan, join_document, outcome_at
 from calidist_tasks.scoring.records import (
@@ -349,6 +353,7 @@ def summarize_reasoned(records: Sequence[Mapping[str, Any]], settings: Any,
     results = summarize_letters(records, settings, context, distracted)
     spoken = summarize_generations(second_reading(records, VERBALIZED), reading_settings(settings),
                                    context, VERBALIZED, distracted)
+    lift_reading(records, VERBALIZED)  # logged under the STATED names: "vanilla_verbalized"
     results.update({name + STATED: value for name, value in spoken.items()
                     if name not in SHARED_METRICS})
     return results

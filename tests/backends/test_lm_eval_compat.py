@@ -58,8 +58,11 @@ def test_set_task_metrics_is_what_lm_eval_aggregates() -> None:
         calls.append((name, records))
         return float(len(records))
 
+    def stderr(name: str, iters: int):  # ECE's stderr: the number of records times iters
+        return None if name == "acc" else (lambda records: float(len(records) * iters))
+
     task = SimpleNamespace()
-    compat.set_task_metrics(task, ["acc", "ece"], aggregate, lambda name: name == "acc")
+    compat.set_task_metrics(task, ["acc", "ece"], aggregate, lambda name: name == "acc", stderr)
     assert compat.task_metric_names(task) == ["acc", "ece"]
     # lm-eval's own accessors (the evaluator aggregates through them)
     aggregation = ConfigurableTask.aggregation(task)
@@ -67,6 +70,16 @@ def test_set_task_metrics_is_what_lm_eval_aggregates() -> None:
     assert aggregation["ece"]([{"a": 1}, {"a": 2}]) == 2.0
     assert calls == [("ece", [{"a": 1}, {"a": 2}])]
     assert ConfigurableTask.higher_is_better(task) == {"acc": True, "ece": False}
+    # lm-eval's stderr lookup, as its evaluator calls it (by name, from evaluator_utils), finds
+    # ours; --bootstrap_iters 0 gives none; lm-eval's own metrics keep theirs
+    from lm_eval import evaluator_utils
+    from lm_eval.api.metrics import mean, mean_stderr
+
+    lookup = evaluator_utils.stderr_for_metric
+    assert lookup(metric=aggregation["ece"], bootstrap_iters=10)([{}, {}, {}]) == 30.0
+    assert lookup(metric=aggregation["acc"], bootstrap_iters=10) is None
+    assert lookup(metric=aggregation["ece"], bootstrap_iters=0) is None
+    assert lookup(metric=mean, bootstrap_iters=10) is mean_stderr
 
 
 @pytest.fixture(scope="module")

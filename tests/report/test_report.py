@@ -508,6 +508,39 @@ def test_more_scores_by_hand(full) -> None:
         assert float(vanilla[key]) == pytest.approx(value, abs=1e-4), key
 
 
+def test_thresholds_by_hand(full, intact: Path, tmp_path: Path, capsys) -> None:
+    _, files, _ = full
+    rows = read_csv(files["thresholds.csv"])
+    assert "## Thresholds: when to act on an answer" in files["report.md"].read_text()
+    # model-a toy vanilla, most confident first: 0.95 (2 right) | 0.85 (1 right, 1 wrong) |
+    # 0.65 (1 wrong, 1 right): kept accuracy 1, 3/4, 4/6. Every default target (80, 90, 95%)
+    # is reached at 0.95 only, keeping 2 of 6
+    for target in ("80.0", "90.0", "95.0"):
+        found = row(rows, model="model-a", benchmark="toy", method="Vanilla",
+                    target_accuracy=target)
+        assert float(found["threshold"]) == pytest.approx(95.0)
+        assert float(found["coverage"]) == pytest.approx(100 * 2 / 6, abs=1e-4)
+        assert float(found["accuracy_kept"]) == 100.0
+        assert 0 <= float(found["coverage_low"]) <= float(found["coverage_high"]) <= 100
+    # model-b toy: every confidence 0.75, accuracy 4/6: no threshold reaches 80%
+    missed = row(rows, model="model-b", benchmark="toy", method="Vanilla", target_accuracy="80.0")
+    assert missed["threshold"] == "" and float(missed["coverage"]) == 0.0
+    # other targets: 75% is reached at 0.85, keeping 4 of 6
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(intact), "--out", str(tmp_path / "t"), "--bootstrap", "0",
+              "--no_figures", "--quiet", "--target-accuracy", "0.75"])
+    assert done.value.code == 0
+    found = row(read_csv(tmp_path / "t" / "thresholds.csv"), model="model-a", benchmark="toy",
+                method="Vanilla")
+    assert float(found["target_accuracy"]) == 75.0 and float(found["threshold"]) == 85.0
+    assert float(found["coverage"]) == pytest.approx(100 * 4 / 6, abs=1e-4)
+    assert found["coverage_low"] == ""  # --bootstrap 0: no interval
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(intact), "--out", str(tmp_path / "u"), "--target-accuracy", "90"])
+    assert done.value.code == 2
+    assert "--target-accuracy: '90' is not an accuracy in (0, 1]" in capsys.readouterr().err
+
+
 def test_cost_table(full) -> None:
     _, files, _ = full
     rows = read_csv(files["cost.csv"])

@@ -453,3 +453,161 @@ def test_the_behaviour_fit_reads_confidence_mu_and_delta_of_the_records():
     np.testing.assert_array_equal(fitted.correct, column(ev, "correct"))
     with pytest.raises(NoCalibration):
         behaviour_calibrated([], ev, RunSettings(), CONTEXT)
+
+
+# ------------------------------------------------- per-document confidences and lm-eval's stderr
+def _logged(records, key):
+    evaluation = [r for r in records if r["split"] == "evaluation"]
+    return (np.array([r["calibrated"][key] for r in evaluation]),
+            np.array([r["calibrated_correct"][key] for r in evaluation]))
+
+
+def _assert_logged_confidences_give_the_scores(records, out):
+    """Every score the summary reports is the score of the confidences logged on the records."""
+    from calidist_tasks.registry import SCORES
+    from calidist_tasks.scoring.aggregation import interval_score
+    from calidist_tasks.scoring.records import confidence_key
+
+    checked = set()
+    for name, value in out.items():
+        score, suffix = interval_score(name) or (None, "")
+        if score in SCORES and math.isfinite(value):
+            confidence, correct = _logged(records, confidence_key(suffix))
+            assert SCORES[score](confidence, correct) == pytest.approx(value, abs=1e-12), name
+            checked.add(confidence_key(suffix))
+    return checked
+
+
+def test_every_reported_confidence_is_logged_on_each_evaluation_record():
+    records = make_records()
+    out = summarize_calidist(records, RunSettings(), CONTEXT)
+    assert _assert_logged_confidences_give_the_scores(records, out) == {"calidist", "vanilla"}
+    for r in records[:30]:  # calibration documents: fitted on, marked
+        assert r["calibrated"] is None and r["calibrated_correct"] is None
+    ev = records[30:]
+    assert [r["calibrated"]["vanilla"] for r in ev] == [r["confidence"] for r in ev]
+    calibrated = np.array([r["calibrated"]["calidist"] for r in ev])
+    assert np.all(calibrated <= column(ev, "confidence"))  # CaliDist only scales down
+    assert [r["calibrated_correct"]["calidist"] for r in ev] == [r["correct"] for r in ev]
+    json.dumps(records, allow_nan=False)  # what lm-eval writes to its samples file
+
+
+def test_the_baselines_log_theirs_and_vector_scaling_its_own_answers():
+    rng = np.random.default_rng(3)
+    records = []
+    for i in range(50):
+        label = int(rng.integers(3))
+        logits = rng.normal(0, 1.5, 3) + 2.0 * (np.arange(3) == label) * (rng.random() < 0.6)
+        probs = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+        rec = record(i, "calibration" if i < 30 else "evaluation", float(probs.max()),
+                     int(probs.argmax() == label), 0, 0, requests=3, logprobs=logits.tolist())
+        records.append(dict(rec, label=label, prediction=int(probs.argmax())))
+    out = summarize_baselines(records, RunSettings(), dict(CONTEXT, labels=["a", "b", "c"]))
+    assert _assert_logged_confidences_give_the_scores(records, out) == {
+        "vanilla", "ts", "platt", "isotonic", "vector"}
+    _, correct = _logged(records, "vector")
+    assert correct.mean() == pytest.approx(out["acc_vector"])
+
+
+def test_a_second_reading_is_logged_under_its_metric_names():
+    from calidist_tasks.scoring.aggregation import summarize_logprobs
+
+    records = make_records()
+    for r, sub in zip(records, make_records(seed=7), strict=True):
+        r["logprob"] = dict(sub, generations=1, parse_failures=0)
+    out = summarize_logprobs(records, RunSettings(), CONTEXT, distracted=True)
+    assert "ece_logprob" in out and "ece_vanilla_logprob" in out
+    assert _assert_logged_confidences_give_the_scores(records, out) == {
+        "logprob", "vanilla_logprob"}
+    assert all("calibrated" not in r["logprob"] for r in records)  # moved, not copied
+
+
+def test_metric_stderr_bootstraps_the_documents_with_the_fit_fixed():
+    from lm_eval.api.metrics import mean_stderr
+
+    from calidist_tasks.registry import SCORES
+    from calidist_tasks.scoring.aggregation import STDERR_RESAMPLES, metric_stderr
+
+    records = make_records(n_eval=40)
+    out = summarize_calidist(records, RunSettings(), CONTEXT)
+    confidence, correct = _logged(records, "calidist")
+    rng = np.random.default_rng(0)
+    expected = np.std([SCORES["ece"](confidence[i], correct[i])
+                       for i in rng.integers(0, 40, size=(200, 40))], ddof=1)
+    assert metric_stderr("ece", records, out, 200) == pytest.approx(expected)
+    assert metric_stderr("ece", records, out, 200) > 0
+    # accuracy: lm-eval's own closed form for a mean of 0/1 outcomes
+    assert metric_stderr("acc", records, out, 200) == pytest.approx(
+        mean_stderr(column(records[30:], "correct").tolist()))
+    # resamples are capped (lm-eval's default --bootstrap_iters is 100000)
+    assert metric_stderr("brier_vanilla", records, out, 10 ** 6) == metric_stderr(
+        "brier_vanilla", records, out, STDERR_RESAMPLES)
+    assert metric_stderr("alpha", records, out, 200) == "N/A"  # a diagnostic: no interval
+    assert metric_stderr("ece", records, dict(out, ece=math.nan), 200) == "N/A"
+
+
+def test_lm_eval_prints_a_stderr_for_every_metric_with_an_interval(ppdb_data_dir):
+    """lm-eval's own aggregation step (``_compute_task_aggregations``) on our task: a number
+    for accuracy and every score, N/A for the diagnostics and with --bootstrap_iters 0."""
+    from collections import defaultdict
+
+    from lm_eval.evaluator_utils import _compute_task_aggregations
+
+    from calidist_tasks.scoring.aggregation import interval_score
+
+    task = load_task("calidist_ppdb_assertion",
+                     {"data_dir": str(ppdb_data_dir), "calib_size": 10, "eval_size": 20})
+    records = make_records()
+    raw = defaultdict(list)
+    for rec in records:
+        for name, value in task.metric_results(rec).items():
+            raw[(name, "none")].append(value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)
+        printed, _ = _compute_task_aggregations(task, raw, bootstrap_iters=100)
+        unboot, _ = _compute_task_aggregations(task, raw, bootstrap_iters=0)
+    for name in task.reported_metrics():
+        stderr = printed[f"{name}_stderr,none"]
+        if interval_score(name) is None:
+            assert stderr == "N/A", name
+        else:
+            assert isinstance(stderr, float) and stderr > 0, name
+        assert unboot[f"{name}_stderr,none"] == "N/A"
+    assert {"ece", "brier", "auroc", "acc", "ece_vanilla"} <= {
+        n for n in task.reported_metrics() if interval_score(n)}
+
+
+@pytest.mark.parametrize("delta_mode", ["mean", "worst_case"])
+def test_a_saved_fit_gives_new_answers_their_logged_confidence_in_one_call(tmp_path, delta_mode):
+    """``calidist_metrics.calibrate_answers`` on a run's saved fit and the raw answers (p, the
+    hinted replies) equals the calibrated confidence the run logged per document."""
+    from calidist_metrics import calibrate_answers
+    from calidist_tasks.scoring.joining import hint_instability
+
+    rng = np.random.default_rng(4)
+    records = []
+    for i in range(60):
+        prediction, confidence = int(rng.integers(3)), float(rng.uniform(0.4, 1.0))
+        hints = tuple((label, None, int(rng.integers(3)) if rng.random() < 0.4 else prediction,
+                       float(rng.uniform(0.3, 1.0))) for label in range(3))
+        mu, delta, raw, flipped = hint_instability(prediction, confidence, hints, delta_mode)
+        records.append({"index": i, "split": "calibration" if i < 40 else "evaluation",
+                        "label": 0, "prediction": prediction, "confidence": confidence,
+                        "correct": int(prediction == 0), "hints": hints, "mu": mu,
+                        "delta": delta, "lambda_raw": raw, "flipped": int(flipped),
+                        "requests": 4})
+    path = tmp_path / "fit.json"
+    settings = RunSettings.from_metadata({"save_calibrator": str(path),
+                                          "delta_mode": delta_mode})
+    summarize_calidist(records, settings, dict(CONTEXT, delta_mode=delta_mode))
+    ev = records[40:]
+    others = [[h for h in r["hints"] if h[0] != r["prediction"]] for r in ev]
+    calibrated = calibrate_answers(path, [r["confidence"] for r in ev],
+                                   [r["prediction"] for r in ev],
+                                   [[h[2] for h in hs] for hs in others],
+                                   [[h[3] for h in hs] for hs in others])
+    np.testing.assert_allclose(calibrated, [r["calibrated"]["calidist"] for r in ev], rtol=1e-12)
+    with pytest.raises(ValueError, match="document 1: no hinted answer"):
+        calibrate_answers(path, [0.5, 0.5], [0, 1], [[1], []], [[0.5], []])
+    with pytest.raises(ValueError, match="length mismatch"):
+        calibrate_answers(path, [0.5], [0, 1], [[1]], [[0.5]])

@@ -73,6 +73,46 @@ def test_both_readings_are_reported_under_distinct_names():
     assert "ece_ts_verbalized" not in original and len(original) == len(set(original))
 
 
+def test_both_readings_log_every_confidence_under_its_metric_name():
+    """Each evaluation record logs the confidences of both readings, the stated one under the
+    ``_verbalized`` names (``lift_reading``); every reported score is the score of the logged
+    confidences."""
+    import numpy as np
+
+    from calidist_tasks.registry import SCORES
+    from calidist_tasks.scoring.aggregation import interval_score
+    from calidist_tasks.scoring.records import confidence_key
+    from calidist_tasks.settings import RunSettings
+    from calidist_tasks.tasks.reasoned import summarize_reasoned
+
+    rng = np.random.default_rng(2)
+
+    def reading(i: int) -> dict:
+        mu, delta = float(rng.uniform(0, 0.6)), float(rng.uniform(0.01, 0.4))
+        correct = int(rng.random() < 0.8 - mu)
+        return {"index": i, "split": "calibration" if i < 30 else "evaluation", "label": 0,
+                "prediction": 1 - correct, "confidence": float(rng.uniform(0.5, 1.0)),
+                "correct": correct, "mu": mu, "delta": delta, "lambda_raw": (1 - mu) / delta,
+                "flipped": int(mu > 0), "requests": 3, "generations": 1, "parse_failures": 0}
+
+    records = [{**reading(i), "verbalized": reading(i)} for i in range(50)]
+    context = {"task": "calidist_x_assertion_cot", "labels": ["a", "b"], "model": None}
+    out = summarize_reasoned(records, RunSettings(), context, distracted=True)
+    evaluation = records[30:]
+    checked = set()
+    for name, value in out.items():
+        score, suffix = interval_score(name) or (None, "")
+        if score in SCORES and math.isfinite(value):
+            key = confidence_key(suffix)
+            logged = [r["calibrated"][key] for r in evaluation]
+            right = [r["calibrated_correct"][key] for r in evaluation]
+            assert SCORES[score](logged, right) == pytest.approx(value, abs=1e-12), name
+            checked.add(key)
+    assert checked == {"calidist", "vanilla", "verbalized", "vanilla_verbalized"}
+    assert all("calibrated" not in r["verbalized"] for r in records)
+    assert all(r["calibrated"] is None for r in records[:30])
+
+
 # ---------------------------------------------------------------------- end to end (tiny model)
 METADATA = {"calib_size": 4, "eval_size": 4, "m": 1}
 UNREADABLE = "I would rather not say."
