@@ -18,9 +18,10 @@ source's reply form added, rendered by ``prompts.render``.
 
 Few-shot exemplars are answered in the form the prompt asks for (``exemplar_reply``): the paper's
 prompt shows Appendix F's reasoned reply and asks no more, the one-line forms end the prompt with
-their format line. Without a chat template, exemplars and question end with "Assistant:". The YAML's filter (``calidist_verbalized``) turns each generation into
-``{"answer", "confidence"}``; ``process_results`` applies the documented rule for unreadable ones
-and counts them for ``parse_fail_rate``.
+their format line. Without a chat template, exemplars and question end with "Assistant:". The
+YAML's filter (``calidist_verbalized``) turns each generation into ``{"answer", "confidence"}``;
+``process_results`` applies the documented rule for unreadable ones and counts them for
+``parse_fail_rate``.
 """
 
 from __future__ import annotations
@@ -37,12 +38,12 @@ from calidist_tasks.confidence.sources import (
     Ask,
     ConfidenceSource,
 )
-from calidist_tasks.prompting import verbalized
+from calidist_tasks.prompting import fewshot, verbalized
 from calidist_tasks.prompting.distractors import LETTERS
-from calidist_tasks.prompting import fewshot
 from calidist_tasks.prompting.parts import CHOICES, CUE, DUMMY, FEWSHOT, PromptParts
 from calidist_tasks.runs.two_stage import HINTS
 from calidist_tasks.scoring.aggregation import logprob_metric_names, summarize_generations
+from calidist_tasks.scoring.joining import PromptPlan
 from calidist_tasks.scoring.records import (
     INDEX_FIELD,
     LOGPROB,
@@ -52,7 +53,6 @@ from calidist_tasks.scoring.records import (
     is_failed,
 )
 from calidist_tasks.tasks.answer_modes import LETTER_REPLIES
-from calidist_tasks.scoring.joining import PromptPlan
 from calidist_tasks.tasks.base import PLAIN, CaliDistTask
 
 CONFIDENCES = tuple(SOURCES)
