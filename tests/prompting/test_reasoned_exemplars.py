@@ -4,6 +4,7 @@ that names a wrong label, and no exemplar among the calibration or evaluation do
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from calidist_tasks.prompting import fewshot
 from calidist_tasks.prompting.distractors import LETTERS
 from calidist_tasks.prompting.styles import content_key
 from calidist_tasks.scoring.joining import PromptPlan
+from calidist_tasks.tasks.base import MULTITURN, ONE_TURN, PLAIN
 from yaml_tasks._generate_configs import families
 
 STYLES = ("", "assertion_", "probe_", "corruption_")
@@ -130,3 +132,37 @@ def test_a_data_row_equal_to_an_exemplar_is_dropped(tmp_path: Path,
                                            "eval_size": 100})
     assert exemplar["sentence2"] not in {d["sentence2"] for d in task.eval_docs}
     assert "1 row(s) dropped for being a few-shot exemplar" in caplog.text
+
+
+def _chat(messages: list[dict], add_generation_prompt: bool = True) -> str:
+    """A stand-in chat template: the messages as JSON, to read the turns back."""
+    return json.dumps(messages)
+
+
+@pytest.mark.parametrize("multiturn", [True, False])
+def test_chat_template_exemplars_are_turns_or_one_user_turn(multiturn: bool,
+                                                            data_dir: Path) -> None:
+    task = load_task("calidist_ppdb_assertion_verbalized",
+                     {"data_dir": str(data_dir), "calib_size": 4, "eval_size": 6})
+    doc = task.eval_docs[5]
+    hinted = task.distracted_doc(doc, task.prompt_plans(doc)[1])
+    context = {"apply_chat_template": True, "chat_template": _chat,
+               "fewshot_as_multiturn": multiturn, "system_instruction": "Be brief."}
+    messages = json.loads(task.fewshot_context(hinted, num_fewshot=1, gen_prefix=None, **context))
+    assert messages[0] == {"role": "system", "content": "Be brief."}
+    plain = task.fewshot_context(hinted, num_fewshot=1, gen_prefix=None)
+    *exemplars, query = plain.split(fewshot.SEPARATOR)
+    if multiturn:  # user/assistant per exemplar, no "Assistant:" line, then the question
+        assert [m["role"] for m in messages[1:]] == ["user", "assistant"] * 2 + ["user"]
+        for i, exemplar in enumerate(exemplars):
+            question, reply = exemplar.split(f"\n{fewshot.ASSISTANT}\n")
+            assert messages[1 + 2 * i]["content"] == question
+            assert messages[2 + 2 * i]["content"] == reply
+            assert "Hint:" in question
+        assert fewshot.ASSISTANT not in messages[-1]["content"]
+    else:  # one user turn: the plain exemplars, then the question (its reply is the model's turn)
+        assert [m["role"] for m in messages[1:]] == ["user"]
+        assert messages[1]["content"] == plain.removesuffix(f"{fewshot.ASSISTANT}\n")
+    assert messages[-1]["content"].endswith(query.removesuffix(f"{fewshot.ASSISTANT}\n"))
+    assert task.exemplar_layout(context) == (MULTITURN if multiturn else ONE_TURN)
+    assert task.exemplar_layout({}) == PLAIN
