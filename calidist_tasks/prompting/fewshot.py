@@ -59,9 +59,10 @@ Turn = tuple[str, str]  # an exemplar as shown: (its question, its reply)
 
 
 def check_exemplars(samples: Any, task: str, fields: Sequence[str], label_field: str,
-                    n_labels: int | None) -> list[dict[str, Any]]:
+                    n_labels: int | None, choices_field: str | None = None) -> list[dict[str, Any]]:
     """The YAML's exemplar documents, checked: each has the fields its question shows, a label
-    in range and an explanation of 2-4 steps. Raises ValueError naming the sample and the fix."""
+    in range (``n_labels``, else its own ``choices_field`` options) and an explanation of 2-4
+    steps. Raises ValueError naming the sample and the fix."""
     if not isinstance(samples, list) or not samples:
         raise ValueError(f"{task}: --num_fewshot needs exemplar documents: add fewshot_config: "
                          "samples: to its YAML (docs/adding_a_benchmark.md), or run with "
@@ -73,8 +74,10 @@ def check_exemplars(samples: Any, task: str, fields: Sequence[str], label_field:
             raise ValueError(f"{where} lacks field(s) {missing}; give every exemplar the fields "
                              "its question shows and its label")
         label = doc[label_field]
-        if not isinstance(label, int) or n_labels is not None and not 0 <= label < n_labels:
-            raise ValueError(f"{where}: label {label!r} is not an option index")
+        options = n_labels if n_labels is not None else len(doc[choices_field] or [])
+        if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < options:
+            raise ValueError(f"{where}: {label_field} {label!r} is not an option index "
+                             f"0..{options - 1}")
         steps = doc.get(EXPLANATION)
         if not (isinstance(steps, list) and len(steps) in STEPS
                 and all(isinstance(s, str) and s.strip() for s in steps)):

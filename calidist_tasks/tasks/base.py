@@ -250,7 +250,7 @@ class CaliDistTask(ConfigurableTask):
         source = self.source()
         return fewshot.check_exemplars(self.fewshot_docs(), self.config.task,
                                        source.required_fields, source.label_field,
-                                       source.n_labels)
+                                       source.n_labels, source.choices_field)
 
     def fewshot_docs(self) -> list[dict[str, Any]] | None:
         """The YAML's exemplar documents as lm-eval reads them (None where it has none)."""

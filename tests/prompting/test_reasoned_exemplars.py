@@ -166,3 +166,22 @@ def test_chat_template_exemplars_are_turns_or_one_user_turn(multiturn: bool,
     assert messages[-1]["content"].endswith(query.removesuffix(f"{fewshot.ASSISTANT}\n"))
     assert task.exemplar_layout(context) == (MULTITURN if multiturn else ONE_TURN)
     assert task.exemplar_layout({}) == PLAIN
+
+
+GOOD = {"question": "Q?", "choices": ["x", "y"], "label": 1, "explanation": ["One.", "Two."]}
+
+
+@pytest.mark.parametrize("samples, message", [
+    (None, "t: --num_fewshot needs exemplar documents: add fewshot_config: samples:"),
+    ([GOOD, {k: v for k, v in GOOD.items() if k != "question"}],
+     "t: fewshot_config.samples[1] lacks field(s) ['question']"),
+    ([{**GOOD, "label": 2}], "t: fewshot_config.samples[0]: label 2 is not an option index 0..1"),
+    ([{**GOOD, "explanation": ["Only one step."]}],
+     "t: fewshot_config.samples[0]: 'explanation' must be a list of 2-4 steps"),
+    ([{**GOOD, "explanation": ["a", "b", "c", "d", "e"]}], "must be a list of 2-4 steps"),
+])
+def test_bad_exemplars_are_refused_naming_the_sample(samples, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        fewshot.check_exemplars(samples, "t", ["question", "choices"], "label", None, "choices")
+    assert fewshot.check_exemplars([GOOD], "t", ["question", "choices"], "label", None,
+                                   "choices") == [GOOD]
