@@ -131,11 +131,11 @@ def plain_block(turns: Sequence[Turn]) -> str:
 
 def with_turns(chat_template: Callable[..., str], turns: Sequence[Turn]) -> Callable[..., str]:
     """``chat_template`` rendering the exemplars as user/assistant turns before the first user
-    message (``--fewshot_as_multiturn``), the question and reply of each stripped of the
-    plain layout's line breaks."""
+    message (``--fewshot_as_multiturn``): each question a user turn as the query's is, each
+    reply an assistant turn."""
     shots = [message for question, reply in turns
-             for message in ({"role": "user", "content": question.strip()},
-                             {"role": "assistant", "content": reply.strip()})]
+             for message in ({"role": "user", "content": question},
+                             {"role": "assistant", "content": reply})]
 
     def render(messages: list[dict[str, Any]], **kwargs: Any) -> str:
         first = next((i for i, m in enumerate(messages) if m["role"] == "user"), len(messages))

@@ -156,7 +156,7 @@ def test_chat_template_exemplars_are_turns_or_one_user_turn(multiturn: bool,
         assert [m["role"] for m in messages[1:]] == ["user", "assistant"] * 2 + ["user"]
         for i, exemplar in enumerate(exemplars):
             question, reply = exemplar.split(f"\n{fewshot.ASSISTANT}\n")
-            assert messages[1 + 2 * i]["content"] == question
+            assert messages[1 + 2 * i]["content"] == question + "\n"  # as the query's turn
             assert messages[2 + 2 * i]["content"] == reply
             assert "Hint:" in question
         assert fewshot.ASSISTANT not in messages[-1]["content"]
