@@ -32,10 +32,12 @@ reruns build identical prompts.
   one, so the exemplars show the model a hint being ignored. The misleading label is drawn from
   the exemplar's content and the run's seed (``styles.DistractorStyle.exemplar_plan``).
 - With a chat template, the exemplars are user/assistant turns under ``--fewshot_as_multiturn``
-  (``with_turns``), and part of the one user turn otherwise.
+  (``with_turns``; lm-eval 0.4.13 turns it on with ``--apply_chat_template``), and text in the
+  one user turn with ``--fewshot_as_multiturn false``; the task records which
+  (``fewshot_layout`` in its config's metadata).
 
-This module knows no task: the task passes the exemplars it read and a function rendering one
-(``CaliDistTask.exemplar_turn``).
+This module knows no task: the task checks and selects its exemplars here and renders each
+(``CaliDistTask.exemplar_turn``); this module lays the rendered ones out.
 """
 
 from __future__ import annotations
