@@ -271,6 +271,7 @@ def test_num_fewshot_through_lm_eval(tiny_model_dir: Path, data_dir: Path) -> No
                       num_fewshot=1, batch_size=32)
     for task, n_labels in (("calidist_mscinli_assertion", 4), ("calidist_csqa_probe", 5)):
         assert out["configs"][task]["num_fewshot"] == 1
+        assert out["configs"][task]["metadata"]["fewshot_layout"] == "plain"  # no chat template
         sample = out["samples"][task][-1]
         contexts = {args[0] for args in sample["arguments"]}
         assert all(c.count("The answer is (") == n_labels + 1 for c in contexts)
