@@ -11,8 +11,9 @@ The class keeps lm-eval's hooks and hands each concern to a collaborator (docs/a
 the distractor style (``styles``, chosen once from the YAML's ``distractor``), the answer mode
 (``answer_modes``: option letters or open numbers), the stage of a two-stage run
 (``two_stage.RunStage``, reading stage 1 through ``staging``) and the ``--limit`` policy
-(``limits``). Every prompt is rendered from its parts by ``prompts.render``; few-shot blocks come
-from ``fewshot`` given the pool, the style's misleading plan and ``solved_exemplar``; lm-eval's
+(``limits``). Every prompt is rendered from its parts by ``prompts.render``; the few-shot
+exemplars are the YAML's (``fewshot_config: samples:``), checked, selected and laid out by
+``fewshot``, each rendered by ``exemplar_turn`` with the style's misleading plan; lm-eval's
 internals are reached through ``lm_eval_compat`` only.
 """
 
