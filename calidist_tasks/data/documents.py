@@ -64,6 +64,8 @@ class Source:
     # the gold answer two copies of a document must agree on: None is label_field (an open
     # answer's task has every document in one class and the answer in another field)
     answer_field: str | None = None
+    # the YAML's few-shot exemplar documents: a row equal to one is neither evaluated nor calibrated
+    exemplars: Sequence[dict[str, Any]] = ()
 
 
 def read_rows(path: Path) -> list[Row]:
@@ -378,15 +380,20 @@ def _unique(source: Source, evaluation: list[Row], calibration: list[Row]
     """Each document once: of copies (same ``_content``, same label) the first in list order is
     kept, the others dropped with one warning naming every copy. Evaluation documents come first,
     so a copy of an evaluation document in the calibration split is the one dropped. Copies with
-    different labels are refused."""
+    different labels are refused. A row equal to a few-shot exemplar (``source.exemplars``) is
+    dropped, whatever its label, with one log line."""
     kept: dict[str, tuple[str, Any]] = {}
     copies: list[str] = []
     unique: dict[str, list[Row]] = {EVALUATION: [], CALIBRATION: []}
+    shown = {_content(e, source.required_fields) for e in source.exemplars}
+    exemplars: list[str] = []
     for role, docs in ((EVALUATION, evaluation), (CALIBRATION, calibration)):
         for where, doc in docs:
             key = _content(doc, source.required_fields)
             label = doc[source.answer_field or source.label_field]
-            if key not in kept:
+            if key in shown:
+                exemplars.append(where)
+            elif key not in kept:
                 kept[key] = where, label
                 unique[role].append((where, doc))
             elif kept[key][1] != label:
@@ -403,6 +410,10 @@ def _unique(source: Source, evaluation: list[Row], calibration: list[Row]
         log.warning("%s: %d duplicate row(s) dropped (same %s and label as a row kept): %s%s",
                     source.benchmark, len(copies), ", ".join(source.required_fields),
                     "; ".join(copies[:SHOWN_COPIES]), more)
+    if exemplars:
+        log.info("%s: %d row(s) dropped for being a few-shot exemplar of the YAML (an exemplar is "
+                 "never evaluated or calibrated on): %s", source.benchmark, len(exemplars),
+                 "; ".join(sorted(exemplars)))
     return unique[EVALUATION], unique[CALIBRATION]
 def warn_short_evaluation(benchmark: str, eval_size: int, available: int) -> None:
     """One warning per process that ``eval_size`` asks for more evaluation documents than the

@@ -1,130 +1,146 @@
-"""Few-shot prompts as in the paper's Appendix F: exemplars for every label, hints inside them.
+"""Few-shot prompts as in the paper's Appendix F: fixed exemplars, one per label, that reason.
 
-``--num_fewshot k`` puts ``k`` exemplars per label in front of every prompt (``k = 1`` is the
-paper: one exemplar per label, in label order; a benchmark with c labels gets c exemplars).
-lm-eval's own sampler is not used: it draws at random and renders the answer as the option
-text, while these prompts end in "The answer is (" and the answer is a letter.
+Every benchmark ships its exemplar documents in its YAML, in lm-eval's convention for
+chain-of-thought few-shot (``fewshot_config: samples:``, as lm-eval's gsm8k-cot does): one per
+label, each a document of the benchmark (the fields its question shows and its gold label) with an
+``explanation``, 2-4 steps of reasoning about that document, and the YAML's ``answer_basis`` names
+what the final statement rests on ("the two sentences", "the question", ...). ``--num_fewshot k``
+puts ``k`` exemplars per label in front of every prompt (``k = 1`` is the paper: one per label, in
+label order). lm-eval's sampler is not used: it draws at random and answers with the option text.
 
-An exemplar is answered in the form its prompt asks for: "The answer is (c)" after the logit
-tasks' answer prefix; in the generation tasks the reply their format line asks for
-(``GenerationTask.exemplar_reply``): for the paper's verbalized prompt "The answer is (c) <option
-text>. Overall Confidence: N%", as the paper's example reply ends (the exemplars give no
-step-by-step reasoning: the benchmarks have none to show). The paper gives its exemplars random
-confidences; here N is drawn from 50-95 by the exemplar's content and the run's seed
-(``exemplar_confidence``), so reruns build identical prompts.
+An exemplar is the question as the query lays it out, (in hinted prompts) its misleading hint,
+then "Assistant:" and the reply its task asks for (``CaliDistTask.exemplar_answer``):
 
-- Exemplars come from the calibration documents (never from the evaluation documents): for each
-  label, the first ones in document order whose gold label is that label, never the document
-  being asked nor a copy of it (same content, ``styles.content_key``; ``dataset`` also drops copies
-  when it reads the data). The same exemplars therefore appear in every prompt of a run. A pool
-  short of a label is logged once per task and label (``ExemplarPool`` remembers), not once per
-  prompt.
+- the verbalized tasks' paper prompt: the explanation, each step ending "Confidence: N%", then
+  "Based on the information available in <answer_basis> and the explanation above, the correct
+  answer is (x) <option>. Overall Confidence: N%", as Appendix F prints it;
+- the other reply forms (``verbalized.REPLY_FORMS``) and the logit tasks: their one-line answer
+  ("The answer is (x)" after the logit tasks' answer prefix, which shows no "Assistant:": their
+  query ends in that prefix, not in a reply).
+
+The paper assigns its exemplars random confidences; here each step's and the overall N are drawn
+from 40-95 by the exemplar's content, the step and the run's seed (``exemplar_confidence``), so
+reruns build identical prompts.
+
+- Exemplar documents are never evaluated or calibrated on: the data loader drops a row equal to
+  one (``data.documents``), so no prompt shows its own document as an exemplar.
 - The original prompt shows the exemplars as they are, so its answer (ŷ, p) is the same as the
   plain ``calidist_<b>`` task's with the same shots. A hinted prompt shows every exemplar with a
   misleading distraction of the same style (paper: "append a misleading hint with each few-shot
   exemplar"; for sample corruption "corrupt each exemplar hypothesis using one of the labels"):
   the hint names a label other than the exemplar's gold label, while its answer stays the gold
-  one, so the exemplars show the model a hint being ignored.
-- The misleading label and assertion template are chosen from the exemplar's content and the
-  run's seed, like every other distractor choice (reruns build identical prompts); the task's
-  distractor style says how (``styles.DistractorStyle.exemplar_plan``).
+  one, so the exemplars show the model a hint being ignored. The misleading label is drawn from
+  the exemplar's content and the run's seed (``styles.DistractorStyle.exemplar_plan``).
+- With a chat template, the exemplars are user/assistant turns under ``--fewshot_as_multiturn``
+  (``with_turns``; lm-eval 0.4.13 turns it on with ``--apply_chat_template``), and text in the
+  one user turn with ``--fewshot_as_multiturn false``; the task records which
+  (``fewshot_layout`` in its config's metadata).
 
-This module knows no task: the task passes what a block needs (the exemplar pool, the label field,
-the misleading plan of its style, and a function rendering a solved exemplar from the prompt
-builder, ``CaliDistTask.solved_exemplar``).
+This module knows no task: the task checks and selects its exemplars here and renders each
+(``CaliDistTask.exemplar_turn``); this module lays the rendered ones out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from calidist_tasks.prompting.styles import content_key
-from calidist_tasks.scoring.joining import PromptPlan
-from calidist_tasks.scoring.records import CALIBRATION, INDEX_FIELD, SPLIT_FIELD
 
 log = logging.getLogger(__name__)
 SEPARATOR = "\n\n"  # between exemplars, and between the last exemplar and the question
 ANSWER_PREFIX = "The answer is ("  # an exemplar's answer where the task has no gen_prefix
-EXEMPLAR_CONFIDENCES = range(50, 96)  # the stated confidence of a verbalized task's exemplar
+ASSISTANT = "Assistant:"  # Appendix F: the line between an exemplar's question and its reply
+EXPLANATION = "explanation"  # an exemplar document's steps of reasoning
+STEPS = range(2, 5)  # how many steps an explanation holds
+EXEMPLAR_CONFIDENCES = range(40, 96)  # the confidences (%) an exemplar's reply states
 
-Render = Callable[[dict[str, Any], PromptPlan], str]  # (exemplar, plan) -> the solved exemplar
+Turn = tuple[str, str]  # an exemplar as shown: (its question, its reply)
 
 
-def select_exemplars(
-    pool: list[dict[str, Any]], n_labels: int, per_label: int, label_field: str,
-    exclude: int | None = None,
-) -> list[dict[str, Any]]:
-    """``per_label`` documents of each label 0..n_labels-1, label by label, from ``pool``; never
-    the document numbered ``exclude`` nor, in a task's pool, one of the same content."""
-    keys = getattr(pool, "keys", {})
-    same = keys.get(exclude)
+def check_exemplars(samples: Any, task: str, fields: Sequence[str], label_field: str,
+                    n_labels: int | None, choices_field: str | None = None) -> list[dict[str, Any]]:
+    """The YAML's exemplar documents, checked: each has the fields its question shows, a label
+    in range (``n_labels``, else its own ``choices_field`` options) and an explanation of 2-4
+    steps. Raises ValueError naming the sample and the fix."""
+    if not isinstance(samples, list) or not samples:
+        raise ValueError(f"{task}: --num_fewshot needs exemplar documents: add fewshot_config: "
+                         "samples: to its YAML (docs/adding_a_benchmark.md), or run with "
+                         "--num_fewshot 0")
+    for i, doc in enumerate(samples):
+        where = f"{task}: fewshot_config.samples[{i}]"
+        missing = [f for f in (*fields, label_field) if not isinstance(doc, dict) or f not in doc]
+        if missing:
+            raise ValueError(f"{where} lacks field(s) {missing}; give every exemplar the fields "
+                             "its question shows and its label")
+        label = doc[label_field]
+        options = n_labels if n_labels is not None else len(doc[choices_field] or [])
+        if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < options:
+            raise ValueError(f"{where}: {label_field} {label!r} is not an option index "
+                             f"0..{options - 1}")
+        steps = doc.get(EXPLANATION)
+        if not (isinstance(steps, list) and len(steps) in STEPS
+                and all(isinstance(s, str) and s.strip() for s in steps)):
+            raise ValueError(f"{where}: '{EXPLANATION}' must be a list of {STEPS[0]}-{STEPS[-1]} "
+                             f"steps of reasoning about the exemplar, got {steps!r:.80}")
+    return samples
+
+
+def select_exemplars(pool: Sequence[dict[str, Any]], n_labels: int, per_label: int,
+                     label_field: str, task: str = "") -> list[dict[str, Any]]:
+    """``per_label`` documents of each label 0..n_labels-1, label by label, from ``pool``; a label
+    with fewer is shown with what there is, and logged."""
     chosen = []
     for label in range(n_labels):
-        found = [d for d in pool if d[label_field] == label and d[INDEX_FIELD] != exclude
-                 and (same is None or keys.get(d[INDEX_FIELD]) != same)]
+        found = [d for d in pool if d[label_field] == label]
         if len(found) < per_label:
-            _warn_short(pool, label, per_label, label_field)
+            _warn_short(task, label, len(found), per_label)
         chosen += found[:per_label]
     return chosen
 
 
-def _warn_short(pool: list[dict[str, Any]], label: int, per_label: int, label_field: str) -> None:
-    """Log that ``pool`` is short of exemplars of ``label``: once per label for a task's pool
-    (``ExemplarPool``; every prompt asks again), each time for a plain list."""
-    warned = getattr(pool, "warned", None)
-    if warned is not None:
-        if label in warned:
-            return
-        warned.add(label)
-    held = sum(d[label_field] == label for d in pool)
-    task = getattr(pool, "task", "")
-    log.warning("%sfew-shot: the calibration documents hold %d exemplar(s) of label %d, %d "
-                "requested per label; prompts show what there is (a document is never its own "
-                "exemplar)", f"{task}: " if task else "", held, label, per_label)
+_WARNED: set[tuple[str, int, int]] = set()
 
 
-def exemplar_confidence(exemplar: dict[str, Any], seed: int) -> int:
-    """The confidence (%) an exemplar's answer states: from its content and the run's seed."""
-    digest = hashlib.sha256(f"{seed}|fewshot-confidence|{content_key(exemplar)}".encode()).digest()
+def _warn_short(task: str, label: int, held: int, per_label: int) -> None:
+    """Log once per task and label (every prompt asks again) that exemplars are missing."""
+    if (task, label, per_label) not in _WARNED:
+        _WARNED.add((task, label, per_label))
+        log.warning("%s: few-shot: the YAML ships %d exemplar(s) of label %d, %d requested per "
+                    "label; prompts show what there is", task, held, label, per_label)
+
+
+def exemplar_confidence(exemplar: dict[str, Any], seed: int, step: int | None = None) -> int:
+    """The confidence (%) an exemplar states for its ``step`` (None: overall), from its content
+    and the run's seed."""
+    salt = f"{seed}|fewshot-confidence|{'overall' if step is None else step}"
+    digest = hashlib.sha256(f"{salt}|{content_key(exemplar)}".encode()).digest()
     return EXEMPLAR_CONFIDENCES[int.from_bytes(digest[:4], "big") % len(EXEMPLAR_CONFIDENCES)]
 
 
-def exemplar_block(
-    pool: list[dict[str, Any]], n_labels: int, per_label: int, label_field: str, render: Render,
-    mislead: Callable[[dict[str, Any]], PromptPlan] | None = None, exclude: int | None = None,
-) -> str:
-    """The few-shot block put in front of a prompt (ends with the separator): ``per_label``
-    exemplars of each of ``n_labels`` labels from ``pool`` (never the document ``exclude``), each
-    rendered by ``render`` with its misleading plan (``mislead``; None: shown as they are)."""
-    chosen = select_exemplars(pool, n_labels, per_label, label_field, exclude=exclude)
-    return "".join(render(e, mislead(e) if mislead else PromptPlan()) + SEPARATOR
-                   for e in chosen)
+def exemplar_steps(exemplar: dict[str, Any], seed: int) -> list[tuple[str, int]]:
+    """The exemplar's explanation, each step with its drawn confidence."""
+    return [(step.strip(), exemplar_confidence(exemplar, seed, i))
+            for i, step in enumerate(exemplar.get(EXPLANATION) or [])]
 
 
-class ExemplarPool(list):
-    """A task's exemplar pool (a list of documents) that remembers which labels it was found
-    short of, so that the warning is logged once per task and label, not once per prompt, and
-    the content key of every document of the task by index (``keys``), so that no prompt shows
-    a copy of its own document."""
-
-    def __init__(self, docs: Any = (), task: str = "", keys: dict[int, str] | None = None) -> None:
-        super().__init__(docs)
-        self.task = task  # named in the warning
-        self.warned: set[int] = set()
-        self.keys: dict[int, str] = keys or {}
+def plain_block(turns: Sequence[Turn]) -> str:
+    """The exemplars as one text put in front of the question (ends with the separator)."""
+    return "".join(question + reply + SEPARATOR for question, reply in turns)
 
 
-def calibration_pool(docs: Any, task: str = "") -> ExemplarPool:
-    """The calibration documents of a task's document list, in order (the exemplar pool)."""
-    docs = [dict(d) for d in docs]
-    keys = {d[INDEX_FIELD]: content_key(d) for d in docs}
-    return ExemplarPool((d for d in docs if d[SPLIT_FIELD] == CALIBRATION), task, keys)
+def with_turns(chat_template: Callable[..., str], turns: Sequence[Turn]) -> Callable[..., str]:
+    """``chat_template`` rendering the exemplars as user/assistant turns before the first user
+    message (``--fewshot_as_multiturn``): each question a user turn as the query's is, each
+    reply an assistant turn."""
+    shots = [message for question, reply in turns
+             for message in ({"role": "user", "content": question},
+                             {"role": "assistant", "content": reply})]
 
+    def render(messages: list[dict[str, Any]], **kwargs: Any) -> str:
+        first = next((i for i, m in enumerate(messages) if m["role"] == "user"), len(messages))
+        return chat_template(messages[:first] + shots + messages[first:], **kwargs)
 
-def name_pool(pool: list[dict[str, Any]], task: str) -> None:
-    """Name the task a pool's warnings speak for (a pool built without its task's name)."""
-    if isinstance(pool, ExemplarPool) and not pool.task:
-        pool.task = task
+    return render

@@ -9,8 +9,10 @@ question, is ``render(PromptParts(...))``::
     b. <option> ...
     [<hint>]                         (assertion / probe hints)
     [<reply format>]                 (generation tasks: the form the reply should take)
+    [Assistant:]                     (generation tasks without a chat template: Appendix F's
+                                      line before the reply; ``fewshot.ASSISTANT``)
 
-A SPUQ dummy token goes before or after everything but the exemplars.
+A SPUQ dummy token goes before or after everything but the exemplars and the reply cue.
 
 The fields below are what a document copy carries into lm-eval's ``fewshot_context`` (which renders
 it through the task's ``doc_to_text``) and into a request's document for the verbalized parser.
@@ -25,6 +27,7 @@ from calidist_tasks.prompting.distractors import LETTERS
 HINT = "_calidist_hint"  # the hint a hinted copy shows
 CHOICES = "_calidist_choices"  # the options a corrupted copy shows (or a request's own options)
 FEWSHOT = "_calidist_fewshot"  # the solved exemplars put in front (prompting.fewshot)
+CUE = "_calidist_cue"  # the line that opens the reply in the plain layout ("Assistant:")
 DUMMY = "_calidist_dummy"  # a SPUQ dummy token for the prompt: [text, "before" | "after"]
 
 
@@ -38,6 +41,7 @@ class PromptParts(NamedTuple):
     instruction: str = ""  # after the question, on its line (generation tasks)
     reply_format: str = ""  # the prompt's last line (generation tasks)
     dummy: tuple[str, str] | None = None  # SPUQ: (token, "before" | "after")
+    cue: str = ""  # the line that opens the reply (plain layout, generation tasks)
 
 
 def is_hinted(doc: dict[str, Any]) -> bool:
@@ -58,4 +62,6 @@ def render(parts: PromptParts) -> str:
     if parts.dummy:
         token, position = parts.dummy
         body = token + body if position == "before" else body + token
+    if parts.cue:  # after the dummy token: the reply follows it
+        body = body.rstrip("\n") + f"\n{parts.cue}"
     return f"{parts.exemplars}{body}\n"

@@ -1,13 +1,14 @@
 """Verbalized confidence: the prompt wording, a parser for (option, confidence), and its filter.
 
 The generation variants ask the question with one of two requests for a confidence, placed after
-the question as in the paper's Appendix F prompt, and end the prompt with a reply-format line
-(``REPLY_FORMS``; ``--metadata verbalized_prompt``):
+the question as in the paper's Appendix F prompt, the one-line forms ending the prompt with a
+reply-format line (``REPLY_FORMS``; ``--metadata verbalized_prompt``):
 
 - ``paper`` (default): Appendix F's multistep request, "Think step by step, mention your
   confidence level in each step (0-100)%, and mention your overall confidence level in your answer
-  (0-100)%.", and a format line asking the reply to end as the paper's example reply ends:
-  "The answer is (letter) option text. Overall Confidence: N%";
+  (0-100)%.", and no format line: as in the paper, the exemplars show the reply (steps, each
+  "... Confidence: N%", then "Based on the information available in ... the correct answer is
+  (c) ... Overall Confidence: N%");
 - ``short``: Appendix D's "Mention your confidence level in your answer (0-100)%." and
   "Reply in the form "The answer is (letter). Confidence: N%"".
 
@@ -54,39 +55,44 @@ from calidist_tasks.prompting.distractors import HINT_NOTE, LETTERS
 from calidist_tasks.prompting.parts import CHOICES, FEWSHOT, HINT  # what a request's document shows
 from calidist_tasks.scoring.joining import Outcome
 
-# Paper, Appendix F (the multistep prompt), placed after the question as there.
+# Paper, Appendix F (the multistep prompt), placed after the question as there. The prompt says
+# no more: the exemplars show the reply's form (``fewshot``), as in the paper.
 STEP_INSTRUCTION = ("Think step by step, mention your confidence level in each step (0-100)%, "
                     "and mention your overall confidence level in your answer (0-100)%.")
-# How to end the reply: as the paper's example reply ends ("... the correct answer is (c)
-# Sentence2 mentions ... Overall Confidence: 60%"), so that the final answer can be found.
-STEP_FORMAT = ('End your reply with "The answer is (letter) option text. Overall Confidence: N%", '
-               "where N is your overall confidence from 0 to 100.")
 # Paper, Appendix D: one confidence for the answer (--metadata verbalized_prompt=short).
 CONFIDENCE_INSTRUCTION = "Mention your confidence level in your answer (0-100)%."
 CONFIDENCE_FORMAT = ('Reply in the form "The answer is (letter). Confidence: N%", where N is your '
                      "confidence from 0 to 100.")
 ANSWER_FORMAT = 'Reply in the form "The answer is (letter)."'  # consistency and SPUQ
+# Appendix F's reply: the steps, then its final statement on what the answer rests on.
+STEP_REPLY = "{text} Confidence: {confidence}%\n"
+PAPER_REPLY = ("{steps}Based on the information available in {basis} and the explanation above, "
+               "the correct answer is ({letter}) {option}. Overall Confidence: {confidence}%")
 
 
 @dataclass(frozen=True)
 class ReplyForm:
     """What a generation prompt asks for: ``instruction`` after the question (may be empty),
-    ``format`` as the prompt's last line, and ``reply``, a solved reply in that format with the
-    fields ``letter``, ``option`` and ``confidence`` (for few-shot exemplars)."""
+    ``format`` as the prompt's last line (may be empty), and ``reply``, a solved reply in that
+    form with the fields ``steps``, ``basis``, ``letter``, ``option`` and ``confidence`` (for
+    few-shot exemplars)."""
 
     instruction: str
     format: str
     reply: str
 
-    def solved(self, letter: str, option: str, confidence: int) -> str:
-        """The reply this form asks for, answering (``letter``) ``option`` at ``confidence``%."""
-        return self.reply.format(letter=letter, option=str(option).strip().rstrip(". "),
-                                 confidence=confidence)
+    def solved(self, letter: str, option: str, confidence: int,
+               steps: Sequence[tuple[str, int]] = (), basis: str = "") -> str:
+        """The reply this form asks for, answering (``letter``) ``option`` at ``confidence``%
+        after ``steps`` of reasoning, each (text, confidence), where the form shows them, that
+        rest on ``basis`` ("the two sentences")."""
+        shown = "".join(STEP_REPLY.format(text=text, confidence=n) for text, n in steps)
+        return self.reply.format(steps=shown, basis=basis, letter=letter,
+                                 option=str(option).strip().rstrip(". "), confidence=confidence)
 
 
 REPLY_FORMS = {
-    "paper": ReplyForm(STEP_INSTRUCTION, STEP_FORMAT,
-                       "The answer is ({letter}) {option}. Overall Confidence: {confidence}%"),
+    "paper": ReplyForm(STEP_INSTRUCTION, "", PAPER_REPLY),
     "short": ReplyForm(CONFIDENCE_INSTRUCTION, CONFIDENCE_FORMAT,
                        "The answer is ({letter}). Confidence: {confidence}%"),
     "answer": ReplyForm("", ANSWER_FORMAT, "The answer is ({letter})."),

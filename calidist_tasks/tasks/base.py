@@ -11,8 +11,9 @@ The class keeps lm-eval's hooks and hands each concern to a collaborator (docs/a
 the distractor style (``styles``, chosen once from the YAML's ``distractor``), the answer mode
 (``answer_modes``: option letters or open numbers), the stage of a two-stage run
 (``two_stage.RunStage``, reading stage 1 through ``staging``) and the ``--limit`` policy
-(``limits``). Every prompt is rendered from its parts by ``prompts.render``; few-shot blocks come
-from ``fewshot`` given the pool, the style's misleading plan and ``solved_exemplar``; lm-eval's
+(``limits``). Every prompt is rendered from its parts by ``prompts.render``; the few-shot
+exemplars are the YAML's (``fewshot_config: samples:``), checked, selected and laid out by
+``fewshot``, each rendered by ``exemplar_turn`` with the style's misleading plan; lm-eval's
 internals are reached through ``lm_eval_compat`` only.
 """
 
@@ -82,11 +83,14 @@ from calidist_tasks.tasks import context_length
 from calidist_tasks.tasks.answer_modes import LETTER_LOGITS, AnswerMode
 
 log = logging.getLogger(__name__)
+# How the exemplars are laid out (``fewshot_layout`` in the results' task config): as text before
+# the question, in the one user turn of a chat template, or as user/assistant turns.
+PLAIN, ONE_TURN, MULTITURN = "plain", "one user turn", "user/assistant turns"
 
 # Keys of our YAML that lm-eval's TaskConfig does not know; the task class takes them out.
 OWN_KEYS = (
     "class", "benchmark", "adapter", "calibration_split", "data_dirs", "corruption", "distractor",
-    "confidence",
+    "confidence", "answer_basis",
 )
 
 
@@ -105,6 +109,8 @@ class CaliDistTask(ConfigurableTask):
         self.corruption = own["corruption"]
         self.calibration_split = own["calibration_split"]
         self.data_dirs = list(own["data_dirs"] or [])
+        # what a reasoned exemplar's final statement rests on ("the two sentences": Appendix F)
+        self.answer_basis: str = own["answer_basis"] or "the question"
         self.adapter = importlib.import_module(own["adapter"]) if own["adapter"] else None
         self.settings = RunSettings.from_metadata(config.get("metadata"))
         if own["confidence"] not in (None, self.confidence):  # the class decides; say so
@@ -205,6 +211,7 @@ class CaliDistTask(ConfigurableTask):
             choices_field=choices_field,
             read_file=getattr(self.adapter, "read_file", None),
             process_row=getattr(self.adapter, "process_row", None),
+            exemplars=self.fewshot_docs() or (),
         ))
 
     # ------------------------------------------------------------------ prompts
@@ -228,25 +235,53 @@ class CaliDistTask(ConfigurableTask):
 
     def fewshot_context(self, doc: dict[str, Any], num_fewshot: int, **kwargs: Any) -> Any:
         """lm-eval's prompt (chat template, system prompt, gen_prefix) with the paper's exemplars:
-        ``num_fewshot`` per label, hinted in hinted prompts (``prompting.fewshot``)."""
+        ``num_fewshot`` per label, hinted in hinted prompts (``prompting.fewshot``); user/assistant
+        turns under a chat template with ``fewshot_as_multiturn``, else text before the question."""
+        multiturn = self.exemplar_layout(kwargs) == MULTITURN
         if num_fewshot:
-            doc = {**doc, FEWSHOT: self.exemplar_block(doc, num_fewshot)}
+            turns = self.exemplar_turns(doc, num_fewshot, multiturn)
+            if multiturn:
+                kwargs["chat_template"] = fewshot.with_turns(kwargs["chat_template"], turns)
+            else:
+                doc = {**doc, FEWSHOT: fewshot.plain_block(turns)}
         return super().fewshot_context(doc, num_fewshot=0, **kwargs)
 
-    def fewshot_docs(self) -> list[dict[str, Any]]:
-        """None for lm-eval's sampler: our exemplars come from the calibration documents
-        (``exemplar_block``), so its "fewshot_split is None" warning would be noise."""
-        return []
+    @staticmethod
+    def exemplar_layout(context: dict[str, Any]) -> str:
+        """How ``fewshot_context``'s keywords lay the exemplars out (recorded in the results)."""
+        if not (context.get("apply_chat_template") and context.get("chat_template")):
+            return PLAIN
+        return MULTITURN if context.get("fewshot_as_multiturn") else ONE_TURN
+
+    def exemplar_docs(self) -> list[dict[str, Any]]:
+        """The YAML's exemplar documents (``fewshot_config: samples:``), checked."""
+        source = self.source()
+        return fewshot.check_exemplars(self.fewshot_docs(), self.config.task,
+                                       source.required_fields, source.label_field,
+                                       source.n_labels, source.choices_field)
+
+    def fewshot_docs(self) -> list[dict[str, Any]] | None:
+        """The YAML's exemplar documents as lm-eval reads them (None where it has none)."""
+        config = self.config.fewshot_config
+        samples = config.get("samples") if isinstance(config, dict) else getattr(
+            config, "samples", None)
+        return list(samples) if samples else None
 
     def exemplar_block(self, doc: dict[str, Any], per_label: int) -> str:
-        """The few-shot block in front of ``doc``'s prompt: its exemplars mislead when ``doc`` is
-        a hinted copy (``fewshot.exemplar_block``)."""
+        """The exemplars in front of ``doc``'s prompt as text, as the parser is told of them."""
+        return fewshot.plain_block(self.exemplar_turns(doc, per_label, multiturn=False))
+
+    def exemplar_turns(self, doc: dict[str, Any], per_label: int,
+                       multiturn: bool) -> list[fewshot.Turn]:
+        """The exemplars in front of ``doc``'s prompt, each (question, reply): they mislead when
+        ``doc`` is a hinted copy (``fewshot.select_exemplars``)."""
         if per_label < 0:
             raise ValueError(f"{self.config.task}: --num_fewshot must be >= 0, got {per_label}")
-        mislead = self.misleading_plan if self.style.hinted and is_hinted(doc) else None
-        return fewshot.exemplar_block(self.fewshot_pool(), len(self.doc_to_choice(doc)), per_label,
-                                      self.config.doc_to_target, self.solved_exemplar, mislead,
-                                      exclude=doc.get(INDEX_FIELD))
+        mislead = self.style.hinted and is_hinted(doc)
+        chosen = fewshot.select_exemplars(self.fewshot_pool(), len(self.doc_to_choice(doc)),
+                                          per_label, self.config.doc_to_target, self.config.task)
+        return [self.exemplar_turn(e, self.misleading_plan(e) if mislead else PromptPlan(),
+                                   multiturn) for e in chosen]
 
     def misleading_plan(self, exemplar: dict[str, Any]) -> PromptPlan:
         """The style's distraction of a few-shot exemplar, towards a label other than its own."""
@@ -254,11 +289,16 @@ class CaliDistTask(ConfigurableTask):
                                         exemplar[self.config.doc_to_target],
                                         len(self.doc_to_choice(exemplar)), self.settings.seed)
 
-    def solved_exemplar(self, exemplar: dict[str, Any], plan: PromptPlan) -> str:
-        """One solved exemplar: its prompt as ``plan`` shows it (PromptPlan() = no hint), then
-        its gold answer (``exemplar_answer``)."""
+    def exemplar_turn(self, exemplar: dict[str, Any], plan: PromptPlan,
+                      multiturn: bool = False) -> fewshot.Turn:
+        """One solved exemplar, (question, reply): its prompt as ``plan`` shows it
+        (PromptPlan() = no hint), then its gold answer (``exemplar_answer``)."""
         shown = exemplar if plan.hint_label is None else self.distracted_doc(exemplar, plan)
-        return self.doc_to_text(shown) + self.exemplar_answer(exemplar, shown)
+        return self.doc_to_text(shown), self.exemplar_answer(exemplar, shown)
+
+    def solved_exemplar(self, exemplar: dict[str, Any], plan: PromptPlan) -> str:
+        """One solved exemplar as the plain layout shows it."""
+        return "".join(self.exemplar_turn(exemplar, plan))
 
     def exemplar_answer(self, exemplar: dict[str, Any], shown: dict[str, Any]) -> str:
         """An exemplar's answer after the task's answer prefix: "The answer is (c)"."""
@@ -266,9 +306,9 @@ class CaliDistTask(ConfigurableTask):
         return f"{prefix}{distractors.LETTERS[exemplar[self.config.doc_to_target]]})"
 
     def fewshot_pool(self) -> list[dict[str, Any]]:
-        """The documents exemplars are drawn from: the calibration documents, in order."""
+        """The exemplar documents (the YAML's), read and checked once."""
         if self._fewshot_pool is None:
-            self._fewshot_pool = fewshot.calibration_pool(self.eval_docs)
+            self._fewshot_pool = self.exemplar_docs()
         return self._fewshot_pool
 
     def prompt_plans(self, doc: dict[str, Any]) -> list[PromptPlan]:
@@ -301,8 +341,10 @@ class CaliDistTask(ConfigurableTask):
                 kwargs = lm_eval_compat.without_request_cache(kwargs)
             if not kwargs.get("rank"):
                 log.warning("%s", self.document_limit().message(limit))
-        if self.config.num_fewshot:  # its short-of-a-label warning names the task
-            fewshot.name_pool(self.fewshot_pool(), self.config.task)
+        if self.config.num_fewshot:  # the YAML's exemplars are checked before model time
+            self.fewshot_pool()
+        layout = self.exemplar_layout(self._context_kwargs) if self.config.num_fewshot else None
+        self.config.metadata = {**(self.config.metadata or {}), "fewshot_layout": layout}
         super().build_all_requests(limit=limit, **kwargs)
         context_length.warn_long_prompts(self.config.task, self.instances,
                                          self.config.metadata or {})

@@ -16,10 +16,12 @@ The confidence source is a strategy object (``confidence_sources.SOURCES``) chos
 ``confidence:``; the prompt is the logit prompt's parts (``CaliDistTask.prompt_parts``) with the
 source's reply form added, rendered by ``prompts.render``.
 
-Every prompt ends with the reply format it asks for, and few-shot exemplars are answered in that
-format (``exemplar_reply``). The YAML's filter (``calidist_verbalized``) turns each generation into
-``{"answer", "confidence"}``; ``process_results`` applies the documented rule for unreadable ones
-and counts them for ``parse_fail_rate``.
+Few-shot exemplars are answered in the form the prompt asks for (``exemplar_reply``): the paper's
+prompt shows Appendix F's reasoned reply and asks no more, the one-line forms end the prompt with
+their format line. Without a chat template, exemplars and question end with "Assistant:". The
+YAML's filter (``calidist_verbalized``) turns each generation into ``{"answer", "confidence"}``;
+``process_results`` applies the documented rule for unreadable ones and counts them for
+``parse_fail_rate``.
 """
 
 from __future__ import annotations
@@ -36,12 +38,12 @@ from calidist_tasks.confidence.sources import (
     Ask,
     ConfidenceSource,
 )
-from calidist_tasks.prompting import verbalized
+from calidist_tasks.prompting import fewshot, verbalized
 from calidist_tasks.prompting.distractors import LETTERS
-from calidist_tasks.prompting.fewshot import exemplar_confidence
-from calidist_tasks.prompting.parts import CHOICES, DUMMY, FEWSHOT, PromptParts
+from calidist_tasks.prompting.parts import CHOICES, CUE, DUMMY, FEWSHOT, PromptParts
 from calidist_tasks.runs.two_stage import HINTS
 from calidist_tasks.scoring.aggregation import logprob_metric_names, summarize_generations
+from calidist_tasks.scoring.joining import PromptPlan
 from calidist_tasks.scoring.records import (
     INDEX_FIELD,
     LOGPROB,
@@ -51,7 +53,7 @@ from calidist_tasks.scoring.records import (
     is_failed,
 )
 from calidist_tasks.tasks.answer_modes import LETTER_REPLIES
-from calidist_tasks.tasks.base import CaliDistTask
+from calidist_tasks.tasks.base import PLAIN, CaliDistTask
 
 CONFIDENCES = tuple(SOURCES)
 __all__ = ["CONFIDENCES", "DUMMY", "SHORT_MAX_GEN_TOKS", "GenerationTask"]
@@ -111,16 +113,34 @@ class GenerationTask(CaliDistTask):
         return self.confidence_source.reply_form(self.settings)
 
     def exemplar_reply(self, exemplar: dict[str, Any]) -> str:
-        """A few-shot exemplar's answer, in the format the prompt asks for: its gold option and a
-        confidence drawn from its content and the run's seed (the paper's exemplars state random
-        confidences)."""
+        """A few-shot exemplar's reply, in the form the prompt asks for: for the paper's prompt
+        its explanation, each step with a confidence, then its gold option resting on the YAML's
+        ``answer_basis`` with an overall confidence (Appendix F); the confidences are drawn from
+        its content and the run's seed (the paper's exemplars state random ones)."""
         label = exemplar[self.config.doc_to_target]
         option = self.doc_to_choice(exemplar)[label]
-        confidence = exemplar_confidence(exemplar, self.settings.seed)
-        return self.reply_form().solved(LETTERS[label], option, confidence)
+        seed = self.settings.seed
+        return self.reply_form().solved(LETTERS[label], option,
+                                        fewshot.exemplar_confidence(exemplar, seed),
+                                        fewshot.exemplar_steps(exemplar, seed), self.answer_basis)
 
     def exemplar_answer(self, exemplar: dict[str, Any], shown: dict[str, Any]) -> str:
         return self.exemplar_reply(exemplar)
+
+    def exemplar_turn(self, exemplar: dict[str, Any], plan: PromptPlan,
+                      multiturn: bool = False) -> fewshot.Turn:
+        """As the logit task's, with "Assistant:" before the reply unless it is a turn of its own
+        (Appendix F's plain layout)."""
+        shown = exemplar if plan.hint_label is None else self.distracted_doc(exemplar, plan)
+        cue = {} if multiturn else {CUE: fewshot.ASSISTANT}
+        return self.doc_to_text({**shown, **cue}), self.exemplar_reply(exemplar)
+
+    def fewshot_context(self, doc: dict[str, Any], num_fewshot: int, **kwargs: Any) -> Any:
+        """As the logit task's; without a chat template the question ends with "Assistant:", as
+        its exemplars' do."""
+        if self.exemplar_layout(kwargs) == PLAIN:
+            doc = {**doc, CUE: fewshot.ASSISTANT}
+        return super().fewshot_context(doc, num_fewshot, **kwargs)
 
     def prompt_parts(self, doc: dict[str, Any], doc_to_text: Any = None) -> PromptParts:
         """The logit prompt's parts, plus the request for a confidence after the question (as in
@@ -130,7 +150,7 @@ class GenerationTask(CaliDistTask):
         dummy = doc.get(DUMMY)
         return super().prompt_parts(doc, doc_to_text)._replace(
             instruction=form.instruction, reply_format=form.format,
-            dummy=tuple(dummy) if dummy else None)
+            dummy=tuple(dummy) if dummy else None, cue=doc.get(CUE, ""))
 
     def sends_calibration_documents(self) -> bool:
         """The sampling baselines fit nothing: their calibration documents would be wasted calls

@@ -11,7 +11,7 @@ from conftest import load_task, run_lm_eval
 from family_data import write_all
 
 from calidist_tasks.prompting import distractors, fewshot
-from calidist_tasks.prompting.verbalized import STEP_FORMAT, parse_response
+from calidist_tasks.prompting.verbalized import parse_response
 from calidist_tasks.scoring.joining import PromptPlan
 
 # The paper's Appendix F exemplar, verbatim (its lstlistings; only the indentation is removed).
@@ -50,6 +50,15 @@ PAPER_ANSWER = ("Based on the information available in the two sentences and the
                 "above, the correct answer is (c) Sentence2 mentions a comparison, criticism, "
                 "juxtaposition, or a limitation of something said in Sentence1. Overall "
                 "Confidence: 60%")
+# Appendix F's three reasoning steps, without their confidences (55%, 68%, 45%)
+PAPER_STEPS = [
+    "Sentence1 mentions that the configuration for ethernet switch is similar to the one "
+    "mentioned in [14].",
+    "However, Sentence2 contrasts this fact by stating that there are two differences in the "
+    "configuration of the switches when compared to [14].",
+    "Since Sentence2 presents a contrasting view of something mentioned in Sentence1, the "
+    "relation between Sentence1 and Sentence2 should be contrasting.",
+]
 PAPER_DOC = {  # the exemplar; its answer is (c), contrasting
     "sentence1": PAPER_STEM[1].removeprefix("Sentence1: "),
     "sentence2": PAPER_STEM[2].removeprefix("Sentence2: "),
@@ -107,25 +116,29 @@ def test_paper_exemplar_line_by_line(style: str, plan: PromptPlan, hint: str | N
 ])
 def test_paper_verbalized_exemplar_line_by_line(style: str, plan: PromptPlan, hint: str | None,
                                                 data_dir: Path) -> None:
-    """The verbalized variant's exemplar against Appendix F: the same lines as the logit form,
-    but the question line is the paper's whole line (with "Think step by step, ..."), our reply
-    format line stands where the paper has "Assistant:", and the reply is the paper's last line
-    from "the correct answer is" on, with "The answer is" and the exemplar's own confidence. Not
-    compared: the paper's three reasoning lines (the benchmarks hold no reasoning to show)."""
+    """The verbalized variant's exemplar against Appendix F, every line: the shipped MSciNLI
+    exemplar of label (c) is the paper's, so the question, options, hint and note, "Assistant:",
+    the three reasoning steps and the final statement are the paper's, but for the step and
+    overall confidences, which are the exemplar's own draws (the paper's are random too)."""
     task = _task(f"{style}_verbalized", data_dir)
-    lines = task.solved_exemplar(PAPER_DOC, plan).split("\n")
+    (exemplar,) = [d for d in task.fewshot_pool() if d["label"] == 2]
+    assert {k: exemplar[k] for k in PAPER_DOC} == PAPER_DOC
+    lines = task.solved_exemplar(exemplar, plan).split("\n")
     stem = PAPER_STEM[:3] if style != "corruption" else [*PAPER_STEM[:2],
                                                          PAPER_CORRUPTED_SENTENCE2.rstrip()]
     assert lines[:4] == [*stem, PAPER_STEM[3]]
     assert lines[4:8] == [o.rstrip() for o in PAPER_OPTIONS]
-    assert lines[8:-2] == ([] if hint is None else [hint, PAPER_NOTE])
-    assert lines[-2] == STEP_FORMAT
-    confidence = fewshot.exemplar_confidence(PAPER_DOC, task.settings.seed)
-    paper_tail = PAPER_ANSWER[PAPER_ANSWER.index("the correct answer is"):]
-    assert lines[-1] == "The answer is" + paper_tail.removeprefix("the correct answer is")[:-3] \
-        + f"{confidence}%"
-    assert parse_response(lines[-1], [o[3:] for o in PAPER_OPTIONS]) == {
-        "answer": 2, "confidence": confidence / 100}
+    rest = lines[8:]
+    if hint is not None:
+        assert rest[:2] == [hint, PAPER_NOTE]
+        rest = rest[2:]
+    seed = task.settings.seed
+    steps = [f"{step} Confidence: {fewshot.exemplar_confidence(exemplar, seed, i)}%"
+             for i, step in enumerate(PAPER_STEPS)]
+    overall = fewshot.exemplar_confidence(exemplar, seed)
+    assert rest == ["Assistant:", *steps, PAPER_ANSWER.replace("60%", f"{overall}%")]
+    assert parse_response("\n".join(rest[1:]), [o[3:] for o in PAPER_OPTIONS]) == {
+        "answer": 2, "confidence": overall / 100}
 
 
 def _requested(format_line: str) -> re.Pattern[str]:
@@ -138,12 +151,11 @@ def _requested(format_line: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
+# the forms with a format line (the paper's reasoned form has none: tests/prompting/
+# test_reasoned_exemplars.py checks its exemplars)
 @pytest.mark.parametrize("name, metadata, fields", [
-    ("calidist_mscinli_verbalized", {}, 3),  # the paper's prompt: letter, option text, N
-    ("calidist_mscinli_assertion_verbalized", {}, 3),
     ("calidist_mscinli_verbalized", {"verbalized_prompt": "short"}, 2),  # letter, N
     ("calidist_mscinli_probe_verbalized", {"verbalized_prompt": "short"}, 2),
-    ("calidist_mscinli_consistency", {}, 3),  # the vanilla reply's paper prompt: reasoned samples
     ("calidist_mscinli_spuq", {"verbalized_prompt": "short"}, 1),
 ])
 def test_exemplars_answer_in_the_format_the_query_asks_for(name: str, metadata: dict,
@@ -155,17 +167,18 @@ def test_exemplars_answer_in_the_format_the_query_asks_for(name: str, metadata: 
     for variant in variants:
         prompt = task.fewshot_context(variant, num_fewshot=1, gen_prefix=task.doc_to_prefix(doc))
         *exemplars, query = prompt.split(fewshot.SEPARATOR)
-        requested = _requested(query.rstrip("\n").split("\n")[-1])
+        *_, format_line, cue = query.rstrip("\n").split("\n")
+        assert cue == fewshot.ASSISTANT
+        requested = _requested(format_line)
         assert requested.groups == fields
         assert len(exemplars) == 4
         for label, exemplar in enumerate(exemplars):
-            *_, format_line, last = exemplar.split("\n")
+            *_, format_line, cue, last = exemplar.split("\n")
+            assert cue == fewshot.ASSISTANT
             assert _requested(format_line).pattern == requested.pattern  # the same request
             reply = requested.fullmatch(last)
             assert reply, (exemplar, requested.pattern)
             assert reply.group(1) == "abcd"[label]
-            if fields == 3:
-                assert reply.group(2) == task.doc_to_choice(doc)[label].rstrip(".")
             if fields > 1:
                 assert int(reply.group(fields)) in fewshot.EXEMPLAR_CONFIDENCES
 
@@ -177,19 +190,6 @@ def test_logit_exemplars_answer_after_the_answer_prefix(data_dir: Path) -> None:
     assert prompt.endswith("\nThe answer is (")
     assert [b.split("\n")[-1] for b in prompt.split(fewshot.SEPARATOR)[:-1]] == [
         f"The answer is ({x})" for x in "abcd"]
-
-
-def test_exemplar_confidences_come_from_content_and_seed(data_dir: Path) -> None:
-    pool = _task("verbalized", data_dir).fewshot_pool()
-    drawn = {(i, seed): fewshot.exemplar_confidence(d, seed)
-             for i, d in enumerate(pool) for seed in range(20)}
-    assert set(drawn.values()) <= set(fewshot.EXEMPLAR_CONFIDENCES)
-    assert len(set(drawn.values())) > 10  # they vary with the exemplar and the seed
-    assert drawn == {(i, seed): fewshot.exemplar_confidence(dict(d), seed)  # reruns agree
-                     for i, d in enumerate(pool) for seed in range(20)}
-    # the calidist_ bookkeeping fields (index, split) do not change an exemplar's confidence
-    moved = {**pool[0], "calidist_index": 99, "calidist_split": "evaluation"}
-    assert fewshot.exemplar_confidence(moved, 0) == drawn[0, 0]
 
 
 def test_paper_question_renders_like_the_exemplar(data_dir: Path) -> None:
@@ -221,11 +221,12 @@ def test_one_exemplar_per_label_with_misleading_hints(style: str, data_dir: Path
     assert len(blocks) == 5
     assert [b.split("\n")[-1] for b in blocks[:4]] == [f"The answer is ({x})" for x in "abcd"]
     assert "Hint:" not in original
-    # exemplars are calibration documents (the first of each label), never evaluation ones
-    pool = [d for d in task.eval_docs if d["calidist_split"] == "calibration"]
-    for block, label in zip(blocks, range(4), strict=False):
-        first = next(d for d in pool if d["label"] == label)
-        assert f"Sentence1: {first['sentence1']}\n" in block
+    # exemplars are the YAML's exemplar documents (one per label), never data documents
+    shipped = task.fewshot_pool()
+    assert [d["label"] for d in shipped] == [0, 1, 2, 3]
+    for block, exemplar in zip(blocks, shipped, strict=False):
+        assert f"Sentence1: {exemplar['sentence1']}\n" in block
+        assert all(exemplar["sentence1"] != d["sentence1"] for d in task.eval_docs)
     # each hinted prompt: every exemplar carries a hint naming a label other than its answer
     for prompt in hinted:
         exemplars = prompt.split(fewshot.SEPARATOR)[:4]
@@ -251,13 +252,6 @@ def test_corruption_exemplars_are_corrupted(data_dir: Path) -> None:
         assert len(named) == 1 and named[0] != label
 
 
-def test_a_document_is_never_its_own_exemplar(data_dir: Path) -> None:
-    task = _task("", data_dir)
-    doc = task.eval_docs[0]  # a calibration document, the first of label doc["label"]
-    prompt = task.fewshot_context(doc, num_fewshot=1, gen_prefix=task.doc_to_prefix(doc))
-    assert prompt.count(f"Sentence1: {doc['sentence1']}\n") == 1  # only as the question
-
-
 def test_two_shots_per_label_and_missing_labels_warn(data_dir: Path,
                                                      caplog: pytest.LogCaptureFixture) -> None:
     task = _task("", data_dir)
@@ -265,9 +259,9 @@ def test_two_shots_per_label_and_missing_labels_warn(data_dir: Path,
     with caplog.at_level("WARNING", logger="calidist_tasks.prompting.fewshot"):
         prompt = task.fewshot_context(doc, num_fewshot=2, gen_prefix=task.doc_to_prefix(doc))
     answers = [b.split("\n")[-1] for b in prompt.split(fewshot.SEPARATOR)[:-1]]
-    # 6 calibration documents: labels a, b twice, c, d once each
-    assert answers == [f"The answer is ({x})" for x in "aabbcd"]
-    assert "label 2" in caplog.text and "label 3" in caplog.text
+    # the YAML ships one exemplar per label: each label shown once, every label warned of
+    assert answers == [f"The answer is ({x})" for x in "abcd"]
+    assert all(f"label {label}" in caplog.text for label in range(4))
 
 
 def test_num_fewshot_through_lm_eval(tiny_model_dir: Path, data_dir: Path) -> None:
@@ -277,6 +271,7 @@ def test_num_fewshot_through_lm_eval(tiny_model_dir: Path, data_dir: Path) -> No
                       num_fewshot=1, batch_size=32)
     for task, n_labels in (("calidist_mscinli_assertion", 4), ("calidist_csqa_probe", 5)):
         assert out["configs"][task]["num_fewshot"] == 1
+        assert out["configs"][task]["metadata"]["fewshot_layout"] == "plain"  # no chat template
         sample = out["samples"][task][-1]
         contexts = {args[0] for args in sample["arguments"]}
         assert all(c.count("The answer is (") == n_labels + 1 for c in contexts)

@@ -14,7 +14,6 @@ from calidist_tasks.prompting.distractors import ASSERTION_TEMPLATES, assertion_
 from calidist_tasks.prompting.verbalized import (
     CONFIDENCE_FORMAT,
     CONFIDENCE_INSTRUCTION,
-    STEP_FORMAT,
     STEP_INSTRUCTION,
     VerbalizedFilter,
     outcome_from_parse,
@@ -104,7 +103,7 @@ def test_step_by_step_replies(text, answer, confidence):
     assert parsed["confidence"] == (None if confidence is None else pytest.approx(confidence))
 
 
-@pytest.mark.parametrize("instruction", [STEP_INSTRUCTION, STEP_FORMAT, CONFIDENCE_INSTRUCTION,
+@pytest.mark.parametrize("instruction", [STEP_INSTRUCTION, CONFIDENCE_INSTRUCTION,
                                          CONFIDENCE_FORMAT])
 def test_our_instructions_echoed_are_not_read(instruction):
     reply = f"{instruction}\n{STEPS}The answer is (c). Overall Confidence: 60%"
@@ -276,9 +275,11 @@ def requests_of(task, doc):
     return task.construct_requests(doc, ctx, metadata=(task.config.task, 0, 1))
 
 
+# the paper's prompt asks no reply form (its exemplars show it); without a chat template every
+# generation prompt ends with Appendix F's "Assistant:" line
 @pytest.mark.parametrize(("metadata", "instruction", "reply_format", "budget"), [
-    ({}, STEP_INSTRUCTION, STEP_FORMAT, 512),  # the paper's prompt by default
-    ({"verbalized_prompt": "short"}, CONFIDENCE_INSTRUCTION, CONFIDENCE_FORMAT,
+    ({}, STEP_INSTRUCTION, "Assistant:", 512),  # the paper's prompt by default
+    ({"verbalized_prompt": "short"}, CONFIDENCE_INSTRUCTION, CONFIDENCE_FORMAT + "\nAssistant:",
      SHORT_MAX_GEN_TOKS),
 ])
 def test_prompt_asks_for_the_option_and_a_confidence(ppdb_data_dir, metadata, instruction,
@@ -293,7 +294,7 @@ def test_prompt_asks_for_the_option_and_a_confidence(ppdb_data_dir, metadata, in
     original = requests[0].arguments[0]
     lines = original.splitlines()
     assert lines[3].endswith("which of the following options is true? " + instruction)
-    assert lines[4:] == [f"a. {PPDB[0]}", f"b. {PPDB[1]}", reply_format]
+    assert lines[4:] == [f"a. {PPDB[0]}", f"b. {PPDB[1]}", *reply_format.split("\n")]
     assert requests[0].arguments[1]["do_sample"] is False
     assert {r.arguments[1]["max_gen_toks"] for r in requests} == {budget}
     for request, plan in zip(requests[1:], task.prompt_plans(doc)[1:], strict=True):
@@ -313,7 +314,7 @@ def test_the_short_budget_yields_to_gen_kwargs(tiny_model_dir, ppdb_data_dir):
                        "verbalized_prompt": "short"}, num_fewshot=0, gen_kwargs="max_gen_toks=3")
     sample = out["samples"]["calidist_ppdb_verbalized"][-1]
     assert sample["arguments"][0][1]["max_gen_toks"] == 3
-    assert sample["arguments"][0][0].endswith(CONFIDENCE_FORMAT + "\n")
+    assert sample["arguments"][0][0].endswith(CONFIDENCE_FORMAT + "\nAssistant:\n")
 
 
 def test_corrupted_requests_parse_against_the_real_options(ppdb_tasks):

@@ -14,11 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import load_task, run_lm_eval
 
-from calidist_tasks.prompting import fewshot
 from calidist_tasks.scoring.records import (
     CALIBRATION,
     EVALUATION,
-    INDEX_FIELD,
     SOURCE_FIELD,
     SPLIT_FIELD,
 )
@@ -183,19 +181,6 @@ def test_no_prompt_sent_through_lm_eval_shows_its_own_document(tiny_model_dir: P
         for argument in sample["arguments"]:
             assert argument[0].count(sample["doc"]["premise"]) == 1, sample["doc"][SOURCE_FIELD]
     assert len(samples) == 9  # every document is logged: 9 once the copies are dropped
-
-
-def test_a_pool_never_offers_a_copy_of_the_query() -> None:
-    """The few-shot guard itself (documents built without ``dataset``): a calibration document
-    with the query's content under another index is not its exemplar."""
-    rows = [json.loads(line) for line in mnli_lines(3)]
-    docs = [{**r, SPLIT_FIELD: CALIBRATION, INDEX_FIELD: i} for i, r in enumerate(rows)]
-    docs.append({**rows[1], SPLIT_FIELD: EVALUATION, INDEX_FIELD: 3})  # a copy of document 1
-    pool = fewshot.calibration_pool(docs)
-    chosen = fewshot.select_exemplars(pool, 3, 1, "label", exclude=3)
-    assert [d[INDEX_FIELD] for d in chosen] == [0, 2]
-    assert [d[INDEX_FIELD] for d in fewshot.select_exemplars(pool, 3, 1, "label", exclude=0)] \
-        == [1, 2]
 
 
 # ------------------------------------------------------------------ the PPDB corpus

@@ -93,10 +93,13 @@ def test_unreadable_and_null_replies_follow_the_documented_rule() -> None:
 def test_echoed_few_shot_exemplars_are_never_read_as_the_answer(name: str, prompt: str,
                                                                 data_dir: Path) -> None:
     """With --num_fewshot 1 the prompt holds one solved exemplar per label, each with its own
-    hint and its answer in the reply format ("The answer is (x) ... Confidence: N%"): echoing
-    them must not give their answers or confidences."""
+    hint and its reply in the reply form (paper: reasoned steps, each "Confidence: N%", then "...
+    the correct answer is (x) ... Overall Confidence: N%"; short: "The answer is (x). Confidence:
+    N%"): echoing them must not give their answers or confidences."""
     instances = requests(name, data_dir, num_fewshot=1, prompt=prompt)
-    assert any(instance.arguments[0].count("The answer is (") > 1 for instance in instances)
+    # the exemplars' replies are in the prompt (the query states no "Confidence: " but in the
+    # short form's format line)
+    assert any(instance.arguments[0].count("Confidence: ") > 1 for instance in instances)
     for instance in instances:
         alone, before, after = readings(instance.arguments[0], instance.doc, prompt)
         assert alone == {"answer": None, "confidence": None}, (name, instance.arguments[0])
