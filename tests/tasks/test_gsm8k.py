@@ -49,6 +49,13 @@ from calidist_tasks.tasks.gsm8k import (
     ("pages 5-6 of 10", "10"),  # a range is not a negative number
     ("3, 4 and 5", "5"),  # "3, 4" is two numbers, not 34
     ("about 2.50 dollars.", "2.5"),
+    # one grammar (docs/gsm8k.md): a token that is not one number is unreadable, never a part
+    ("1.2.3", None), ("192.168.1.1", None), ("1.000.000", None),  # dotted groups, quads
+    ("1 000 000", None), ("The answer is 1,000 000", None),  # thousands: commas only
+    ("The answer is 5 1/2", None),  # a mixed fraction, as "1/2"
+    ("The answer is 1e5", None), ("0x12", None),  # exponent and hex forms
+    ("The answer is 18 or 19", None), ("18 or 19", None), ("18-19", None),  # two offered
+    ("from 3 to 5 apples, 7 in all", "7"),  # a range before the answer does not matter
     ("::::::::", None),
     ("no digits here", None),
     ("", None),
