@@ -5,12 +5,14 @@ each step (0-100)%, and mention your overall confidence level in your answer (0-
 Vanilla, CaliDist (log-prob) and CaliDist (verbalized) numbers (Tables 1, 3, 4) are all read from
 that one generated reply per prompt:
 
-- the answer: the reply's final answer statement ("... the correct answer is (c) ...");
+- the answer: the reply's first answer statement ("... the correct answer is (c) ..."), the
+  reply cut at its first complete overall confidence or a new block (``verbalized.read_reply``,
+  the one reader of every path);
 - the stated confidence: its "Overall Confidence: 60%";
 - p: the softmax over the c option letters at the answer's position, i.e. the letters'
   log-likelihoods after the prompt and the reply's own text up to its answer's letter
-  (``verbalized.locate_answer``), taken at the letter the reply wrote (as GSM8K's last stage takes
-  a chain's own number, ``open_ended``).
+  (``verbalized.read_reply``'s ``at``), taken at the letter the reply wrote (as GSM8K's last
+  stage takes a chain's own number, ``tasks.gsm8k``).
 
 lm-eval builds every request before the model answers, so a reply cannot be scored in the run
 that generates it. A reasoned task ``calidist_<b>[_<style>]_cot`` is therefore the later stage of
@@ -96,14 +98,14 @@ class Reading(NamedTuple):
 
 def read_reply(reply: str, shown: Mapping[str, Any]) -> Reading:
     """The answer, stated confidence and answer position of ``reply`` to the prompt ``shown``
-    (a request document: its options, hint and exemplars; ``GenerationTask._request_doc``)."""
-    own = verbalized.own_text(reply, shown.get(HINT), shown.get(FEWSHOT))
-    stated = verbalized.parse_confidence(own)
-    located = verbalized.locate_answer(reply, shown[CHOICES], shown.get(HINT), shown.get(FEWSHOT))
-    if located is None:
-        return Reading(None, stated, None)
-    answer, cut = located
-    return Reading(answer, stated, cut, reply[cut].isupper())
+    (a request document: its options, hint, exemplars and question;
+    ``GenerationTask._request_doc``), as every path reads a reply (``verbalized.read_reply``).
+    An answer named by an option's text alone has no letter to score: unreadable here."""
+    reading = verbalized.read_reply(reply, shown[CHOICES], shown.get(HINT), shown.get(FEWSHOT),
+                                    verbalized.shown_texts(shown))
+    if reading.at is None:
+        return Reading(None, reading.confidence, None)
+    return Reading(reading.answer, reading.confidence, reading.at, reply[reading.at].isupper())
 
 
 # ---------------------------------------------------------------------- the reply run's samples

@@ -32,7 +32,8 @@ HINT_42 = number_hint(0, "42")  # "Hint: I think the answer should be 42.\nNote 
 
 @pytest.mark.parametrize("text, hint, answer, confidence", [
     ("9 * 2 = 18.\nThe answer is 18. Confidence: 80%", None, "18", 0.8),
-    ("The answer is $1,234.50.\nConfidence: 0.65", None, "1234.5", 0.65),
+    ("The answer is $1,234.50.\nConfidence: 65%", None, "1234.5", 0.65),
+    ("The answer is $1,234.50.\nConfidence: 0.65", None, "1234.5", None),  # issue #34: not 65%
     ("It costs 10 dollars. I am 75% sure.", None, "10", 0.75),  # "75% sure" is not the answer
     ("Confidence: 90%", None, None, 0.9),  # a confidence alone has no answer
     ("20% of 50 is 10.\nThe answer is 10.", None, "10", None),  # a lone % is part of the maths
