@@ -206,7 +206,8 @@ def _opener_pattern(openers: tuple[str, ...]) -> re.Pattern[str]:
 def reply_end(text: str, openers: tuple[str, ...] = TURN_OPENERS) -> int:
     """Where the reply ends as read: right after its first complete overall confidence ("Overall
     Confidence: 60%"), or where a line after its first opens a new block (``openers``),
-    whichever comes first; ``len(text)`` when neither does. What follows is the model writing on, not its reply."""
+    whichever comes first; ``len(text)`` when neither does. What follows is the model writing
+    on, not its reply."""
     ends = [len(text)]
     overall = _OVERALL.search(text)
     if overall:
