@@ -25,17 +25,55 @@ def logsumexp(values: list[float]) -> float:
 
 
 # ------------------------------------------------------------------ the pure reading
-def test_letters_at_the_answer_token_with_case_variants_and_the_floor():
-    """"(b" chosen; "(a" and "(A" both listed (summed); "(c" absent: the floor."""
-    listed = (("(b", -0.5), ("(a", -1.5), ("(A", -2.5), (" (", -3.0), ("x", -4.0))
+def test_letters_at_the_answer_token_in_either_case_and_the_floor():
+    """"(b" chosen; "(A" listed (its upper case counts for (a)); "(c" absent: the floor."""
+    listed = (("(b", -0.5), ("(A", -1.5), (" (", -3.0), ("x", -4.0))
     tokens = [("The answer is", -0.1, ()), (" ", -0.2, ()), ("(b", -0.5, listed), (")", -0.1, ())]
     text = "".join(t for t, _, _ in tokens)
     position = answer_position(text, CHOICES)
     assert text[position] == "b"
     remaining = 1 - sum(math.exp(v) for _, v in listed)
     floor = min(-4.0, math.log(remaining))  # one absent letter takes at most the rest
-    assert letter_logprobs(tokens, position, 3) == pytest.approx(
-        (logsumexp([-1.5, -2.5]), -0.5, floor))
+    assert letter_logprobs(tokens, position, 3) == pytest.approx((-1.5, -0.5, floor))
+
+
+@pytest.mark.parametrize("listed", [
+    (("(b", -0.5), ("(a", float("nan"))),
+    (("(b", -0.5), ("(a", "NaN")),
+    (("(b", -0.5), ("(a", 0.5)),  # positive
+    (("(b", -0.5), ("(a", float("inf"))),
+    (("(b", -0.5), ("(a", None)),
+    (("(b", -0.5), ("(a", -1.5), ("(A", -2.5)),  # one letter's two case forms: counted twice
+    (("(b", -0.5), ("(a", 0.0), ("(a", 0.0)),  # the same token repeated
+])
+def test_impossible_top_logprobs_are_refused_for_this_reply(listed):
+    """issue #36: such values make this reply's log-prob reading unreadable (a ValueError that
+    ``parse_response`` turns into ``letter_logprobs: None`` with its reason); the stated
+    reading stands."""
+    tokens = [("The answer is ", -0.1, ()), ("(b", -0.5, listed), (") Overall Confidence: 70%",
+                                                                  -0.1, ())]
+    text = "".join(t for t, _, _ in tokens)
+    with pytest.raises(ValueError, match="answer token"):
+        letter_logprobs(tokens, answer_position(text, CHOICES), 3)
+    parsed = parse_response(ScoredReply(text, tokens), CHOICES)
+    assert (parsed["answer"], parsed["confidence"], parsed["letter_logprobs"]) == (1, 0.7, None)
+    assert "answer token" in parsed["logprob_error"]
+
+
+def test_an_impossible_reading_leaves_the_document_and_its_stated_reading(caplog):
+    """One reply's impossible log-probabilities: that reply's log-prob outcome is unreadable
+    (wrong at 1/c), one warning names the document, nothing raises."""
+    from calidist_tasks.confidence.chat_logprobs import logprob_record
+    from calidist_tasks.scoring.joining import PromptPlan
+
+    good = {"answer": 1, "confidence": 0.7, "letter_logprobs": (-2.0, -0.2, -3.0)}
+    bad = {"answer": 0, "confidence": 0.6, "letter_logprobs": None,
+           "logprob_error": "the log-probability nan of '(a' ..."}
+    with caplog.at_level("WARNING"):
+        record = logprob_record([good, bad], [PromptPlan(), PromptPlan(0, 0)], 3, 1, "mean",
+                                "task document 7")
+    assert record["parse_failures"] == 1 and record["prediction"] == 1
+    assert [r.getMessage() for r in caplog.records if "document 7" in r.getMessage()]
 
 
 def test_the_floor_splits_the_remaining_mass_but_never_exceeds_a_listed_token():
