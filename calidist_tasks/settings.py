@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from calidist_metrics import DELTA_MODES, FIT_METHODS, LAMBDA_SCALES
@@ -130,7 +130,7 @@ class RunSettings:
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any] | None) -> RunSettings:
         metadata = dict(metadata or {})
-        known = set(cls.__dataclass_fields__) - {"model", "model_backend", "api"}
+        known = {f.name for f in fields(cls) if not f.metadata.get("internal")}
         for key in metadata:
             if key in known:
                 continue
