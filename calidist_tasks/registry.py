@@ -65,7 +65,8 @@ SCORES: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
 # named "<score>_<confidence>" goes the way of its score. Diagnostics have none.
 HIGHER_IS_BETTER = {"acc": True, "auroc": True, "ece": False, "ece_adaptive": False,
                     "brier": False, "mce": False, "smece": False, "aurc": False,
-                    "parse_fail_rate": False}
+                    "parse_fail_rate": False, "unreadable_original": False,
+                    "unreadable_hinted": False}
 
 
 def higher_is_better(name: str) -> bool | None:
@@ -313,7 +314,15 @@ DIAGNOSTICS = (
 # the fitted temperature, and vector scaling's own accuracy (it may change the prediction)
 BASELINE_EXTRAS = ("temperature", metric_name("acc", VECTOR_SCALING), "requests_per_doc",
                    "n_calibration", "n_evaluation")
-GENERATION_EXTRAS = ("parse_fail_rate", "requests_per_doc", "n_calibration", "n_evaluation")
+GENERATION_EXTRAS = ("parse_fail_rate", "unreadable_original", "requests_per_doc",
+                     "n_calibration", "n_evaluation")
+# unreadable replies counted (aggregation.unreadable_counts), beside parse_fail_rate
+UNREADABLE_EXTRAS = ("parse_fail_rate", "unreadable_original", "unreadable_hinted")
+
+
+def unreadable_metrics(distracted: bool) -> tuple[str, ...]:
+    """The unreadable share and counts a reading of replies reports (no hints: no hinted)."""
+    return UNREADABLE_EXTRAS if distracted else UNREADABLE_EXTRAS[:2]
 # sampling_temperature: the samples' temperature (ConfidenceSource.summary_extras)
 SAMPLING_EXTRAS = {CONSISTENCY: ("identical_samples_rate", "sampling_temperature"), SPUQ: ()}
 
@@ -324,7 +333,7 @@ def metric_names(distracted: bool, confidence: str = LOGIT) -> list[str]:
     names = ["acc", *(m.metric(s) for m in fitted_methods(distracted, confidence)
                       for s in SCORES)]
     if distracted:
-        return [*names, *DIAGNOSTICS, *(["parse_fail_rate"] if confidence != LOGIT else [])]
+        return [*names, *DIAGNOSTICS, *(UNREADABLE_EXTRAS if confidence != LOGIT else ())]
     if confidence == LOGIT:
         return [*names, *BASELINE_EXTRAS]
     return [*names, *GENERATION_EXTRAS, *SAMPLING_EXTRAS.get(confidence, ())]

@@ -19,7 +19,14 @@ import numpy as np
 
 from calidist_metrics import CalibrationWarning
 from calidist_tasks.confidence import consistency
-from calidist_tasks.registry import LOGIT, SCORES, Method, fitted_methods, metric_names
+from calidist_tasks.registry import (
+    LOGIT,
+    SCORES,
+    Method,
+    fitted_methods,
+    metric_names,
+    unreadable_metrics,
+)
 from calidist_tasks.scoring.fits import (
     calidist_calibrator,
     calidist_inputs,
@@ -47,10 +54,31 @@ from calidist_tasks.settings import RunSettings
 EPSILON = 1.0 / STABLE_LAMBDA_RAW
 
 
-def _scores(confidence: np.ndarray, correct: np.ndarray, name: str = "") -> dict[str, float]:
-    """Every score of one confidence (``name``: its metric suffix, "" for CaliDist's)."""
+def _scores(confidence: np.ndarray, correct: np.ndarray, evaluation: Sequence[Mapping[str, Any]],
+            name: str = "") -> dict[str, float]:
+    """Every score of one confidence (``name``: its metric suffix, "" for CaliDist's) on the
+    ``evaluation`` records, each document whose original reply was unreadable scored by the
+    unreadable rule, wrong at its record's 1/c, whatever the method made of it: every method
+    scores the same documents the same way there (docs/paper_fidelity.md)."""
+    unreadable = np.fromiter((bool(r.get("unreadable_original")) for r in evaluation),
+                             dtype=bool, count=len(evaluation))
+    if unreadable.any():
+        confidence, correct = np.array(confidence, dtype=float), np.array(correct, dtype=float)
+        confidence[unreadable] = column(evaluation, "confidence")[unreadable]
+        correct[unreadable] = 0.0
     return {metric_name(score, name): float(fn(confidence, correct))
             for score, fn in SCORES.items()}
+
+
+def unreadable_counts(evaluation: Sequence[Mapping[str, Any]],
+                      distracted: bool) -> dict[str, float]:
+    """``unreadable_original`` (evaluation documents whose original reply was unreadable) and,
+    for a task with hints, ``unreadable_hinted`` (their unreadable hinted replies)."""
+    counts = {"unreadable_original": float(sum(r.get("unreadable_original", 0)
+                                               for r in evaluation))}
+    if distracted:
+        counts["unreadable_hinted"] = float(sum(r.get("unreadable_hinted", 0) for r in evaluation))
+    return counts
 
 
 def _common(calibration: list, evaluation: list) -> dict[str, float]:
@@ -60,7 +88,7 @@ def _common(calibration: list, evaluation: list) -> dict[str, float]:
         "requests_per_doc": float(column(evaluation, "requests").mean()),
         "n_calibration": float(len(calibration)),
         "n_evaluation": float(len(evaluation)),
-        **_scores(column(evaluation, "confidence"), correct, VANILLA),
+        **_scores(column(evaluation, "confidence"), correct, evaluation, VANILLA),
     }
 
 
@@ -75,7 +103,7 @@ def summarize_calidist(
     calibrated = calibrator.predict(calidist_inputs(evaluation))
     return {
         **_common(calibration, evaluation),
-        **_scores(calibrated, correct),
+        **_scores(calibrated, correct, evaluation),
         "flip_rate": float(column(evaluation, "flipped").mean()),
         "mu_mean": float(column(evaluation, "mu").mean()),
         "delta_mean": float(column(evaluation, "delta").mean()),
@@ -130,7 +158,8 @@ def fitted_scores(
         if found is None:  # skipped (vector scaling on documents with different option counts)
             results.update({method.metric(score): math.nan for score in SCORES})
         else:
-            results.update(_scores(found.confidence, found.correct, method.confidence))
+            results.update(_scores(found.confidence, found.correct, evaluation,
+                                   method.confidence))
     return results, fitted
 
 
@@ -181,7 +210,8 @@ def summarize_generations(
 
 def logprob_metric_names(distracted: bool) -> list[str]:
     """A verbalized task's CaliDist (log-prob) metrics: the logit task's, suffixed."""
-    return [metric_name(name, LOGPROB) for name in (*metric_names(distracted), "parse_fail_rate")]
+    return [metric_name(name, LOGPROB)
+            for name in (*metric_names(distracted), *unreadable_metrics(distracted))]
 
 
 def summarize_logprobs(
@@ -213,8 +243,10 @@ def summarize_letters(
     (CaliDist, or vanilla and the logit baselines) with the readings' ``parse_fail_rate``;
     every score NaN when most were unreadable (``unless_unreadable``, ``what`` says how)."""
     summarize = summarize_calidist if distracted else summarize_baselines
+    evaluation = split_records(records)[1]
     results = {**summarize(records, settings, context),
-               "parse_fail_rate": parse_fail_rate(split_records(records)[1])}
+               "parse_fail_rate": parse_fail_rate(evaluation),
+               **unreadable_counts(evaluation, distracted)}
     return unless_unreadable(results, what)
 
 
@@ -242,7 +274,8 @@ def _summarize_generations(
     distracted: bool,
 ) -> dict[str, float]:
     calibration, evaluation = split_records(records)
-    results = {"parse_fail_rate": parse_fail_rate(evaluation)}
+    results = {"parse_fail_rate": parse_fail_rate(evaluation),
+               **unreadable_counts(evaluation, distracted)}
     if distracted:
         return {**summarize_calidist(records, settings, context), **results}
     results.update(_common(calibration, evaluation))

@@ -64,9 +64,12 @@ Fit = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]], RunSet
 
 
 def split_records(records: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
-    """(calibration, evaluation) records, each in document order; no evaluation -> ValueError."""
+    """(calibration, evaluation) records, each in document order; no evaluation -> ValueError.
+    A calibration document whose original reply was unreadable fits nothing (its 1/c is the
+    unreadable rule's, not the model's): it is left out of the calibration records."""
     ordered = sorted(records, key=itemgetter("index"))  # ranks gather in any order
-    calibration = [r for r in ordered if r["split"] == CALIBRATION]
+    calibration = [r for r in ordered
+                   if r["split"] == CALIBRATION and not r.get("unreadable_original")]
     evaluation = [r for r in ordered if r["split"] == EVALUATION]
     if not evaluation:
         raise ValueError(

@@ -51,7 +51,7 @@ from calidist_tasks.backends import lm_eval_compat
 from calidist_tasks.prompting import verbalized
 from calidist_tasks.prompting.distractors import LETTERS
 from calidist_tasks.prompting.parts import CHOICES, FEWSHOT, HINT
-from calidist_tasks.registry import REASONED, STATED, metric_names
+from calidist_tasks.registry import REASONED, STATED, metric_names, unreadable_metrics
 from calidist_tasks.runs.earlier_runs import EarlierRun, Logged, described
 from calidist_tasks.runs.files import stage1_folder
 from calidist_tasks.runs.two_stage import HINTS, hints_sent
@@ -75,10 +75,10 @@ SCORING = "scoring"  # letter log-probabilities from a later loglikelihood stage
 
 def reasoned_metric_names(distracted: bool) -> list[str]:
     """Both readings' metrics: the log-prob reading under the logit tasks' names with its
-    ``parse_fail_rate``, then the verbalized task's names + ``STATED``."""
+    ``parse_fail_rate`` and unreadable counts, then the verbalized task's names + ``STATED``."""
     spoken = [name + STATED for name in metric_names(distracted, VERBALIZED)
               if name not in SHARED_METRICS]
-    return [*metric_names(distracted), "parse_fail_rate", *spoken]
+    return [*metric_names(distracted), *unreadable_metrics(distracted), *spoken]
 
 
 # ---------------------------------------------------------------------- one reply, read

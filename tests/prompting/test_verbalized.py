@@ -356,14 +356,19 @@ def test_records_and_metrics_follow_the_documented_rule(ppdb_tasks):
     assert first["prediction"] == 0 and first["confidence"] == 0.9
     assert first["generations"] == 5 and first["parse_failures"] == 1
     # hints naming 'a' (= the prediction) are dropped; of the two 'b' hints one flipped at 0.6
-    # and one is unreadable: a changed answer at 1/c = 0.5
-    assert first["mu"] == pytest.approx((0.6 + 0.5) / 2) and first["flipped"] == 1
+    # and one is unreadable: left out of mu and delta (issue #34; before, a flip at 1/c), k = 1
+    assert first["mu"] == pytest.approx(0.6) and first["flipped"] == 1
+    assert first["delta"] == pytest.approx(0.9 - 0.6)
+    assert first["unreadable_hinted"] == 1 and first["unreadable_original"] == 0
+    assert [h[3] for h in first["hints"]].count(None) == 1  # logged unreadable, not as 1/c
+    assert last["unreadable_original"] == 1 and last["correct"] == 0
     summary = task.summarize(records)
     evaluation = [r for r in records if r["split"] == "evaluation"]
     failures = sum(r["parse_failures"] for r in evaluation)
     assert summary["parse_fail_rate"] == pytest.approx(failures / (5 * len(evaluation)))
     assert summary["acc"] == pytest.approx(sum(r["correct"] for r in evaluation) / 4)
     assert all(math.isfinite(summary[k]) for k in ("ece", "ece_vanilla", "brier", "auroc"))
+    assert (summary["unreadable_original"], summary["unreadable_hinted"]) == (1, 4)
 
 
 def test_original_only_task_reports_the_logit_free_baselines(ppdb_tasks):
