@@ -57,15 +57,16 @@ EPSILON = 1.0 / STABLE_LAMBDA_RAW
 def _scores(confidence: np.ndarray, correct: np.ndarray, evaluation: Sequence[Mapping[str, Any]],
             name: str = "") -> dict[str, float]:
     """Every score of one confidence (``name``: its metric suffix, "" for CaliDist's) on the
-    ``evaluation`` records, each document whose original reply was unreadable scored by the
-    unreadable rule, wrong at its record's 1/c, whatever the method made of it: every method
-    scores the same documents the same way there (docs/paper_fidelity.md)."""
+    ``evaluation`` records, each document whose original reply was unreadable scored as the
+    unreadable rule left its record (at 1/c; an unreadable answer wrong), whatever the method
+    made of it: every method scores the same documents the same way there
+    (docs/paper_fidelity.md)."""
     unreadable = np.fromiter((bool(r.get("unreadable_original")) for r in evaluation),
                              dtype=bool, count=len(evaluation))
     if unreadable.any():
         confidence, correct = np.array(confidence, dtype=float), np.array(correct, dtype=float)
         confidence[unreadable] = column(evaluation, "confidence")[unreadable]
-        correct[unreadable] = 0.0
+        correct[unreadable] = column(evaluation, "correct")[unreadable]
     return {metric_name(score, name): float(fn(confidence, correct))
             for score, fn in SCORES.items()}
 

@@ -152,14 +152,15 @@ def join_document(
     original; ``hint_instability``).
 
     Unreadable replies are counted, not guessed (docs/paper_fidelity.md): an unreadable
-    original is wrong at its outcome's 1/c (``unreadable_original``; every method scores it so
-    and no fit uses it, ``aggregation``); an unreadable hinted reply is logged with confidence
-    None and left out of mu and delta (``unreadable_hinted`` counts them)."""
+    original keeps its outcome by the documented rule (an unreadable answer wrong at 1/c, an
+    unreadable confidence 1/c; ``unreadable_original``), which every method scores as it is and
+    no fit uses (``aggregation``); an unreadable hinted reply is logged with confidence None and
+    left out of mu and delta (``unreadable_hinted`` counts them)."""
     if len(plans) != len(outcomes) or plans[0].hint_label is not None:
         raise ValueError("the first prompt must be the original and every prompt needs an outcome")
     original = outcomes[0]
     record = answer_record(int(label), original.prediction, original.confidence,
-                           original.parsed and original.prediction == label, original.parsed,
+                           original.prediction == label, original.parsed,
                            original.letter_logprobs)
     record["unreadable_original"] = int(not original.parsed)
     # a tuple of plain tuples of Hint's fields, not NamedTuples (records: the garbage collector)

@@ -60,7 +60,7 @@ class Record(TypedDict, total=False):
     confidence: float  # the model's confidence in it (p)
     correct: int  # 1 when the prediction is the gold label, else 0
     parsed: bool  # False when an answer or confidence of the document could not be read
-    unreadable_original: int  # 1: the original reply was unreadable (wrong at 1/c, no fit)
+    unreadable_original: int  # 1: the original reply was unreadable (scored at 1/c, no fit)
     letter_logprobs: tuple[float, ...]  # logit path: the option letters' log-likelihoods
     # the hinted prompts (distractor tasks): ``joining.join_document``
     # in the order sent, each a plain tuple of Hint's fields; JSON lists read back: ``hints_of``

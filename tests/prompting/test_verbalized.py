@@ -361,7 +361,7 @@ def test_records_and_metrics_follow_the_documented_rule(ppdb_tasks):
     assert first["delta"] == pytest.approx(0.9 - 0.6)
     assert first["unreadable_hinted"] == 1 and first["unreadable_original"] == 0
     assert [h[3] for h in first["hints"]].count(None) == 1  # logged unreadable, not as 1/c
-    assert last["unreadable_original"] == 1 and last["correct"] == 0
+    assert last["unreadable_original"] == 1 and last["correct"] == 0  # no answer: wrong
     summary = task.summarize(records)
     evaluation = [r for r in records if r["split"] == "evaluation"]
     failures = sum(r["parse_failures"] for r in evaluation)

@@ -104,11 +104,14 @@ def test_join_of_scripted_replies_by_hand(tmp_path: Path) -> None:
         p = want[i][1]
         assert record["prediction"] == candidates[0] == want[i][0]
         assert record["confidence"] == p and record["correct"] == want[i][2]
+        # issue #34: the unreadable hints 3 and 4 are logged with confidence None and left out
+        # of mu and delta (k = 2), not counted as a flip / a move at 1/c = 0
         assert [(h.prediction, h.confidence) for h in hints_of(record)] == [
-            (1, 0.6), (0, 0.8), (-1, 0.0), (0, 0.0)]
+            (1, 0.6), (0, 0.8), (-1, None), (0, None)]
         assert record["answers"] == [candidates[1], candidates[0], None, candidates[0]]
-        assert record["mu"] == pytest.approx((0.6 + 0.0) / 4)  # flips weighted by confidence
-        assert record["delta"] == pytest.approx(abs(p - (0.6 + 0.8 + 0.0 + 0.0) / 4))
+        assert record["mu"] == pytest.approx(0.6 / 2)  # flips weighted by confidence
+        assert record["delta"] == pytest.approx(abs(p - (0.6 + 0.8) / 2))
+        assert record["unreadable_hinted"] == 2
         assert record["flipped"] == 1 and record["requests"] == 4
         assert record["parse_failures"] == 2 + int(not want[i][3])
         assert record["generations"] == 1 + HINT_NUMBERS
