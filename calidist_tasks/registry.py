@@ -320,6 +320,10 @@ GENERATION_EXTRAS = ("parse_fail_rate", "unreadable_original", "requests_per_doc
 UNREADABLE_EXTRAS = ("parse_fail_rate", "unreadable_original", "unreadable_hinted")
 
 
+# "does the model reason?" (aggregation.reasoning_metrics): a _verbalized / _cot run's replies
+REASONING_METRICS = ("reasoned_rate", "cut_rate", "readable_rate", "output_tokens_per_reply")
+
+
 def unreadable_metrics(distracted: bool) -> tuple[str, ...]:
     """The unreadable share and counts a reading of replies reports (no hints: no hinted)."""
     return UNREADABLE_EXTRAS if distracted else UNREADABLE_EXTRAS[:2]

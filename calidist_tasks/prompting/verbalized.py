@@ -445,6 +445,22 @@ def outcome_from_parse(
     return Outcome(int(answer), float(confidence))
 
 
+def reply_shapes(parsed: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+    """One document's replies as ``aggregation.reasoning_metrics`` counts them: ``replies``,
+    ``reasoned`` (two or more step lines before the answer), ``cut`` (ran on past their end),
+    ``readable`` (answer and confidence read) and their ``output_tokens``; None when the
+    readings carry no shape (``reply_shape``: the verbalized filter's)."""
+    shapes = [(p, p["shape"]) for p in parsed if "shape" in p]
+    if not shapes:
+        return None
+    return {"replies": float(len(shapes)),
+            "reasoned": float(sum(shape["steps"] >= 2 for _, shape in shapes)),
+            "cut": float(sum(bool(shape["cut"]) for _, shape in shapes)),
+            "readable": float(sum(p["answer"] is not None and p["confidence"] is not None
+                                  for p, _ in shapes)),
+            "output_tokens": float(sum(shape["output_tokens"] for _, shape in shapes))}
+
+
 @register_filter("calidist_verbalized")
 class VerbalizedFilter(Filter):
     """lm-eval filter: each generation -> ``{"answer", "confidence"}`` (see ``parse_response``).

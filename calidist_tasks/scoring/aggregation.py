@@ -82,6 +82,23 @@ def unreadable_counts(evaluation: Sequence[Mapping[str, Any]],
     return counts
 
 
+def reasoning_metrics(evaluation: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Does the model reason? Over the evaluation documents' replies (their ``reply_shape``):
+    ``reasoned_rate``, the share with two or more step lines before their answer;
+    ``cut_rate``, the share that ran on past their end and were cut there; ``readable_rate``,
+    the share whose answer and confidence were read; ``output_tokens_per_reply`` (the paper's
+    Table 4 reports 74 for a Vanilla reply). {} when the records carry no shapes."""
+    shapes = [r["reply_shape"] for r in evaluation if r.get("reply_shape")]
+    replies = sum(shape["replies"] for shape in shapes)
+    if not replies:
+        return {}
+    total = {key: sum(shape[key] for shape in shapes)
+             for key in ("reasoned", "cut", "readable", "output_tokens")}
+    return {"reasoned_rate": total["reasoned"] / replies, "cut_rate": total["cut"] / replies,
+            "readable_rate": total["readable"] / replies,
+            "output_tokens_per_reply": total["output_tokens"] / replies}
+
+
 def _common(calibration: list, evaluation: list) -> dict[str, float]:
     correct = column(evaluation, "correct")
     return {
@@ -201,6 +218,7 @@ def summarize_generations(
 ) -> dict[str, float]:
     """Metrics of a generation task; a distracted verbalized task is CaliDist's summary."""
     results = _summarize_generations(records, settings, context, confidence, distracted)
+    results.update(reasoning_metrics(split_records(records)[1]))
     logprobs = summarize_logprobs(records, settings, context, distracted)
     if confidence == CONSISTENCY:  # samples that were not sampled (a server, greedy)
         message = consistency.identical_samples_warning(split_records(records)[1])

@@ -77,6 +77,7 @@ class Record(TypedDict, total=False):
     # generation tasks
     generations: int  # replies read for the record
     parse_failures: int  # of them, the unreadable ones
+    reply_shape: dict[str, float]  # verbalized replies: steps, cuts, tokens (reply_shapes)
     confidences: dict[str, float]  # sampling baselines: kind -> confidence (SAMPLING_KINDS)
     answers: list[Any]  # sampled answers (consistency, SPUQ); GSM8K: the hinted chains' numbers
     agreement: list[int]  # SPUQ: per perturbed answer, 1 when it equals the original one

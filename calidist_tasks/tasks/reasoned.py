@@ -51,12 +51,22 @@ from calidist_tasks.backends import lm_eval_compat
 from calidist_tasks.prompting import verbalized
 from calidist_tasks.prompting.distractors import LETTERS
 from calidist_tasks.prompting.parts import CHOICES, FEWSHOT, HINT
-from calidist_tasks.registry import REASONED, STATED, metric_names, unreadable_metrics
+from calidist_tasks.registry import (
+    REASONED,
+    REASONING_METRICS,
+    STATED,
+    metric_names,
+    unreadable_metrics,
+)
 from calidist_tasks.runs.earlier_runs import EarlierRun, Logged, described
 from calidist_tasks.runs.files import stage1_folder
 from calidist_tasks.runs.two_stage import HINTS, hints_sent
-from calidist_tasks.scoring.aggregation import summarize_generations, summarize_letters
-from calidist_tasks.scoring.fits import reading_settings, second_reading
+from calidist_tasks.scoring.aggregation import (
+    reasoning_metrics,
+    summarize_generations,
+    summarize_letters,
+)
+from calidist_tasks.scoring.fits import reading_settings, second_reading, split_records
 from calidist_tasks.scoring.joining import Outcome, PromptPlan, join_document, outcome_at
 from calidist_tasks.scoring.records import (
     INDEX_FIELD,
@@ -78,7 +88,8 @@ def reasoned_metric_names(distracted: bool) -> list[str]:
     ``parse_fail_rate`` and unreadable counts, then the verbalized task's names + ``STATED``."""
     spoken = [name + STATED for name in metric_names(distracted, VERBALIZED)
               if name not in SHARED_METRICS]
-    return [*metric_names(distracted), *unreadable_metrics(distracted), *spoken]
+    return [*metric_names(distracted), *unreadable_metrics(distracted), *spoken,
+            *REASONING_METRICS]
 
 
 # ---------------------------------------------------------------------- one reply, read
@@ -89,6 +100,7 @@ class Reading(NamedTuple):
     stated: float | None  # its stated (overall) confidence, as a fraction
     cut: int | None  # where its answer's letter starts in the reply
     upper: bool = False  # the reply wrote the letter in upper case ("(C)")
+    shape: dict[str, Any] | None = None  # how it reasoned (``verbalized.reply_shape``)
 
     def letters(self, n_choices: int) -> list[str]:
         """The c letters scored at the answer, in the case the reply wrote its own."""
@@ -103,9 +115,11 @@ def read_reply(reply: str, shown: Mapping[str, Any]) -> Reading:
     An answer named by an option's text alone has no letter to score: unreadable here."""
     reading = verbalized.read_reply(reply, shown[CHOICES], shown.get(HINT), shown.get(FEWSHOT),
                                     verbalized.shown_texts(shown))
+    shape = verbalized.reply_shape(reply, reading)
     if reading.at is None:
-        return Reading(None, reading.confidence, None)
-    return Reading(reading.answer, reading.confidence, reading.at, reply[reading.at].isupper())
+        return Reading(None, reading.confidence, None, shape=shape)
+    return Reading(reading.answer, reading.confidence, reading.at, reply[reading.at].isupper(),
+                   shape)
 
 
 # ---------------------------------------------------------------------- the reply run's samples
@@ -324,7 +338,10 @@ class ReasonedTask(GenerationTask):
         record = join_document(kept, by_logprob, label, self.settings.delta_mode)
         spoken = join_document(kept, by_statement, label, self.settings.delta_mode)
         unlocated = sum(r.answer is None for r in readings)
-        record.update(place, generations=len(plans), parse_failures=unlocated, replies=replies)
+        record.update(place, generations=len(plans), parse_failures=unlocated, replies=replies,
+                      reply_shape=verbalized.reply_shapes(
+                          [{"answer": r.answer, "confidence": r.stated, "shape": r.shape}
+                           for r in readings]))
         record["verbalized"] = {
             **spoken, **place, "generations": len(plans),
             "parse_failures": sum(not verbalized.outcome_from_parse(
@@ -353,4 +370,5 @@ def summarize_reasoned(records: Sequence[Mapping[str, Any]], settings: Any,
                                    context, VERBALIZED, distracted)
     results.update({name + STATED: value for name, value in spoken.items()
                     if name not in SHARED_METRICS})
+    results.update(reasoning_metrics(split_records(records)[1]))
     return results

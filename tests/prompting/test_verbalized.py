@@ -466,3 +466,28 @@ def test_an_echoed_data_row_is_not_the_answer():
     assert (parsed["answer"], parsed["confidence"]) == (1, 0.4)
     # without the document's text the echo's statement would be read: (a) at 100%
     assert (read_reply(reply, PPDB).answer, read_reply(reply, PPDB).confidence) == (0, 1.0)
+
+
+def test_the_results_say_whether_the_model_reasons(ppdb_tasks):
+    """issue #34 item 6: reasoned_rate (>= 2 step lines before the answer), cut_rate,
+    readable_rate and output tokens per reply, from the filter's readings of each reply."""
+    task = ppdb_tasks["verbalized"]
+    steps = "Step 1: he walked. Confidence: 40%\nStep 2: he drove. Confidence: 60%\n"
+    replies = [steps + "The answer is (b). Overall Confidence: 70%",  # reasons
+               steps + "The answer is (b). Overall Confidence: 70%\nUser: next?",  # and runs on
+               "The answer is (a). Overall Confidence: 80%",  # one line
+               "I do not know."]  # unreadable
+    assert "reasoned_rate" in task.reported_metrics()
+    records = []
+    for i, doc in enumerate(task.eval_docs):
+        reading = VerbalizedFilter().apply([[replies[i % 4]]], [{CHOICES: PPDB}])[0]
+        records.append(task.process_results(doc, [reading])["acc"])
+    evaluation = [r for r in records if r["split"] == "evaluation"]
+    shares = [sum(s) / len(evaluation) for s in zip(*[
+        (i % 4 < 2, i % 4 == 1, i % 4 < 3) for i, r in enumerate(records)
+        if r["split"] == "evaluation"], strict=True)]
+    summary = task.summarize(records)
+    assert [summary[k] for k in ("reasoned_rate", "cut_rate", "readable_rate")] == (
+        pytest.approx(shares))
+    tokens = [len(replies[i % 4]) / 4 for i, r in enumerate(records) if r["split"] == "evaluation"]
+    assert summary["output_tokens_per_reply"] == pytest.approx(sum(tokens) / len(tokens))
