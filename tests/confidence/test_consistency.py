@@ -20,7 +20,8 @@ from calidist_tasks.scoring.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.scoring.records import CONSISTENCY_KINDS
 from calidist_tasks.tasks.generation import DUMMY
 
-END_OF_TURN = ["<|im_end|>", "<|eot_id|>", "<|endoftext|>", "</s>"]  # the YAMLs' until
+# the YAMLs' until: end-of-turn strings, then where an invented next turn begins (issue #34)
+END_OF_TURN = ["<|im_end|>", "<|eot_id|>", "<|endoftext|>", "</s>", "\nUser:", "\nAssistant:"]
 
 
 def test_vote_on_the_papers_example():
