@@ -46,10 +46,9 @@ keeps its answer with confidence 1/c. Both count in ``parse_fail_rate``.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, NamedTuple
 
 from lm_eval.api.filter import Filter
@@ -119,19 +118,45 @@ _NUMBER_STATEMENT = re.compile(r"\banswer\s*(?:is|:|=)\s*[-\u2212$]?\d", re.IGNO
 # name no one option.
 _ALTERNATIVE = re.compile(r"[^\S\n]*(?:(?:or|and|/|,|;|&)[^\S\n]*)?(?:(?:option|choice)\s+)?"
                           r"(?:\([a-z]\)|[a-z]\))", re.IGNORECASE)
-# (marker, whether a letter that is not an option still counts as naming one): "(b)", a reply
-# that starts with "b." or is just "b" name a letter; " b)" and "option b" only an option's.
+# (marker, whether a letter that is not an option still counts as naming one, the text it holds
+# around a letter x): "(b)", a reply that starts with "b." or is just "b" name a letter; " b)"
+# and "option b" only an option's.
 _MARKERS = (
-    (r"(?<![a-z])\(([a-z])\)", True),
-    (r"^\s*([a-z])[.:](?:\s|$)", True),
-    (r"^\s*([a-z])\s*$", True),
-    (r"(?:^|\s)([a-z])\)", False),
-    (r"\boption\s+([a-z])\b", False),
+    (r"(?<![a-z])\(([a-z])\)", True, "(x)"),
+    (r"^\s*([a-z])[.:](?:\s|$)", True, "x"),
+    (r"^\s*([a-z])\s*$", True, "x"),
+    (r"(?:^|\s)([a-z])\)", False, "x)"),
+    (r"\boption\s+([a-z])\b", False, "x"),
 )
-# each marker, and the same marker negated ("not (b)" does not name (b))
-_MARKED = [(re.compile(m, re.IGNORECASE), re.compile(r"\bnot\s*(?:option\s*)?" + m.lstrip("^"),
-                                                     re.IGNORECASE), strict)
-           for m, strict in _MARKERS]
+ALPHABET = "abcdefghijklmnopqrstuvwxyz"
+
+
+@cache
+def _marker(pattern: str, letter: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """``pattern`` naming ``letter``, and the same marker negated ("not (b)" names no (b))."""
+    named = pattern.replace("([a-z])", f"({letter})")
+    return re.compile(named), re.compile(r"\bnot\s*(?:option\s*)?" + named.lstrip("^"))
+
+
+def _marked_letters(low: str, valid: str) -> set[str]:
+    """The letters the lowered reply names by option markers, less negated ones. A letter is
+    looked for only where the reply holds its marker's text ("(b)"), so a reply of 25,000
+    markers costs a few scans, not 25,000 matches visited one by one."""
+    named = set()
+    for pattern, strict, around in _MARKERS:
+        if pattern.startswith("^"):  # at the reply's start only: one match, never negated
+            found = re.match(pattern, low)
+            if found and (strict or found.group(1) in valid):
+                named.add(found.group(1))
+            continue
+        for letter in ALPHABET if strict else valid:
+            if around.replace("x", letter) not in low:
+                continue
+            marker, negated = _marker(pattern, letter)
+            if ("not" in low and len(marker.findall(low)) > len(negated.findall(low))
+                    or "not" not in low and marker.search(low)):
+                named.add(letter)
+    return named
 # "not 90% sure", "isn't confident at 90%", "never even 80%": no confidence stated.
 _NEGATED_CONFIDENCE = re.compile(
     r"(?:\bnot|n't|\bnever)\s+(?:(?:even|quite|really|fully|entirely|completely|exactly)\s+)?$",
@@ -181,9 +206,10 @@ def strip_echoes(text: str, echoes: Iterable[str], keep_positions: bool = False)
     def blank(match: re.Match[str]) -> str:
         return " " * len(match.group()) if keep_positions else " "
 
+    low = text.lower()
     for echo in sorted(echoes, key=len, reverse=True):
         words = echo.split()
-        if words:
+        if words and words[0].lower() in low:
             pattern = r"\s+".join(re.escape(w) for w in words)
             text = re.sub(pattern, blank, text, flags=re.IGNORECASE)
     return text
@@ -209,12 +235,13 @@ def reply_end(text: str, openers: tuple[str, ...] = TURN_OPENERS) -> int:
     whichever comes first; ``len(text)`` when neither does. What follows is the model writing
     on, not its reply."""
     ends = [len(text)]
-    overall = _OVERALL.search(text)
+    overall = _OVERALL.search(text) if "confiden" in text.lower() else None
     if overall:
         ends.append(overall.end())
     # an opener before any text of the reply's own (an echo of the prompt blanked in front of
     # it) begins the reply, not a next block
-    block = _opener_pattern(openers).search(text, len(text) - len(text.lstrip()))
+    block = (_opener_pattern(openers).search(text, len(text) - len(text.lstrip()))
+             if "\n" in text else None)
     if block:
         ends.append(block.start())
     return min(ends)
@@ -248,15 +275,24 @@ def _stated_confidence(text: str, end: int, statement: int | None) -> float | No
     "Confidence: N%", on a line before the answer's, is never read as the overall one; none, or
     values that disagree, are unreadable. What follows ``end`` still qualifies a value ("100%
     not sure")."""
-    overall = _OVERALL.search(text, 0, end)
+    low = text.lower()
+    confidence = "confiden" in low
+    overall = _OVERALL.search(text, 0, end) if confidence else None
     if overall:
         return _value(text, overall, 2)
     if statement is None:  # no statement (an answer by its text, a GSM8K last number): the
         statement = len(text[:end].rstrip())  # confidence on the reply's closing line
     start = text.rfind("\n", 0, statement) + 1
-    values = [_value(text, m, 2) for m in _CONFIDENCE_AFTER.finditer(text, start, end)]
-    values += [_value(text, m, 1) for m in _CONFIDENCE_BEFORE.finditer(text, start, end)]
+    values = ([_value(text, m, 2) for m in _CONFIDENCE_AFTER.finditer(text, start, end)]
+              if confidence else [])
+    if _holds(low, "confiden", "sure", "certain"):
+        values += [_value(text, m, 1) for m in _CONFIDENCE_BEFORE.finditer(text, start, end)]
     return _unique(values)
+
+
+def _holds(low: str, *words: str) -> bool:
+    """Whether the lowered text holds any of ``words`` (a scan the patterns need not make)."""
+    return any(word in low for word in words)
 
 
 def _unique(values: Sequence[Any]) -> Any:
@@ -271,27 +307,28 @@ def _answer(text: str, choices: Sequence[str]) -> tuple[int | None, int | None, 
     statement: the first marker naming it), else the options' own texts (no letter; a GSM8K
     "The answer is 18" is the statement). Several options named, or a letter that is not an
     option, are unreadable."""
-    statement = _EXPLICIT.search(text)
+    low = text.lower()  # for what the reply holds, never for positions
+    statement = _EXPLICIT.search(text) if _holds(low, "answer", "option", "choice") else None
     if statement:
         group = next(g for g in (1, 2, 3) if statement.group(g))
         index = LETTERS.find(statement.group(group).lower())
         if _ALTERNATIVE.match(text, statement.end()) or not 0 <= index < len(choices):
             return None, None, statement.start()
         return index, statement.start(group), statement.start()
-    numbered = _NUMBER_STATEMENT.search(text)
+    numbered = _NUMBER_STATEMENT.search(text) if "answer" in low else None
     valid = LETTERS[: len(choices)]
-    named = set()
-    for marker, negated, strict in _MARKED:
-        counts = Counter(letter.lower() for letter in marker.findall(text))
-        counts.subtract(letter.lower() for letter in negated.findall(text))
-        named |= {letter for letter, n in counts.items() if n > 0 and (strict or letter in valid)}
+    named = _marked_letters(low, valid)
     if named:
         letter = _unique(named)  # "c. <option b's text>" with two options: unreadable
         if letter is None or letter not in valid:
             return None, None, numbered.start() if numbered else None
         # where it is first named: its first marker; p is read at its first "(x)"
-        found = [re.search(marker.replace("[a-z]", letter), text, re.IGNORECASE)
-                 for marker, _ in _MARKERS]
+        # on the lowered text where it keeps the positions (a scan without case folding)
+        hay, flags = (low, 0) if len(low) == len(text) else (text, re.IGNORECASE)
+        found = [(re.match if marker.startswith("^") else re.search)(
+                     marker.replace("([a-z])", f"({letter})"), hay, flags)
+                 if around.replace("x", letter) in low else None
+                 for marker, _, around in _MARKERS]
         first = min((f.start(1) for f in found if f), default=None)
         written = found[0]  # its first "(x)"
         return LETTERS.index(letter), written.start(1) if written else None, first
@@ -331,7 +368,9 @@ def read_reply(
     own = masked[:end]
     answer, at, statement = _answer(own, choices)
     confidence = _stated_confidence(masked, end, statement)
-    before = own[: own.rfind("\n", 0, statement) + 1] if statement is not None else ""
+    before = (own[: own.rfind("\n", 0, statement) + 1]
+              if statement is not None and _holds(own.lower(), "confiden", "sure", "certain")
+              else "")
     steps = sum(bool(_CONFIDENCE_AFTER.search(line) or _CONFIDENCE_BEFORE.search(line))
                 for line in before.split("\n"))
     return ReplyReading(answer, confidence, at, steps, bool(masked[end:].strip()))
