@@ -21,9 +21,10 @@ APIs"):
    (``logprob_record``: the same join as the verbalized one, from these letters), and the
    aggregation reports its metrics with the suffix ``_logprob`` (``records.LOGPROB``).
 
-Impossible values (NaN, "NaN", positive or infinite log-probabilities, a token listed twice, both
-case forms of one letter) make that reply's log-prob reading unreadable (the documented rule,
-wrong at 1/c), with one warning naming the document; its stated reading stands
+Impossible values (NaN, "NaN", positive or infinite log-probabilities, probabilities adding up
+to more than 1: a token listed twice)
+make that reply's log-prob reading unreadable (the documented rule, wrong at 1/c), with one
+warning naming the document; its stated reading stands
 (``letter_logprobs``, ``logprob_record``).
 
 Absent letters: a chat API lists only the K most likely tokens at a position. A letter not
@@ -87,39 +88,45 @@ def letter_logprobs(tokens: Sequence[Token], position: int | None,
     ``position`` of the tokens' joined text (the answer letter), None when there is none.
 
     A letter's token is the answer token with its letter replaced, in either case ("(c" ->
-    "(a", "(A"; " B" -> " A"). Letters not listed get the module's floor. Raises ValueError,
-    saying which, when the listed values cannot be log-probabilities of one distribution: a
-    value that is not a number, NaN, positive or infinite, a token listed twice, or both case
-    forms of one letter listed (its probability would be counted twice)."""
+    "(a", "(A"; " B" -> " A"); both case forms listed are two tokens of one letter, summed.
+    Letters not listed get the module's floor. Raises ValueError, saying which, when the listed
+    values cannot be log-probabilities of one distribution: a value that is not a number, NaN,
+    positive or infinite, or probabilities adding up to more than 1 (a token listed twice)."""
     found_at = _token_at(tokens, position)
     if found_at is None:
         return None
     (text, logprob, listed), offset = found_at
     prefix, suffix = text[:offset], text[offset + 1:]
-    alternatives = _checked([*listed, (text, logprob)], text)
+    alternatives = _checked(listed, text, logprob)
     found = []
     for letter in LETTERS[:n_choices]:
         forms = {prefix + letter + suffix, prefix + letter.upper() + suffix}
-        values = [value for token, value in alternatives.items() if token in forms]
-        if len(values) > 1:
-            raise ValueError(f"top_logprobs list both {sorted(forms)} at the answer token "
-                             f"{text!r}: one letter counted twice")
-        found.append(values[0] if values else None)
+        values = [value for token, value in alternatives if token in forms]
+        found.append(_logsumexp(values) if values else None)
     absent = found.count(None)
     if absent:
-        least = min(alternatives.values())
-        remaining = 1.0 - sum(math.exp(v) for v in alternatives.values())
+        least = min(value for _, value in alternatives)
+        remaining = 1.0 - sum(math.exp(value) for _, value in alternatives)
         floor = min(least, math.log(remaining / absent)) if remaining > 0 else least
         found = [floor if value is None else value for value in found]
     return tuple(found)
 
 
-def _checked(listed: Sequence[tuple[Any, Any]], answer_token: str) -> dict[str, float]:
-    """The listed alternatives (the answer token's own value last, which may repeat its listed
-    one) as {token: log-probability}; ValueError for a value that is not a finite number <= 0
-    or a token listed twice."""
-    checked: dict[str, float] = {}
-    for index, (token, value) in enumerate(listed):
+# Listed probabilities may add up to a little over 1 by rounding; beyond this they are not one
+# distribution's (a token repeated at log-probability 0, say).
+MASS_TOLERANCE = 1e-3
+
+
+def _checked(listed: Sequence[tuple[Any, Any]], answer_token: str,
+             answer_logprob: Any) -> list[tuple[str, float]]:
+    """The answer token's listed alternatives (the token itself added when not listed) as
+    (token, log-probability); ValueError for a value that is not a finite number <= 0, or
+    values whose probabilities add up to more than 1 (a token repeated, say "(a" twice at 0.0).
+    Distinct tokens may share a text (byte tokens of a whole vocabulary): both are kept."""
+    pairs = [*listed] + ([] if any(token == answer_token for token, _ in listed)
+                         else [(answer_token, answer_logprob)])
+    checked = []
+    for token, value in pairs:
         try:
             number = float(value)
         except (TypeError, ValueError):
@@ -127,10 +134,11 @@ def _checked(listed: Sequence[tuple[Any, Any]], answer_token: str) -> dict[str, 
         if not (math.isfinite(number) and number <= 0.0):
             raise ValueError(f"the log-probability {value!r} of {token!r} at the answer token "
                              f"{answer_token!r} is not a finite number <= 0")
-        if token in checked and index < len(listed) - 1:
-            raise ValueError(f"top_logprobs list {token!r} twice at the answer token "
-                             f"{answer_token!r}")
-        checked.setdefault(token, number)
+        checked.append((token, number))
+    mass = sum(math.exp(value) for _, value in checked)
+    if mass > 1.0 + MASS_TOLERANCE:
+        raise ValueError(f"top_logprobs at the answer token {answer_token!r} add up to "
+                         f"probability {mass:.3g} > 1 (a token listed twice?)")
     return checked
 
 
@@ -142,6 +150,11 @@ def _token_at(tokens: Sequence[Token], position: int | None) -> tuple[Token, int
             return token, position - start
         start += len(token[0])
     return None
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
 
 
 def logprob_outcome(parsed: dict[str, Any], n_choices: int, where: str) -> Outcome:

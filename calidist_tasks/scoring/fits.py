@@ -66,10 +66,13 @@ Fit = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]], RunSet
 def split_records(records: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
     """(calibration, evaluation) records, each in document order; no evaluation -> ValueError.
     A calibration document whose original reply was unreadable fits nothing (its 1/c is the
-    unreadable rule's, not the model's): it is left out of the calibration records."""
+    unreadable rule's, not the model's): it is left out of the calibration records, unless
+    every one is unreadable (then they are kept, so that the run still reports; its
+    ``unreadable_original`` and ``parse_fail_rate`` say so, and the ⚠ rule of
+    ``aggregation.unless_unreadable`` applies above half unreadable)."""
     ordered = sorted(records, key=itemgetter("index"))  # ranks gather in any order
-    calibration = [r for r in ordered
-                   if r["split"] == CALIBRATION and not r.get("unreadable_original")]
+    calibration = [r for r in ordered if r["split"] == CALIBRATION]
+    calibration = [r for r in calibration if not r.get("unreadable_original")] or calibration
     evaluation = [r for r in ordered if r["split"] == EVALUATION]
     if not evaluation:
         raise ValueError(
