@@ -51,13 +51,18 @@ def task_folder() -> str:
 def _model_metadata(model: Any, model_args: str | Mapping[str, Any] | None) -> dict[str, Any]:
     """What lm-eval's CLI merges from ``--model_args`` into the task metadata; for a loaded LM
     object, the same keys read from its attributes (``pretrained``, ``model``, ``base_url``)."""
-    if isinstance(model, str):
+    from calidist_tasks.settings import BACKEND_KEY
+
+    if isinstance(model, str):  # the backend's kind decides the sampling (consistency.decoding)
         if isinstance(model_args, str):
             from lm_eval.utils import simple_parse_args_string
 
-            return dict(simple_parse_args_string(model_args))
-        return dict(model_args or {})
-    found = {}
+            return {**simple_parse_args_string(model_args), BACKEND_KEY: model}
+        return {**(model_args or {}), BACKEND_KEY: model}
+    from calidist_tasks.backends.lm_eval_compat import api_backend
+
+    # "LocalChatCompletion" or "MyChat (local-chat-completions)": the registered kind
+    found = {BACKEND_KEY: api_backend(model).rpartition("(")[2].rstrip(")")}
     for key in ("pretrained", "model", "base_url"):
         value = getattr(model, key, None)
         if isinstance(value, str) and value:

@@ -122,7 +122,8 @@ def scores_shown(where: str) -> dict[str, Score]:
 # ``scores_shown(RESULTS)`` by ``register``.
 SCORES: dict[str, Score] = scores_shown(RESULTS)
 # Which way the reported numbers that are not scores go (lm-eval's arrows, the report's verdicts)
-OTHER_DIRECTIONS = {"acc": True, "parse_fail_rate": False}
+OTHER_DIRECTIONS = {"acc": True, "parse_fail_rate": False, "unreadable_original": False,
+                    "unreadable_hinted": False}
 
 
 def higher_is_better(name: str) -> bool | None:
@@ -396,7 +397,19 @@ DIAGNOSTICS = (
 # the fitted temperature, and vector scaling's own accuracy (it may change the prediction)
 BASELINE_EXTRAS = ("temperature", metric_name("acc", VECTOR_SCALING), "requests_per_doc",
                    "n_calibration", "n_evaluation")
-GENERATION_EXTRAS = ("parse_fail_rate", "requests_per_doc", "n_calibration", "n_evaluation")
+GENERATION_EXTRAS = ("parse_fail_rate", "unreadable_original", "requests_per_doc",
+                     "n_calibration", "n_evaluation")
+# unreadable replies counted (aggregation.unreadable_counts), beside parse_fail_rate
+UNREADABLE_EXTRAS = ("parse_fail_rate", "unreadable_original", "unreadable_hinted")
+
+
+# "does the model reason?" (aggregation.reasoning_metrics): a _verbalized / _cot run's replies
+REASONING_METRICS = ("reasoned_rate", "cut_rate", "readable_rate", "output_tokens_per_reply")
+
+
+def unreadable_metrics(distracted: bool) -> tuple[str, ...]:
+    """The unreadable share and counts a reading of replies reports (no hints: no hinted)."""
+    return UNREADABLE_EXTRAS if distracted else UNREADABLE_EXTRAS[:2]
 # sampling_temperature: the samples' temperature (ConfidenceSource.summary_extras)
 SAMPLING_EXTRAS = {CONSISTENCY: ("identical_samples_rate", "sampling_temperature"), SPUQ: ()}
 
@@ -407,7 +420,7 @@ def metric_names(distracted: bool, confidence: str = LOGIT) -> list[str]:
     names = ["acc", *(m.metric(s) for m in fitted_methods(distracted, confidence)
                       for s in SCORES)]
     if distracted:
-        return [*names, *DIAGNOSTICS, *(["parse_fail_rate"] if confidence != LOGIT else [])]
+        return [*names, *DIAGNOSTICS, *(UNREADABLE_EXTRAS if confidence != LOGIT else ())]
     if confidence == LOGIT:
         return [*names, *BASELINE_EXTRAS]
     return [*names, *GENERATION_EXTRAS, *SAMPLING_EXTRAS.get(confidence, ())]

@@ -10,12 +10,13 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from calidist_metrics import DELTA_MODES, FIT_METHODS, LAMBDA_SCALES
 
 SAMPLINGS = ("auto", "top_k", "temperature")  # consistency decoding (confidence.consistency)
+BACKEND_KEY = "model_backend"  # the metadata key calidist_tasks.evaluate sets to the --model
 # Verbalized prompt: "paper" is Appendix F's step-by-step wording, "short" asks for the option
 # and one confidence only (cheaper, and easier for small models).
 VERBALIZED_PROMPTS = ("paper", "short")
@@ -117,15 +118,19 @@ class RunSettings:
     model: str | None = _option(None, "the model, from --model_args pretrained= or model=",
                                 internal=True)
     sampling: str = _option("auto", "consistency decoding: top_k (top_k 50 / top_p 0.95), "
-                            "temperature (1.5 alone), auto (temperature on an API base_url, "
-                            "else top_k)", choices=SAMPLINGS)
-    # --model_args has a base_url: an HTTP API backend (not a --metadata key)
-    api: bool = _option(False, "an HTTP API backend (--model_args base_url=)", internal=True)
+                            "temperature (1.5 alone), auto (temperature on an HTTP API backend "
+                            "such as local-chat-completions, else top_k)", choices=SAMPLINGS)
+    # the --model name (calidist_tasks.evaluate passes it; a plain lm_eval run does not)
+    model_backend: str | None = _option(None, "the model backend (--model), set by calidist",
+                                        internal=True)
+    # an HTTP API backend, by model_backend's kind (else a base_url in --model_args)
+    api: bool = _option(False, "an HTTP API backend (confidence.consistency.is_api_backend)",
+                        internal=True)
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any] | None) -> RunSettings:
         metadata = dict(metadata or {})
-        known = set(cls.__dataclass_fields__) - {"model", "api"}
+        known = {f.name for f in fields(cls) if not f.metadata.get("internal")}
         for key in metadata:
             if key in known:
                 continue
@@ -138,7 +143,14 @@ class RunSettings:
                 )
         values = {k: metadata[k] for k in known if k in metadata and metadata[k] is not None}
         values["model"] = metadata.get("pretrained") or metadata.get("model")
-        values["api"] = bool(metadata.get("base_url"))
+        backend = metadata.get(BACKEND_KEY)
+        values["model_backend"] = backend
+        if backend:
+            from calidist_tasks.confidence.consistency import is_api_backend
+
+            values["api"] = is_api_backend(str(backend))
+        else:  # a run that does not say its backend: an HTTP endpoint in --model_args
+            values["api"] = bool(metadata.get("base_url"))
         settings = cls(**values)
         settings.validate()
         return settings

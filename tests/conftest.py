@@ -6,10 +6,18 @@ import copy
 import functools
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# Test modules import helpers from one another by module name ("from test_report import
+# write_run"); tests live in one folder per package concern, so each folder is importable.
+for _folder in sorted(Path(__file__).parent.iterdir()):
+    if _folder.is_dir() and not _folder.name.startswith((".", "_")):
+        if str(_folder) not in sys.path:
+            sys.path.append(str(_folder))
 
 # Set before anything imports transformers, datasets or huggingface_hub.
 os.environ["HF_HUB_OFFLINE"] = "1"

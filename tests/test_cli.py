@@ -170,7 +170,7 @@ def test_eval_help_lists_every_metadata_key_before_lm_evals_options(flag, capsys
     ours = out[:lm_eval_model.start()]
     assert ours.startswith("calidist options (pass as --metadata '{\"key\": value}'):\n")
     entries = help_entries(ours.split("\n\n")[0])
-    keys = [f.name for f in dataclasses.fields(RunSettings) if f.name not in ("model", "api")]
+    keys = [f.name for f in dataclasses.fields(RunSettings) if not f.metadata.get("internal")]
     # every key, in declaration order, then the task options, and nothing else
     assert list(entries) == keys + list(cli.TASK_OPTIONS)
     fields = {f.name: f for f in dataclasses.fields(RunSettings)}

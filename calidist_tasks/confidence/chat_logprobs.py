@@ -21,6 +21,12 @@ APIs"):
    (``logprob_record``: the same join as the verbalized one, from these letters), and the
    aggregation reports its metrics with the suffix ``_logprob`` (``records.LOGPROB``).
 
+Impossible values (NaN, "NaN", positive or infinite log-probabilities, probabilities adding up
+to more than 1: a token listed twice)
+make that reply's log-prob reading unreadable (the documented rule, wrong at 1/c), with one
+warning naming the document; its stated reading stands
+(``letter_logprobs``, ``logprob_record``).
+
 Absent letters: a chat API lists only the K most likely tokens at a position. A letter not
 among them gets the floor ``min(smallest listed log-probability, log(remaining mass / absent
 letters))``: each absent token is at most as likely as the least likely listed one, and the
@@ -31,6 +37,7 @@ likely than a listed token, the generated one included.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -44,6 +51,7 @@ from calidist_tasks.scoring.joining import (
 )
 from calidist_tasks.scoring.records import Record
 
+log = logging.getLogger(__name__)
 # top_logprobs asked of a chat API: OpenAI's maximum (vLLM's default max_logprobs is 20 too);
 # ``--gen_kwargs top_logprobs=N`` asks for another number, ``logprobs=false`` for none.
 TOP_LOGPROBS = 20
@@ -80,27 +88,58 @@ def letter_logprobs(tokens: Sequence[Token], position: int | None,
     ``position`` of the tokens' joined text (the answer letter), None when there is none.
 
     A letter's token is the answer token with its letter replaced, in either case ("(c" ->
-    "(a", "(A"; " B" -> " A"); several matching alternatives are summed. Letters not listed get
-    the module's floor."""
+    "(a", "(A"; " B" -> " A"); both case forms listed are two tokens of one letter, summed.
+    Letters not listed get the module's floor. Raises ValueError, saying which, when the listed
+    values cannot be log-probabilities of one distribution: a value that is not a number, NaN,
+    positive or infinite, or probabilities adding up to more than 1 (a token listed twice)."""
     found_at = _token_at(tokens, position)
     if found_at is None:
         return None
     (text, logprob, listed), offset = found_at
     prefix, suffix = text[:offset], text[offset + 1:]
-    alternatives = dict(listed)
-    alternatives.setdefault(text, logprob)
+    alternatives = _checked(listed, text, logprob)
     found = []
     for letter in LETTERS[:n_choices]:
         forms = {prefix + letter + suffix, prefix + letter.upper() + suffix}
-        values = [value for token, value in alternatives.items() if token in forms]
+        values = [value for token, value in alternatives if token in forms]
         found.append(_logsumexp(values) if values else None)
     absent = found.count(None)
     if absent:
-        least = min(alternatives.values())
-        remaining = 1.0 - sum(math.exp(v) for v in alternatives.values())
+        least = min(value for _, value in alternatives)
+        remaining = 1.0 - sum(math.exp(value) for _, value in alternatives)
         floor = min(least, math.log(remaining / absent)) if remaining > 0 else least
         found = [floor if value is None else value for value in found]
     return tuple(found)
+
+
+# Listed probabilities may add up to a little over 1 by rounding; beyond this they are not one
+# distribution's (a token repeated at log-probability 0, say).
+MASS_TOLERANCE = 1e-3
+
+
+def _checked(listed: Sequence[tuple[Any, Any]], answer_token: str,
+             answer_logprob: Any) -> list[tuple[str, float]]:
+    """The answer token's listed alternatives (the token itself added when not listed) as
+    (token, log-probability); ValueError for a value that is not a finite number <= 0, or
+    values whose probabilities add up to more than 1 (a token repeated, say "(a" twice at 0.0).
+    Distinct tokens may share a text (byte tokens of a whole vocabulary): both are kept."""
+    pairs = [*listed] + ([] if any(token == answer_token for token, _ in listed)
+                         else [(answer_token, answer_logprob)])
+    checked = []
+    for token, value in pairs:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not (math.isfinite(number) and number <= 0.0):
+            raise ValueError(f"the log-probability {value!r} of {token!r} at the answer token "
+                             f"{answer_token!r} is not a finite number <= 0")
+        checked.append((token, number))
+    mass = sum(math.exp(value) for _, value in checked)
+    if mass > 1.0 + MASS_TOLERANCE:
+        raise ValueError(f"top_logprobs at the answer token {answer_token!r} add up to "
+                         f"probability {mass:.3g} > 1 (a token listed twice?)")
+    return checked
 
 
 def _token_at(tokens: Sequence[Token], position: int | None) -> tuple[Token, int] | None:
@@ -149,6 +188,11 @@ def logprob_record(parsed: Sequence[dict[str, Any]], plans: Sequence[PromptPlan]
                          "log-probabilities (a --use_cache entry from a run that did not ask for "
                          "them?): rerun without that cache")
     outcomes = [logprob_outcome(p, n_choices, f"{where} prompt {i}") for i, p in enumerate(parsed)]
+    failed = [f"prompt {i}: {p['logprob_error']}" for i, p in enumerate(parsed)
+              if p.get("logprob_error")]
+    if failed:  # this reading of these replies only: the stated reading needs no log-probs
+        log.warning("%s: log-prob reading unreadable for %s; the stated reading stands",
+                    where, "; ".join(failed))
     if first is not None:
         plans, outcomes = [PromptPlan(), *plans], [first, *outcomes]
     elif plans and plans[0].hint_label is not None:

@@ -185,7 +185,8 @@ def refit(run: TaskRun, methods: Sequence[Method]) -> dict[str, fits.Fitted | No
     found: dict[str, fits.Fitted | None] = {}
     for method in methods:
         try:
-            found[method.label] = method.fit(calibration, evaluation, settings, context)
+            fitted = method.fit(calibration, evaluation, settings, context)
+            found[method.label] = fitted and fits.as_scored(fitted, evaluation)
         except fits.NoCalibration:
             found[method.label] = None
     return found

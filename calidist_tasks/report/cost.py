@@ -98,17 +98,31 @@ def generation_cost(prompts: list[tuple[float, int]], output_tokens: float,
             "scoring_tokens": scored["distinct_tokens"]}
 
 
+# Does the model reason? (aggregation.reasoning_metrics, unreadable_counts): a _verbalized /
+# _cot run's replies, beside its cost; the paper's Table 4 reports 74 output tokens per Vanilla
+# reply (GPT-4o-mini).
+REPLY_COLUMNS = (("reasoned_rate", "replies with ≥ 2 steps"), ("cut_rate", "replies cut"),
+                 ("readable_rate", "replies readable"),
+                 ("output_tokens_per_reply", "output tokens / reply (paper: 74)"),
+                 ("unreadable_original", "unreadable originals"),
+                 ("unreadable_hinted", "unreadable hinted replies"))
+
+
 def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
     """One row per model and task: requests, distinct prompts, prompt tokens and generated
-    tokens (generation tasks; – for tasks that score the letters) per document."""
+    tokens (generation tasks; – for tasks that score the letters) per document, and, for a run
+    of replies, how they reasoned and how many were unreadable (``REPLY_COLUMNS``; empty for a
+    task that reports none)."""
     table = Table(["model", "task", "methods", "documents", "requests / doc",
                    "distinct prompts / doc", "prompt tokens / doc",
                    "× original prompt (forward passes)", "× original prompt (requests)",
-                   "generated tokens / doc", "tokens counted as"], digits=1,
+                   "generated tokens / doc", "tokens counted as",
+                   *(label for _, label in REPLY_COLUMNS)], digits=1,
                   keys=["model", "task", "methods", "documents", "requests_per_doc",
                         "distinct_prompts_per_doc", "prompt_tokens_per_doc",
                         "forward_passes_vs_original_prompt", "requests_vs_original_prompt",
-                        "generated_tokens_per_doc", "token_count"])
+                        "generated_tokens_per_doc", "token_count",
+                        *(key for key, _ in REPLY_COLUMNS)])
     counters: dict[str, tuple[Callable[[str], float], str]] = {}
     for run in sorted(runs, key=lambda r: (names[r.group], r.task)):
         variant = task_variant(run.task, run.config)[1]
@@ -130,7 +144,7 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
         else:  # no usable samples: the results file's request count only
             table.rows.append([names[run.group], run.task, methods, None,
                                run.metrics.get("requests_per_doc"), None, None, None, None,
-                               None, "no usable samples"])
+                               None, "no usable samples", *replies_of(run)])
             continue
         requests, distinct, total, passes = (
             np.mean([c[key] for c in costs]) for key in
@@ -140,5 +154,11 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
         table.rows.append([names[run.group], run.task, methods, str(len(docs)),
                            float(requests), float(distinct), float(total),
                            float(passes / original) if original else None,
-                           float(total / original) if original else None, generated, how])
+                           float(total / original) if original else None, generated, how,
+                           *replies_of(run)])
     return table
+
+
+def replies_of(run: TaskRun) -> list[float | None]:
+    """The run's ``REPLY_COLUMNS`` metrics (None where it reports none)."""
+    return [run.metrics.get(key) for key, _ in REPLY_COLUMNS]

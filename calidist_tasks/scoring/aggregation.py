@@ -28,8 +28,10 @@ from calidist_tasks.registry import (
     calidist_method,
     fitted_methods,
     metric_names,
+    unreadable_metrics,
 )
 from calidist_tasks.scoring.fits import (
+    as_scored,
     column,
     reading_settings,
     save_fit,
@@ -61,6 +63,34 @@ def _scores(confidence: np.ndarray, correct: np.ndarray, name: str = "") -> dict
             for score, fn in SCORES.items()}
 
 
+def unreadable_counts(evaluation: Sequence[Mapping[str, Any]],
+                      distracted: bool) -> dict[str, float]:
+    """``unreadable_original`` (evaluation documents whose original reply was unreadable) and,
+    for a task with hints, ``unreadable_hinted`` (their unreadable hinted replies)."""
+    counts = {"unreadable_original": float(sum(r.get("unreadable_original", 0)
+                                               for r in evaluation))}
+    if distracted:
+        counts["unreadable_hinted"] = float(sum(r.get("unreadable_hinted", 0) for r in evaluation))
+    return counts
+
+
+def reasoning_metrics(evaluation: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Does the model reason? Over the evaluation documents' replies (their ``reply_shape``):
+    ``reasoned_rate``, the share with two or more step lines before their answer;
+    ``cut_rate``, the share that ran on past their end and were cut there; ``readable_rate``,
+    the share whose answer and confidence were read; ``output_tokens_per_reply`` (the paper's
+    Table 4 reports 74 for a Vanilla reply). {} when the records carry no shapes."""
+    shapes = [r["reply_shape"] for r in evaluation if r.get("reply_shape")]
+    replies = sum(shape["replies"] for shape in shapes)
+    if not replies:
+        return {}
+    total = {key: sum(shape[key] for shape in shapes)
+             for key in ("reasoned", "cut", "readable", "output_tokens")}
+    return {"reasoned_rate": total["reasoned"] / replies, "cut_rate": total["cut"] / replies,
+            "readable_rate": total["readable"] / replies,
+            "output_tokens_per_reply": total["output_tokens"] / replies}
+
+
 def _common(calibration: list, evaluation: list) -> dict[str, float]:
     correct = column(evaluation, "correct")
     mark_calibration(calibration)
@@ -79,7 +109,8 @@ def summarize_calidist(
 ) -> dict[str, float]:
     """CaliDist metrics on the evaluation documents, fitted on the calibration documents."""
     calibration, evaluation = split_records(records)
-    fitted = calidist_method().fit(calibration, evaluation, settings, context)
+    fitted = as_scored(calidist_method().fit(calibration, evaluation, settings, context),
+                       evaluation)
     calibrator = fitted.estimator
     save_fit(calibrator, settings, context)
     log_confidences(evaluation, CALIDIST, fitted.confidence, fitted.correct)
@@ -137,7 +168,8 @@ def fitted_scores(
     for method in methods:
         if method.own:
             continue
-        fitted[method.suffix] = found = method.fit(calibration, evaluation, settings, context)
+        found = method.fit(calibration, evaluation, settings, context)
+        fitted[method.suffix] = found = found and as_scored(found, evaluation)
         if found is None:  # skipped (vector scaling on documents with different option counts)
             results.update({method.metric(score): math.nan for score in SCORES})
         else:
@@ -183,6 +215,7 @@ def summarize_generations(
 ) -> dict[str, float]:
     """Metrics of a generation task; a distracted verbalized task is CaliDist's summary."""
     results = _summarize_generations(records, settings, context, confidence, distracted)
+    results.update(reasoning_metrics(split_records(records)[1]))
     logprobs = summarize_logprobs(records, settings, context, distracted)
     if confidence == CONSISTENCY:  # samples that were not sampled (a server, greedy)
         message = consistency.identical_samples_warning(split_records(records)[1])
@@ -193,7 +226,8 @@ def summarize_generations(
 
 def logprob_metric_names(distracted: bool) -> list[str]:
     """A verbalized task's CaliDist (log-prob) metrics: the logit task's, suffixed."""
-    return [metric_name(name, LOGPROB) for name in (*metric_names(distracted), "parse_fail_rate")]
+    return [metric_name(name, LOGPROB)
+            for name in (*metric_names(distracted), *unreadable_metrics(distracted))]
 
 
 def summarize_logprobs(
@@ -226,8 +260,10 @@ def summarize_letters(
     (CaliDist, or vanilla and the logit baselines) with the readings' ``parse_fail_rate``;
     every score NaN when most were unreadable (``unless_unreadable``, ``what`` says how)."""
     summarize = summarize_calidist if distracted else summarize_baselines
+    evaluation = split_records(records)[1]
     results = {**summarize(records, settings, context),
-               "parse_fail_rate": parse_fail_rate(split_records(records)[1])}
+               "parse_fail_rate": parse_fail_rate(evaluation),
+               **unreadable_counts(evaluation, distracted)}
     return unless_unreadable(results, what)
 
 
@@ -255,7 +291,8 @@ def _summarize_generations(
     distracted: bool,
 ) -> dict[str, float]:
     calibration, evaluation = split_records(records)
-    results = {"parse_fail_rate": parse_fail_rate(evaluation)}
+    results = {"parse_fail_rate": parse_fail_rate(evaluation),
+               **unreadable_counts(evaluation, distracted)}
     if distracted:
         return {**summarize_calidist(records, settings, context), **results}
     results.update(_common(calibration, evaluation))

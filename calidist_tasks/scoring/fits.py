@@ -47,6 +47,22 @@ class Fitted(NamedTuple):
     estimator: Any = None
 
 
+def as_scored(fitted: Fitted, evaluation: Sequence[Mapping[str, Any]]) -> Fitted:
+    """``fitted`` as every method is scored: an evaluation document whose original reply was
+    unreadable keeps the unreadable rule's outcome of its record (wrong at 1/c), whatever the
+    method made of it, so that every method scores the same documents the same way there
+    (docs/paper_fidelity.md, "Unreadable replies")."""
+    unreadable = np.fromiter((bool(r.get("unreadable_original")) for r in evaluation),
+                             dtype=bool, count=len(evaluation))
+    if not unreadable.any():
+        return fitted
+    confidence = np.array(fitted.confidence, dtype=float)
+    correct = np.array(fitted.correct, dtype=float)
+    confidence[unreadable] = column(evaluation, "confidence")[unreadable]
+    correct[unreadable] = column(evaluation, "correct")[unreadable]
+    return fitted._replace(confidence=confidence, correct=correct)
+
+
 class NoCalibration(ValueError):
     """A fit was asked of an empty calibration set (a task that sent evaluation documents only,
     or ``--metadata calib_size`` left none)."""
@@ -64,9 +80,15 @@ Fit = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]], RunSet
 
 
 def split_records(records: Sequence[Mapping[str, Any]]) -> tuple[list, list]:
-    """(calibration, evaluation) records, each in document order; no evaluation -> ValueError."""
+    """(calibration, evaluation) records, each in document order; no evaluation -> ValueError.
+    A calibration document whose original reply was unreadable fits nothing (its 1/c is the
+    unreadable rule's, not the model's): it is left out of the calibration records, unless
+    every one is unreadable (then they are kept, so that the run still reports; its
+    ``unreadable_original`` and ``parse_fail_rate`` say so, and the ⚠ rule of
+    ``aggregation.unless_unreadable`` applies above half unreadable)."""
     ordered = sorted(records, key=itemgetter("index"))  # ranks gather in any order
     calibration = [r for r in ordered if r["split"] == CALIBRATION]
+    calibration = [r for r in calibration if not r.get("unreadable_original")] or calibration
     evaluation = [r for r in ordered if r["split"] == EVALUATION]
     if not evaluation:
         raise ValueError(

@@ -116,15 +116,26 @@ def hint_instability(
     (``Hint``s, or plain tuples of their fields as a record holds them).
 
     Only hints naming a label other than the original prediction count (the harness builds
-    every prompt before the model answers, so hints for all labels were sent); ``flipped``: one
-    of them changed the answer.
+    every prompt before the model answers, so hints for all labels were sent), and of them only
+    readable replies (an unreadable one is logged with confidence None: it is neither a flip
+    nor a move, and two unreadable readings never agree); ``flipped``: one of them changed the
+    answer. When every counted hint's reply was unreadable (k = 0 readable) the hints left the
+    model unable to answer: mu = delta = 1, lambda_raw = 0, the least reliable
+    (docs/paper_fidelity.md, "Unreadable replies"); no counted hint at all is refused (k == 0).
     """
     predictions = []
     confidences = []
+    unreadable = 0
     for label, _, hinted_prediction, hinted_confidence in hints:
-        if label != prediction:
+        if label == prediction:
+            continue
+        if hinted_confidence is None:
+            unreadable += 1
+        else:
             predictions.append(hinted_prediction)
             confidences.append(hinted_confidence)
+    if unreadable and not predictions:
+        return 1.0, 1.0, 0.0, False
     mu = prediction_instability(prediction, predictions, confidences)
     delta = confidence_instability(confidence, confidences, mode=delta_mode)
     return (float(mu), float(delta), logged_lambda_raw(reliability_score(mu, delta)),
@@ -138,19 +149,28 @@ def join_document(
     delta_mode: str = "mean",
 ) -> Record:
     """Join a document's outcomes into its record (paper section 3; the first prompt is the
-    original; ``hint_instability``)."""
+    original; ``hint_instability``).
+
+    Unreadable replies are counted, not guessed (docs/paper_fidelity.md): an unreadable
+    original keeps its outcome by the documented rule (an unreadable answer wrong at 1/c, an
+    unreadable confidence 1/c; ``unreadable_original``), which every method scores as it is and
+    no fit uses (``aggregation``); an unreadable hinted reply is logged with confidence None and
+    left out of mu and delta (``unreadable_hinted`` counts them)."""
     if len(plans) != len(outcomes) or plans[0].hint_label is not None:
         raise ValueError("the first prompt must be the original and every prompt needs an outcome")
     original = outcomes[0]
     record = answer_record(int(label), original.prediction, original.confidence,
                            original.prediction == label, original.parsed,
                            original.letter_logprobs)
+    record["unreadable_original"] = int(not original.parsed)
     # a tuple of plain tuples of Hint's fields, not NamedTuples (records: the garbage collector)
-    hints = tuple([(plan.hint_label, plan.template, outcome.prediction, outcome.confidence)
+    hints = tuple([(plan.hint_label, plan.template, outcome.prediction,
+                    outcome.confidence if outcome.parsed else None)
                    for plan, outcome in zip(plans[1:], outcomes[1:], strict=True)])
     if not hints:
         return record
     mu, delta, lambda_raw, flipped = hint_instability(original.prediction, original.confidence,
                                                       hints, delta_mode)
+    record["unreadable_hinted"] = sum(not o.parsed for o in outcomes[1:])
     return with_hints(record, hints, mu, delta, lambda_raw, flipped,
                       original.parsed and all([o.parsed for o in outcomes]))

@@ -49,8 +49,8 @@ class Hint(NamedTuple):
 
     label: int  # the label the hint names (an option index; GSM8K: a candidate's index)
     template: int | None  # assertion template index (None for fixed templates)
-    prediction: Any  # the model's answer under the hint (-1: none, for GSM8K)
-    confidence: float  # its confidence in that answer
+    prediction: Any  # the model's answer under the hint (-1: none)
+    confidence: float | None  # its confidence in that answer; None: the reply was unreadable
 
 
 class Record(TypedDict, total=False):
@@ -62,6 +62,7 @@ class Record(TypedDict, total=False):
     confidence: float  # the model's confidence in it (p)
     correct: int  # 1 when the prediction is the gold label, else 0
     parsed: bool  # False when an answer or confidence of the document could not be read
+    unreadable_original: int  # 1: the original reply was unreadable (scored at 1/c, no fit)
     letter_logprobs: tuple[float, ...]  # logit path: the option letters' log-likelihoods
     # the hinted prompts (distractor tasks): ``joining.join_document``
     # in the order sent, each a plain tuple of Hint's fields; JSON lists read back: ``hints_of``
@@ -70,6 +71,7 @@ class Record(TypedDict, total=False):
     delta: float  # confidence instability
     lambda_raw: float  # (1 - mu) / (delta + epsilon); STABLE_LAMBDA_RAW at most
     flipped: int  # 1 when a hint naming another label changed the answer
+    unreadable_hinted: int  # hinted replies that were unreadable (logged confidence None)
     # where the document stands (``bookkeeping``)
     index: int  # the document's INDEX_FIELD
     split: str  # the document's SPLIT_FIELD: CALIBRATION or EVALUATION
@@ -77,6 +79,7 @@ class Record(TypedDict, total=False):
     # generation tasks
     generations: int  # replies read for the record
     parse_failures: int  # of them, the unreadable ones
+    reply_shape: dict[str, float]  # verbalized replies: steps, cuts, tokens (reply_shapes)
     confidences: dict[str, float]  # sampling baselines: kind -> confidence (SAMPLING_KINDS)
     answers: list[Any]  # sampled answers (consistency, SPUQ); GSM8K: the hinted chains' numbers
     agreement: list[int]  # SPUQ: per perturbed answer, 1 when it equals the original one

@@ -41,6 +41,7 @@ from calidist_tasks.confidence.sources import (
 from calidist_tasks.prompting import fewshot, verbalized
 from calidist_tasks.prompting.distractors import LETTERS
 from calidist_tasks.prompting.parts import CHOICES, CUE, DUMMY, FEWSHOT, PromptParts
+from calidist_tasks.registry import REASONING_METRICS
 from calidist_tasks.runs.two_stage import HINTS
 from calidist_tasks.scoring.aggregation import logprob_metric_names, summarize_generations
 from calidist_tasks.scoring.joining import PromptPlan
@@ -84,7 +85,7 @@ class GenerationTask(CaliDistTask):
     def reported_metrics(self) -> list[str]:
         names = self.confidence_source.metric_names(self.sends_hints())
         if self.confidence == VERBALIZED:  # reported where the replies carry log-probabilities
-            names += logprob_metric_names(self.sends_hints())
+            names += [*logprob_metric_names(self.sends_hints()), *REASONING_METRICS]
         return names
 
     def metrics_of(self, record: dict[str, Any]) -> list[str]:
@@ -93,6 +94,8 @@ class GenerationTask(CaliDistTask):
         names = super().metrics_of(record)
         if LOGPROB not in record and not is_failed(record):
             names = [name for name in names if not name.endswith(f"_{LOGPROB}")]
+        if "reply_shape" not in record and not is_failed(record):  # a filter that reads none
+            names = [name for name in names if name not in REASONING_METRICS]
         return names
 
     def summarize(self, items: list[dict[str, Any]]) -> dict[str, float]:
@@ -223,6 +226,9 @@ class GenerationTask(CaliDistTask):
         record.update(place, generations=len(parsed) + before, parse_failures=failures)
         if self.confidence != VERBALIZED:
             return record
+        shape = verbalized.reply_shapes(parsed)  # "does the model reason?"
+        if shape:
+            record["reply_shape"] = shape
         # CaliDist (log-prob) from the same replies, where they carry token log-probabilities
         scored = logprob_record(parsed, self.sent_plans(doc), len(self.doc_to_choice(doc)),
                                 doc[self.config.doc_to_target], self.settings.delta_mode, where,

@@ -64,16 +64,23 @@ HINT_NUMBERS = 4  # distinct numbers near ŷ that hints assert (the "other label
 # No GSM8K answer comes near this; beyond it a number is unreadable (the hints' arithmetic and
 # its sampling range stay exact and small; Python refuses int() of over 4,300 digits).
 MAX_DIGITS = 18
-# A number as a reply writes it, read whole so that what is not one number can be refused: a
-# minus sign (ASCII or U+2212), "$", digits with every comma group, decimals and a "/" part
-# ("1/2"). Each quantifier is followed by a character it cannot match, so nothing backtracks.
-_WRITTEN = r"[-\u2212]?\$?\d+(?:,\d+)*(?:\.\d+)?(?:/\d+)?"
+# A number as a reply writes it, read whole so that what is not one number can be refused
+# (docs/gsm8k.md, "The rule for numbers"): a minus sign (ASCII or U+2212), "$", digits with every
+# comma group and every space group of three ("1 000 000"), every dotted part ("1.2.3",
+# "192.168.1.1"), a "/" part ("1/2") or a mixed fraction's ("5 1/2"), and an exponent or hex
+# tail ("1e5", "0x12"). Each quantifier is followed by a character it cannot match, so nothing
+# backtracks.
+_WRITTEN = (r"[-\u2212]?\$?\d+(?:,\d+)*(?: \d{3}(?!\d))*(?:\.\d+)*(?: \d+/\d+|/\d+)?"
+            r"(?:[eE][-+]?\d+|[xX][0-9a-fA-F]+)?")
 NUMBER = re.compile(r"(?<![\w.])" + _WRITTEN)
-# One readable number: thousands groups of three, no fraction (docs/gsm8k.md).
+# One readable number: thousands groups of three, at most one decimal point (docs/gsm8k.md).
 _READABLE = re.compile(r"([-\u2212]?)\$?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?")
 # "The answer is $1,234.", "Answer: 18", "#### 18": the number a stated answer gives.
 STATED = re.compile(
     r"(?:\banswer\s*(?:is|:|=)|####)(?:\s*:)?(?:\s*\$)?\s*(" + _WRITTEN + ")", re.I)
+# A second number offered beside the answer's: "18 or 19", "18-19", "18 to 19" name no one number.
+_ALTERNATIVE_AFTER = re.compile(r"\s*(?:or|to|-|\u2013|/)\s*[-\u2212]?\$?\d", re.I)
+_ALTERNATIVE_BEFORE = re.compile(r"\d\s*(?:or|to|-|\u2013)\s*$", re.I)
 READOUT = "\nThe answer is"  # stage 3: asks a hinted chain that wrote no number for one
 GSM8K_STAGES = ("answer", "chains", "score")  # the YAML's ``stage``: 1, 2, 3
 # Document fields a later stage adds from the earlier stage's records.
@@ -102,8 +109,9 @@ def canonical_number(text: str) -> str | None:
 
 def read_number(written: str) -> str | None:
     """The canonical value of one number as a reply writes it ('−$1,234.50' -> '-1234.5'); None
-    when it is not one readable number: a fraction ('1/2'), commas that are not thousands groups
-    ('1,2345', '3,4'), more than ``MAX_DIGITS`` digits."""
+    when it is not one readable number: a fraction ('1/2', '5 1/2'), commas that are not
+    thousands groups ('1,2345', '3,4'), space groups ('1 000'), several dots ('1.2.3'), an
+    exponent or hex form ('1e5', '0x12'), more than ``MAX_DIGITS`` digits."""
     match = _READABLE.fullmatch(written)
     if match is None:
         return None
@@ -115,16 +123,40 @@ def answer_span(text: str) -> tuple[int, str] | None:
     """(where the answer's number starts in ``text``, the number) for ``parse_number``'s answer;
     None when the text has no number or the answer's is unreadable (``read_number``)."""
     text = str(text or "")
-    found = STATED.search(text)
+    found = STATED.search(text) if "####" in text or "answer" in text.lower() else None
     if found:
         start, written = found.start(1), found.group(1)
     else:
-        numbers = list(NUMBER.finditer(text))
-        if not numbers:
+        last = _last_number(text)
+        if last is None:
             return None
-        start, written = numbers[-1].start(), numbers[-1].group()
+        start, written = last.start(), last.group()
+    end = start + len(written)
+    if (_ALTERNATIVE_AFTER.match(text, end)
+            or _ALTERNATIVE_BEFORE.search(text, max(0, start - 12), start)):
+        return None  # "18 or 19": two numbers offered, neither is the answer
     number = read_number(written)
     return (start, number) if number is not None else None
+
+
+# A run of what a written number (``_WRITTEN``) may hold, read backwards from a digit.
+_NUMBER_RUN = re.compile(r"[0-9,. /$\-\u2212eExXa-fA-F]*")
+_LAST_DIGIT = re.compile(r"\d")
+
+
+def _last_number(text: str) -> re.Match[str] | None:
+    """The text's last number (``NUMBER``), found from its last digit: the scan starts where
+    the run of number characters holding that digit starts, so a reply of 25,000 numbers costs
+    one backward scan, not 25,000 matches."""
+    backwards = text[::-1]
+    found = _LAST_DIGIT.search(backwards)
+    if found is None:
+        return None
+    start = len(text) - _NUMBER_RUN.match(backwards, found.start()).end()
+    last = None
+    for last in NUMBER.finditer(text, start):  # noqa: B007 - the last one is wanted
+        pass
+    return last
 
 
 def parse_number(text: str) -> str | None:

@@ -75,13 +75,16 @@ PARSED_FIELD = "original_parsed"  # stage 2: whether stage 1's answer and confid
 def parse_number_response(text: str, hint: str | None = None) -> dict[str, Any]:
     """``{"answer": number | None, "confidence": fraction | None}`` read from one worked reply.
 
-    Echoes of the prompt (the hint, its note, our instructions) are removed first. The number is
-    read from the rest without its confidence statements ("Confidence: 80%" is not the answer);
-    only a confidence tied to a word counts (a worked answer's percentages are not confidences).
+    Echoes of the prompt (the hint, its note, our instructions) are removed first and the reply
+    is cut where it ends (``verbalized.reply_end``), as every reply is read. The number is read
+    from the rest without its confidence statements ("Confidence: 80%" is not the answer); the
+    confidence is the one stated with the answer (``verbalized.parse_confidence``: a worked
+    answer's percentages are not confidences).
     """
     own = verbalized.own_text(text, hint, formats=[NUMBER_FORMAT])
+    own = own[:verbalized.reply_end(own)]
     return {"answer": parse_number(verbalized.strip_confidence(own)),
-            "confidence": verbalized.parse_confidence(own, lone_percent=False)}
+            "confidence": verbalized.parse_confidence(own)}
 
 
 def number_outcome(reading: Mapping[str, Any], candidates: Sequence[str]) -> Outcome:

@@ -5,12 +5,14 @@ each step (0-100)%, and mention your overall confidence level in your answer (0-
 Vanilla, CaliDist (log-prob) and CaliDist (verbalized) numbers (Tables 1, 3, 4) are all read from
 that one generated reply per prompt:
 
-- the answer: the reply's final answer statement ("... the correct answer is (c) ...");
+- the answer: the reply's first answer statement ("... the correct answer is (c) ..."), the
+  reply cut at its first complete overall confidence or a new block (``verbalized.read_reply``,
+  the one reader of every path);
 - the stated confidence: its "Overall Confidence: 60%";
 - p: the softmax over the c option letters at the answer's position, i.e. the letters'
   log-likelihoods after the prompt and the reply's own text up to its answer's letter
-  (``verbalized.locate_answer``), taken at the letter the reply wrote (as GSM8K's last stage takes
-  a chain's own number, ``open_ended``).
+  (``verbalized.read_reply``'s ``at``), taken at the letter the reply wrote (as GSM8K's last
+  stage takes a chain's own number, ``tasks.gsm8k``).
 
 lm-eval builds every request before the model answers, so a reply cannot be scored in the run
 that generates it. A reasoned task ``calidist_<b>[_<style>]_cot`` is therefore the later stage of
@@ -49,16 +51,23 @@ from calidist_tasks.backends import lm_eval_compat
 from calidist_tasks.prompting import verbalized
 from calidist_tasks.prompting.distractors import LETTERS
 from calidist_tasks.prompting.parts import CHOICES, FEWSHOT, HINT
-from calidist_tasks.registry import REASONED, STATED, metric_names
+from calidist_tasks.registry import (
+    REASONED,
+    REASONING_METRICS,
+    STATED,
+    metric_names,
+    unreadable_metrics,
+)
 from calidist_tasks.runs.earlier_runs import EarlierRun, Logged, described
 from calidist_tasks.runs.files import stage1_folder
 from calidist_tasks.runs.two_stage import HINTS, hints_sent
 from calidist_tasks.scoring.aggregation import (
     lift_reading,
+    reasoning_metrics,
     summarize_generations,
     summarize_letters,
 )
-from calidist_tasks.scoring.fits import reading_settings, second_reading
+from calidist_tasks.scoring.fits import reading_settings, second_reading, split_records
 from calidist_tasks.scoring.joining import Outcome, PromptPlan, join_document, outcome_at
 from calidist_tasks.scoring.records import (
     INDEX_FIELD,
@@ -77,10 +86,11 @@ SCORING = "scoring"  # letter log-probabilities from a later loglikelihood stage
 
 def reasoned_metric_names(distracted: bool) -> list[str]:
     """Both readings' metrics: the log-prob reading under the logit tasks' names with its
-    ``parse_fail_rate``, then the verbalized task's names + ``STATED``."""
+    ``parse_fail_rate`` and unreadable counts, then the verbalized task's names + ``STATED``."""
     spoken = [name + STATED for name in metric_names(distracted, VERBALIZED)
               if name not in SHARED_METRICS]
-    return [*metric_names(distracted), "parse_fail_rate", *spoken]
+    return [*metric_names(distracted), *unreadable_metrics(distracted), *spoken,
+            *REASONING_METRICS]
 
 
 # ---------------------------------------------------------------------- one reply, read
@@ -91,6 +101,7 @@ class Reading(NamedTuple):
     stated: float | None  # its stated (overall) confidence, as a fraction
     cut: int | None  # where its answer's letter starts in the reply
     upper: bool = False  # the reply wrote the letter in upper case ("(C)")
+    shape: dict[str, Any] | None = None  # how it reasoned (``verbalized.reply_shape``)
 
     def letters(self, n_choices: int) -> list[str]:
         """The c letters scored at the answer, in the case the reply wrote its own."""
@@ -100,14 +111,16 @@ class Reading(NamedTuple):
 
 def read_reply(reply: str, shown: Mapping[str, Any]) -> Reading:
     """The answer, stated confidence and answer position of ``reply`` to the prompt ``shown``
-    (a request document: its options, hint and exemplars; ``GenerationTask._request_doc``)."""
-    own = verbalized.own_text(reply, shown.get(HINT), shown.get(FEWSHOT))
-    stated = verbalized.parse_confidence(own)
-    located = verbalized.locate_answer(reply, shown[CHOICES], shown.get(HINT), shown.get(FEWSHOT))
-    if located is None:
-        return Reading(None, stated, None)
-    answer, cut = located
-    return Reading(answer, stated, cut, reply[cut].isupper())
+    (a request document: its options, hint, exemplars and question;
+    ``GenerationTask._request_doc``), as every path reads a reply (``verbalized.read_reply``).
+    An answer named by an option's text alone has no letter to score: unreadable here."""
+    reading = verbalized.read_reply(reply, shown[CHOICES], shown.get(HINT), shown.get(FEWSHOT),
+                                    verbalized.shown_texts(shown))
+    shape = verbalized.reply_shape(reply, reading)
+    if reading.at is None:
+        return Reading(None, reading.confidence, None, shape=shape)
+    return Reading(reading.answer, reading.confidence, reading.at, reply[reading.at].isupper(),
+                   shape)
 
 
 # ---------------------------------------------------------------------- the reply run's samples
@@ -326,7 +339,10 @@ class ReasonedTask(GenerationTask):
         record = join_document(kept, by_logprob, label, self.settings.delta_mode)
         spoken = join_document(kept, by_statement, label, self.settings.delta_mode)
         unlocated = sum(r.answer is None for r in readings)
-        record.update(place, generations=len(plans), parse_failures=unlocated, replies=replies)
+        record.update(place, generations=len(plans), parse_failures=unlocated, replies=replies,
+                      reply_shape=verbalized.reply_shapes(
+                          [{"answer": r.answer, "confidence": r.stated, "shape": r.shape}
+                           for r in readings]))
         record["verbalized"] = {
             **spoken, **place, "generations": len(plans),
             "parse_failures": sum(not verbalized.outcome_from_parse(
@@ -356,4 +372,5 @@ def summarize_reasoned(records: Sequence[Mapping[str, Any]], settings: Any,
     lift_reading(records, VERBALIZED)  # logged under the STATED names: "vanilla_verbalized"
     results.update({name + STATED: value for name, value in spoken.items()
                     if name not in SHARED_METRICS})
+    results.update(reasoning_metrics(split_records(records)[1]))
     return results

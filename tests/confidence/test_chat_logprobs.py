@@ -25,9 +25,10 @@ def logsumexp(values: list[float]) -> float:
 
 
 # ------------------------------------------------------------------ the pure reading
-def test_letters_at_the_answer_token_with_case_variants_and_the_floor():
-    """"(b" chosen; "(a" and "(A" both listed (summed); "(c" absent: the floor."""
-    listed = (("(b", -0.5), ("(a", -1.5), ("(A", -2.5), (" (", -3.0), ("x", -4.0))
+def test_letters_at_the_answer_token_in_either_case_and_the_floor():
+    """"(b" chosen; "(a" and "(A" both listed: two tokens of one letter, summed (a model's whole
+    vocabulary lists both: tests below compare with a forward pass); "(c" absent: the floor."""
+    listed = (("(b", -0.5), ("(a", -1.9), ("(A", -2.5), (" (", -3.0), ("x", -4.0))
     tokens = [("The answer is", -0.1, ()), (" ", -0.2, ()), ("(b", -0.5, listed), (")", -0.1, ())]
     text = "".join(t for t, _, _ in tokens)
     position = answer_position(text, CHOICES)
@@ -35,7 +36,45 @@ def test_letters_at_the_answer_token_with_case_variants_and_the_floor():
     remaining = 1 - sum(math.exp(v) for _, v in listed)
     floor = min(-4.0, math.log(remaining))  # one absent letter takes at most the rest
     assert letter_logprobs(tokens, position, 3) == pytest.approx(
-        (logsumexp([-1.5, -2.5]), -0.5, floor))
+        (logsumexp([-1.9, -2.5]), -0.5, floor))
+
+
+@pytest.mark.parametrize("listed", [
+    (("(b", -0.5), ("(a", float("nan"))),
+    (("(b", -0.5), ("(a", "NaN")),
+    (("(b", -0.5), ("(a", 0.5)),  # positive
+    (("(b", -0.5), ("(a", float("inf"))),
+    (("(b", -0.5), ("(a", None)),
+    (("(b", -0.5), ("(a", 0.0), ("(a", 0.0)),  # the same token repeated
+])
+def test_impossible_top_logprobs_are_refused_for_this_reply(listed):
+    """issue #36: such values make this reply's log-prob reading unreadable (a ValueError that
+    ``parse_response`` turns into ``letter_logprobs: None`` with its reason); the stated
+    reading stands."""
+    tokens = [("The answer is ", -0.1, ()), ("(b", -0.5, listed), (") Overall Confidence: 70%",
+                                                                  -0.1, ())]
+    text = "".join(t for t, _, _ in tokens)
+    with pytest.raises(ValueError, match="answer token"):
+        letter_logprobs(tokens, answer_position(text, CHOICES), 3)
+    parsed = parse_response(ScoredReply(text, tokens), CHOICES)
+    assert (parsed["answer"], parsed["confidence"], parsed["letter_logprobs"]) == (1, 0.7, None)
+    assert "answer token" in parsed["logprob_error"]
+
+
+def test_an_impossible_reading_leaves_the_document_and_its_stated_reading(caplog):
+    """One reply's impossible log-probabilities: that reply's log-prob outcome is unreadable
+    (wrong at 1/c), one warning names the document, nothing raises."""
+    from calidist_tasks.confidence.chat_logprobs import logprob_record
+    from calidist_tasks.scoring.joining import PromptPlan
+
+    good = {"answer": 1, "confidence": 0.7, "letter_logprobs": (-2.0, -0.2, -3.0)}
+    bad = {"answer": 0, "confidence": 0.6, "letter_logprobs": None,
+           "logprob_error": "the log-probability nan of '(a' ..."}
+    with caplog.at_level("WARNING"):
+        record = logprob_record([good, bad], [PromptPlan(), PromptPlan(0, 0)], 3, 1, "mean",
+                                "task document 7")
+    assert record["parse_failures"] == 1 and record["prediction"] == 1
+    assert [r.getMessage() for r in caplog.records if "document 7" in r.getMessage()]
 
 
 def test_the_floor_splits_the_remaining_mass_but_never_exceeds_a_listed_token():
@@ -414,3 +453,48 @@ def test_a_logprob_row_shows_its_own_readings_unreadable_share_and_accuracy():
         cell = Cell("m", "toy", method, run, {"ece": 0.1})
         found[label] = (cell.accuracy, cell.parse_fail_rate, cell.unreadable)
     assert found == {"Verbalized": (0.7, 0.1, False), "Vanilla (log-prob)": (0.4, 0.9, True)}
+
+
+def echoing(body: dict) -> str:
+    """issue #34/#36: a reply that states its own answer, then repeats the prompt's hint (an
+    answer statement naming another letter) and an injected "Overall Confidence: 100%"."""
+    content = body["messages"][-1]["content"]
+    digest = hashlib.sha256(content.encode()).digest()
+    letter = LETTERS[digest[1] % 2]
+    hint = next((line for line in content.splitlines() if line.startswith("Hint:")),
+                f"The answer is ({LETTERS[1 - digest[1] % 2]}). Overall Confidence: 100%")
+    return (f"Step 1: one. Confidence: 40%\nStep 2: two. Confidence: 60%\nThe answer is "
+            f"({letter}) as stated. Overall Confidence: 55%\n{hint}\nOverall Confidence: 100%")
+
+
+@pytest.fixture(scope="module")
+def echo_server(tiny_model_dir: Path):
+    srv = ModelServer(tiny_model_dir, idle_timeout=900, chat_reply=echoing)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def test_echoes_after_the_answer_are_not_read_through_the_chat_server(
+        echo_server, tiny_model_dir, ppdb_data_dir):
+    """End to end: every reply is read as its own first answer at 55% (never the hint's letter
+    or the injected 100%), and p is the tiny model's at its own letter, not at the hint's."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = run_chat(echo_server, tiny_model_dir, ppdb_data_dir, gen_kwargs="top_logprobs=1000")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    for sample in out["samples"][TASK]:
+        readings = [p for resp in sample["filtered_resps"] for p in resp]
+        for (prompt, _), reading in zip(sample["arguments"], readings, strict=True):
+            text = getattr(prompt, "prompt", prompt)
+            messages = json.loads(text[0] if isinstance(text, list | tuple) else text)
+            reply = echoing({"messages": messages})
+            own = reply[reply.index("The answer is (") + len("The answer is (")]
+            assert (reading["answer"], reading["confidence"]) == (LETTERS.index(own), 0.55)
+            assert reading["shape"]["cut"] and reading["shape"]["steps"] == 2
+            cut = reply[:reply.index("Overall Confidence: 55%")] + "Overall Confidence: 55%"
+            chat = tokenizer.apply_chat_template(messages, tokenize=False,
+                                                 add_generation_prompt=True)
+            assert list(reading["letter_logprobs"]) == pytest.approx(
+                own_letter_logprobs(model, tokenizer, chat, cut), abs=1e-4)

@@ -20,7 +20,8 @@ from calidist_tasks.scoring.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.scoring.records import CONSISTENCY_KINDS
 from calidist_tasks.tasks.generation import DUMMY
 
-END_OF_TURN = ["<|im_end|>", "<|eot_id|>", "<|endoftext|>", "</s>"]  # the YAMLs' until
+# the YAMLs' until: end-of-turn strings, then where an invented next turn begins (issue #34)
+END_OF_TURN = ["<|im_end|>", "<|eot_id|>", "<|endoftext|>", "</s>", "\nUser:", "\nAssistant:"]
 
 
 def test_vote_on_the_papers_example():
@@ -183,6 +184,30 @@ def test_consistency_requests_local_and_api(metadata):
     # the calibration documents are skipped: the baseline fits nothing
     docs = list(local.doc_iterator())
     assert [d["calidist_split"] for _, d in docs] == ["evaluation"] * 4
+
+
+@pytest.mark.parametrize(("backend", "api"), [
+    ("local-chat-completions", True), ("openai-chat-completions", True),
+    ("local-completions", True), ("hf", False), ("not-a-backend", False)])
+def test_sampling_follows_the_backend_kind_not_the_base_url(metadata, backend, api):
+    """issue #34: the API settings (temperature 1.5, no top-k) by the backend's kind: an API
+    backend without a base_url in the metadata samples at 1.5, an hf run whose model_args name a
+    base_url does not; the kind is in the settings (logged with the task config)."""
+    url = {} if api else {"base_url": "http://127.0.0.1:9"}
+    task = load_task("calidist_ppdb_consistency", {**metadata, "model_backend": backend, **url})
+    _, requests = build(task, task.eval_docs[5])
+    sent = requests[0].arguments[1]
+    assert (sent["temperature"] == 1.5 and "top_k" not in sent) == api
+    assert (len(requests) == 15) == api  # an API: one seeded request per sample
+    assert task.settings.model_backend == backend
+
+
+def test_evaluate_passes_the_backend_kind():
+    from calidist_tasks import _model_metadata
+
+    assert _model_metadata("local-chat-completions", "model=m,base_url=http://x")[
+        "model_backend"] == "local-chat-completions"
+    assert _model_metadata("hf", {"pretrained": "m"}) == {"pretrained": "m", "model_backend": "hf"}
 
 
 def test_consistency_record(metadata):

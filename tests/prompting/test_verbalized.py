@@ -20,6 +20,7 @@ from calidist_tasks.prompting.verbalized import (
     parse_answer,
     parse_confidence,
     parse_response,
+    read_reply,
 )
 from calidist_tasks.scoring.records import record_marker
 from calidist_tasks.tasks.base import CHOICES, HINT
@@ -31,18 +32,22 @@ FIVE = ["the river", "the garden", "the engine", "the market", "the planet"]
 
 @pytest.mark.parametrize(("text", "answer", "confidence"), [
     ("The answer is (b). Confidence: 80%", 1, 0.8),
-    ("b) because the second sentence adds a claim. 80 %", 1, 0.8),
-    ("Answer: B\nConfidence: 0.8", 1, 0.8),
-    ("I pick option a, confidence eighty percent", 0, 0.8),
-    ("Sentence2 is not a paraphrase of Sentence1. I am 90% sure.", 1, 0.9),
-    ("(A) Sentence2 is a paraphrase of Sentence1. Confidence level: 65", 0, 0.65),
-    ("The correct option is a.\nMy confidence is 1.0", 0, 1.0),
+    ("b) because the second sentence adds a claim. Confidence: 80 %", 1, 0.8),
+    ("Answer: B\nConfidence: 80%", 1, 0.8),
+    # only a percentage from 0 to 100% tied to "confidence" is a stated confidence (issue #34):
+    # a lone percentage, a fraction, a bare number or words are unreadable, the answer stands
+    ("b) because the second sentence adds a claim. 80 %", 1, None),
+    ("Answer: B\nConfidence: 0.8", 1, None),
+    ("I pick option a, confidence eighty percent", 0, None),
+    ("Sentence2 is not a paraphrase of Sentence1. I am 90% sure.", 1, 0.9),  # its closing line
+    ("(A) Sentence2 is a paraphrase of Sentence1. Confidence level: 65", 0, None),
+    ("The correct option is a.\nMy confidence is 1.0", 0, None),
     ("a. Sentence2 is a paraphrase\nOverall Confidence: 60%", 0, 0.6),
     # per-step confidences of the paper's multistep prompts: the overall one counts
     ("Step one. Confidence: 55%\nThe correct answer is (c). Overall Confidence: 60%", None, 0.6),
     # what SmolLM2-135M writes: the format line copied, placeholder and all
     ("The answer is (b). Confidence: N%", 1, None),
-    ("The sentence(s) differ. (a), 70%", 0, 0.7),  # "(s)" inside a word is no option marker
+    ("The sentence(s) differ. (a), 70% confident", 0, 0.7),  # "(s)" inside a word: no marker
 ])
 def test_formats_real_models_write(text, answer, confidence):
     parsed = parse_response(text, PPDB)
@@ -70,30 +75,33 @@ STEPS = "Step 1: Sentence2 names two differences. Confidence: 55%\nStep 2: so it
 
 def test_the_papers_example_reply_reads_as_its_overall_confidence():
     assert parse_response(PAPER_REPLY, MSCINLI) == {"answer": 2, "confidence": 0.6}
+    assert read_reply(PAPER_REPLY, MSCINLI).steps == 3
     # "Assistant:" and the reply, as a completion model may continue the paper's exemplar
     assert parse_response(f"Assistant:\n{PAPER_REPLY}", MSCINLI) == {"answer": 2,
                                                                      "confidence": 0.6}
 
 
 @pytest.mark.parametrize(("text", "answer", "confidence"), [
-    # the overall or final confidence, wherever it stands
+    # the overall or final confidence
     (STEPS + "The answer is (c). Overall Confidence: 60%", 2, 0.6),
     (STEPS + "The answer is (c).\nFinal confidence: 70%", 2, 0.7),
-    (STEPS + "Overall confidence: 70%. The answer is (c).", 2, 0.7),
-    # no overall one: the confidence stated with or after the final answer statement
+    # the reply ends at its first complete overall confidence (issue #34): an answer after it
+    # is the model writing on
+    (STEPS + "Overall confidence: 70%. The answer is (c).", None, 0.7),
+    # no overall one: the confidence stated from the answer statement's line on
     (STEPS + "The answer is (c). Confidence: 60%", 2, 0.6),
     (STEPS + "So I am 60% confident the answer is (c).", 2, 0.6),
     (STEPS + "The answer is (c).\nConfidence: 60%", 2, 0.6),
     # per-step confidences alone are never the answer's, even when they agree
     (STEPS + "The answer is (c).", 2, None),
     ("Step 1: x. Confidence: 70%\nStep 2: y. Confidence: 70%\nThe answer is (c).", 2, None),
-    # a single confidence is read wherever it stands
-    ("Step 1: two differences. Confidence: 65%\nThe answer is (c).", 2, 0.65),
-    # two different overall confidences after the final answer: unreadable
-    (STEPS + "The answer is (c). Overall Confidence: 60%, overall confidence: 70%", 2, None),
-    # the answer is the final statement's, not a letter of the reasoning
+    # a step's confidence is never the stated one, even alone (issue #34)
+    ("Step 1: two differences. Confidence: 65%\nThe answer is (c).", 2, None),
+    # the first complete overall confidence ends the reply: a second one is not read
+    (STEPS + "The answer is (c). Overall Confidence: 60%, overall confidence: 70%", 2, 0.6),
+    # the answer is the first answer statement's, not a letter merely named in the reasoning
     ("Option (a) seems wrong: Sentence1 is not more general. Confidence: 80%\n"
-     "The hint says the answer is (b), but nothing is a cause. Confidence: 70%\n"
+     "Nothing is a cause. Confidence: 70%\n"
      "Therefore the correct answer is (c). Overall Confidence: 65%", 2, 0.65),
     ("(a) and (b) do not fit. Answer: C. Confidence: 75%", 2, 0.75),
 ])
@@ -117,7 +125,6 @@ def test_our_instructions_echoed_are_not_read(instruction):
     "The answer is not (b).",  # a negation names no answer
     "(a) or (b), hard to say.",  # two options: never pick one
     "Option (a) fits. Then again (b) fits.",  # markers (no answer statement) that disagree
-    "The answer is (a). No, the answer is (e).",  # the final statement names no option
     "The answer is a paraphrase, I think.",  # the article "a" is not option (a)
     "The answer is (e).",  # a letter that is not an option
     "c. Sentence2 is not a paraphrase of Sentence1.",  # a wrong letter beside an option's text
@@ -144,10 +151,10 @@ def test_an_echoed_hint_is_not_the_models_answer():
     assert parse_response(reply, PPDB, hint) == {"answer": 0, "confidence": 0.7}
     # the hint's claim alone, echoed inside the reply, is removed too
     claim = "With my 100% confidence the answer is (b)"
-    assert parse_response(f"You say '{claim}'. I say (a), 70%.", PPDB, hint) == {
+    assert parse_response(f"You say '{claim}'. I say (a), 70% sure.", PPDB, hint) == {
         "answer": 0, "confidence": 0.7}
-    # without knowing the hint, a hint repeated after the answer would be the final statement
-    assert parse_response(f"The answer is (a). Confidence: 70%\n{hint}", PPDB)["answer"] == 1
+    # even without knowing the hint, a hint repeated after the answer is not its first statement
+    assert parse_response(f"The answer is (a). Confidence: 70%\n{hint}", PPDB)["answer"] == 0
     assert parse_response(f"The answer is (a). Confidence: 70%\n{hint}", PPDB, hint) == {
         "answer": 0, "confidence": 0.7}
 
@@ -177,9 +184,12 @@ def test_outcome_rule_for_unreadable_replies():
 def test_filter_reads_options_and_hint_from_the_request_document():
     hint = probe_hint("a", PPDB[0])
     docs = [{CHOICES: PPDB}, {CHOICES: PPDB, HINT: hint}]
-    resps = [["Answer: b. Confidence: 40%"], [hint + " I still say (b), 75%"]]
-    assert VerbalizedFilter().apply(resps, docs) == [
-        [{"answer": 1, "confidence": 0.4}], [{"answer": 1, "confidence": 0.75}]]
+    resps = [["Answer: b. Confidence: 40%"], [hint + " I still say (b), 75% confident"]]
+    shape = {"steps": 0, "cut": False}
+    assert [[{**p, "shape": {k: p["shape"][k] for k in shape}} for p in r]
+            for r in VerbalizedFilter().apply(resps, docs)] == [
+        [{"answer": 1, "confidence": 0.4, "shape": shape}],
+        [{"answer": 1, "confidence": 0.75, "shape": shape}]]
 
 
 # ------------------------------------------------------------------ property tests
@@ -190,7 +200,6 @@ TEMPLATES = [
     "{l}) {text}\nconfidence: {p}%",
     "My final answer is {l}.\nOverall confidence: {p}%",
     "I choose option {l} with a confidence of {p} percent.",
-    "{text}\nConfidence: {p}%",
 ]
 words = st.text(alphabet="qwrtzpsdfghjklxvnm", min_size=3, max_size=8)
 
@@ -248,18 +257,21 @@ def test_echoing_the_hint_never_changes_the_reading(choices, data, percent, temp
 
 @settings(max_examples=100, deadline=None)
 @given(choices=options(), data=st.data())
-def test_the_last_answer_statement_is_the_answer(choices, data):
+def test_the_first_answer_statement_is_the_answer(choices, data):
+    # issue #34: the first complete statement; what follows is the model writing on
     first, second = data.draw(st.lists(st.integers(0, len(choices) - 1), min_size=2,
                                        max_size=2, unique=True))
     text = f"The answer is ({'abcdef'[first]}). Actually the answer is ({'abcdef'[second]})."
-    assert parse_answer(text, choices) == second
+    assert parse_answer(text, choices) == first
 
 
 @settings(max_examples=100, deadline=None)
 @given(percent=st.integers(1, 99))
-def test_percent_and_fraction_agree(percent):
-    assert parse_confidence(f"Confidence: {percent}%") == pytest.approx(
-        parse_confidence(f"Confidence: {percent / 100:.2f}"))
+def test_a_percentage_reads_and_a_fraction_or_bare_number_does_not(percent):
+    # issue #34: "0.8" and "1" are unreadable stated confidences, not 80% and 1%
+    assert parse_confidence(f"Confidence: {percent}%") == pytest.approx(percent / 100)
+    assert parse_confidence(f"Confidence: {percent / 100:.2f}") is None
+    assert parse_confidence(f"Confidence: {percent}") is None
 
 
 # ------------------------------------------------------------------ the tasks
@@ -345,14 +357,19 @@ def test_records_and_metrics_follow_the_documented_rule(ppdb_tasks):
     assert first["prediction"] == 0 and first["confidence"] == 0.9
     assert first["generations"] == 5 and first["parse_failures"] == 1
     # hints naming 'a' (= the prediction) are dropped; of the two 'b' hints one flipped at 0.6
-    # and one is unreadable: a changed answer at 1/c = 0.5
-    assert first["mu"] == pytest.approx((0.6 + 0.5) / 2) and first["flipped"] == 1
+    # and one is unreadable: left out of mu and delta (issue #34; before, a flip at 1/c), k = 1
+    assert first["mu"] == pytest.approx(0.6) and first["flipped"] == 1
+    assert first["delta"] == pytest.approx(0.9 - 0.6)
+    assert first["unreadable_hinted"] == 1 and first["unreadable_original"] == 0
+    assert [h[3] for h in first["hints"]].count(None) == 1  # logged unreadable, not as 1/c
+    assert last["unreadable_original"] == 1 and last["correct"] == 0  # no answer: wrong
     summary = task.summarize(records)
     evaluation = [r for r in records if r["split"] == "evaluation"]
     failures = sum(r["parse_failures"] for r in evaluation)
     assert summary["parse_fail_rate"] == pytest.approx(failures / (5 * len(evaluation)))
     assert summary["acc"] == pytest.approx(sum(r["correct"] for r in evaluation) / 4)
     assert all(math.isfinite(summary[k]) for k in ("ece", "ece_vanilla", "brier", "auroc"))
+    assert (summary["unreadable_original"], summary["unreadable_hinted"]) == (1, 4)
 
 
 def test_original_only_task_reports_the_logit_free_baselines(ppdb_tasks):
@@ -365,3 +382,113 @@ def test_original_only_task_reports_the_logit_free_baselines(ppdb_tasks):
     summary = task.summarize(records)
     assert summary["parse_fail_rate"] == 0.0
     assert summary["ece_vanilla"] == pytest.approx(abs(summary["acc"] - 0.7))
+
+
+# ------------------------------------------------------------------ the one reader (issue #34)
+PPDB_HINT = ("Hint: I think the answer should be (a) Sentence2 is a paraphrase of Sentence1.\n"
+             "Note that the hint is only for your reference.")
+EXEMPLAR = ("Sentence1: A man walks.\nSentence2: A man is walking.\nStep 1: same act. Confidence: "
+            "60%\nStep 2: same man. Confidence: 70%\nBased on the two sentences and the "
+            "explanation above, the correct answer is (a) Sentence2 is a paraphrase of Sentence1. "
+            "Overall Confidence: 74%")
+OWN = ("Step 1: Sentence1 says he walked. Confidence: 55%\nStep 2: Sentence2 says he drove. "
+       "Confidence: 65%\nBased on the two sentences and the explanation above, the correct answer "
+       "is (b) Sentence2 is not a paraphrase of Sentence1. Overall Confidence: 55%")
+
+
+@pytest.mark.parametrize("run_on", [
+    # an invented next exemplar: its own sentences, steps and answer
+    "\n\nSentence1: A dog runs.\nSentence2: A dog is running.\nStep 1: same. Confidence: 80%\n"
+    "The correct answer is (a) Sentence2 is a paraphrase of Sentence1. Overall Confidence: 74%",
+    # a new turn
+    "\nUser: and this one?\nAssistant: The answer is (a). Overall Confidence: 90%",
+    # the hint repeated after the answer
+    "\n" + PPDB_HINT,
+    "\nThe hint says the answer is (a). Overall Confidence: 100%",
+])
+def test_a_reply_is_read_up_to_its_first_overall_confidence(run_on):
+    reply = OWN + run_on
+    reading = read_reply(reply, PPDB, PPDB_HINT, f"{EXEMPLAR}\n\n")
+    assert (reading.answer, reading.confidence, reading.steps, reading.cut) == (1, 0.55, 2, True)
+    assert reply[:reading.at].endswith("the correct answer is (")  # p is read at its "("
+
+
+def test_a_block_opener_ends_a_reply_without_an_overall_confidence():
+    own = "Step 1: he drove. Confidence: 65%\nThe answer is (b) Sentence2 is not a paraphrase."
+    invented = "\nSentence1: A dog runs.\nThe answer is (a). Overall Confidence: 74%"
+    reading = read_reply(own + invented, PPDB, exemplars=f"{EXEMPLAR}\n\n")
+    # cut before the invented block: its overall confidence is not this reply's
+    assert (reading.answer, reading.confidence, reading.cut) == (1, None, True)
+    # without the exemplar the label is unknown: only the overall confidence ends it
+    assert read_reply(own + invented, PPDB).confidence == 0.74
+
+
+@pytest.mark.parametrize(("reply", "confidence"), [
+    # step confidences only: no stated confidence, the answer stands
+    ("Step 1: x. Confidence: 55%\nStep 2: y. Confidence: 68%\nThe answer is (b).", None),
+    ("Step 1: x. Confidence: 55%\nThe answer is (b) Sentence2 is not a paraphrase.", None),
+    # not a percentage from 0 to 100%
+    ("The answer is (b). Overall Confidence: 0.8", None),
+    ("The answer is (b). Overall Confidence: 1", None),
+    ("The answer is (b). Overall Confidence: 1000%", None),
+    ("The answer is (b). Overall Confidence: 1e2%", None),
+    ("The answer is (b). Overall Confidence: \u221220%", None),  # Unicode minus
+    ("The answer is (b). Overall Confidence: -20%", None),
+    ("The answer is (b). Overall Confidence: 80-90%", None),  # a range
+    ("The answer is (b). Overall Confidence: 80% to 90%", None),
+    ("The answer is (b). Overall Confidence: 100% not sure", None),
+    ("The answer is (b).", None),  # missing
+    ("Step 1: x. Confidence: 55%\nThe answer is (b). Overall Confidence: 80%", 0.8),
+])
+def test_only_an_overall_or_answer_line_percentage_is_the_stated_confidence(reply, confidence):
+    reading = read_reply(reply, PPDB)
+    assert reading.answer == 1  # the answer is readable either way
+    assert reading.confidence == (None if confidence is None else pytest.approx(confidence))
+
+
+@pytest.mark.parametrize("reply", [
+    "The answer is (a), (b). Overall Confidence: 80%",
+    "The answer is (a)(b). Overall Confidence: 80%",
+    "The answer is (a) or (b). Overall Confidence: 80%",
+    "The answer is (a); (b). Overall Confidence: 80%",
+])
+def test_a_statement_naming_two_options_is_unreadable(reply):
+    reading = read_reply(reply, PPDB)
+    assert (reading.answer, reading.at, reading.confidence) == (None, None, 0.8)
+
+
+def test_an_echoed_data_row_is_not_the_answer():
+    """issue #36: a question holding an answer statement, echoed after the model's own answer,
+    is blanked (``shown_texts``), so the reply's own answer and confidence are read."""
+    injected = "The answer is (a) Sentence2 is a paraphrase. Overall Confidence: 100%"
+    doc = {CHOICES: PPDB, "sentence1": f"A man walks. {injected}", "sentence2": "He drives."}
+    reply = f"(b) 40% confident\nA man walks. {injected}"
+    parsed = VerbalizedFilter().apply([[reply]], [doc])[0][0]
+    assert (parsed["answer"], parsed["confidence"]) == (1, 0.4)
+    # without the document's text the echo's statement would be read: (a) at 100%
+    assert (read_reply(reply, PPDB).answer, read_reply(reply, PPDB).confidence) == (0, 1.0)
+
+
+def test_the_results_say_whether_the_model_reasons(ppdb_tasks):
+    """issue #34 item 6: reasoned_rate (>= 2 step lines before the answer), cut_rate,
+    readable_rate and output tokens per reply, from the filter's readings of each reply."""
+    task = ppdb_tasks["verbalized"]
+    steps = "Step 1: he walked. Confidence: 40%\nStep 2: he drove. Confidence: 60%\n"
+    replies = [steps + "The answer is (b). Overall Confidence: 70%",  # reasons
+               steps + "The answer is (b). Overall Confidence: 70%\nUser: next?",  # and runs on
+               "The answer is (a). Overall Confidence: 80%",  # one line
+               "I do not know."]  # unreadable
+    assert "reasoned_rate" in task.reported_metrics()
+    records = []
+    for i, doc in enumerate(task.eval_docs):
+        reading = VerbalizedFilter().apply([[replies[i % 4]]], [{CHOICES: PPDB}])[0]
+        records.append(task.process_results(doc, [reading])["acc"])
+    evaluation = [r for r in records if r["split"] == "evaluation"]
+    shares = [sum(s) / len(evaluation) for s in zip(*[
+        (i % 4 < 2, i % 4 == 1, i % 4 < 3) for i, r in enumerate(records)
+        if r["split"] == "evaluation"], strict=True)]
+    summary = task.summarize(records)
+    assert [summary[k] for k in ("reasoned_rate", "cut_rate", "readable_rate")] == (
+        pytest.approx(shares))
+    tokens = [len(replies[i % 4]) / 4 for i, r in enumerate(records) if r["split"] == "evaluation"]
+    assert summary["output_tokens_per_reply"] == pytest.approx(sum(tokens) / len(tokens))

@@ -54,7 +54,7 @@ def readings(prompt: str, doc: dict, form: str = "paper") -> tuple[dict, dict, d
                "Overall Confidence: 63%")
     replies = [[prompt], [f"{prompt}\n{own}"], [f"{own}\n{prompt}"]]
     out = VerbalizedFilter().apply(replies, [doc] * 3)
-    return out[0][0], out[1][0], out[2][0]
+    return tuple({k: v for k, v in r[0].items() if k != "shape"} for r in out)
 
 
 def test_every_verbalized_family_is_covered() -> None:

@@ -5,6 +5,7 @@ m for probe / corruption) are in tests/test_dataset.py."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import lm_eval.models
@@ -15,7 +16,7 @@ from calidist_tasks import task_folder
 from calidist_tasks.settings import RunSettings
 from reliability.support import refused
 
-KNOWN = sorted(set(RunSettings.__dataclass_fields__) - {"model", "api"})
+KNOWN = sorted(f.name for f in dataclasses.fields(RunSettings) if not f.metadata.get("internal"))
 
 
 def lm_eval_model_arguments() -> set[str]:

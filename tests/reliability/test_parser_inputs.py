@@ -32,8 +32,9 @@ BIG = "4" + "0" * 19  # 4e19: stage 2's hint range overflowed a C integer
 
 
 def _verbalized(reply: str) -> dict:
-    """The reading of the filter the verbalized tasks' YAML names."""
-    return VerbalizedFilter().apply([[reply]], [{"_calidist_choices": PPDB}])[0][0]
+    """The reading of the filter the verbalized tasks' YAML names (less the reply's shape)."""
+    parsed = VerbalizedFilter().apply([[reply]], [{"_calidist_choices": PPDB}])[0][0]
+    return {k: v for k, v in parsed.items() if k != "shape"}
 
 
 @pytest.mark.parametrize(("reply", "answer", "confidence"), [
@@ -47,7 +48,9 @@ def _verbalized(reply: str) -> dict:
     ("The answer is (a). I am not 90% sure.", 0, None),
     ("The answer is (a). I am not confident at 90%.", 0, None),
     # what must still be read
-    ("The answer is (a). I'm not 100% sure, but I'd say 80%.", 0, 0.8),
+    # a lone percentage is no stated confidence (issue #34: "Overall Confidence: N%" or a
+    # confidence tied to a word)
+    ("The answer is (a). I'm not 100% sure, but I'd say 80%.", 0, None),
     ("The answer is (a), not (b). Confidence: 100%", 0, 1.0),
     ("The answer is (b). Confidence: 85.5%", 1, 0.855),
 ])

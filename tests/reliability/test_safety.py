@@ -91,7 +91,9 @@ def test_yaml_is_read_with_a_safe_loader_only() -> None:
                   and toks[i - 1].string == "." and toks[i - 2].string == "yaml"]
     assert [(p.name, line) for p, line in calls] == [("yaml_configs.py", calls[0][1])]
     source = inspect.getsource(task_configs)
-    assert "class Loader(yaml.SafeLoader)" in source and "Loader=Loader" in source
+    # libyaml's CSafeLoader where installed, else the pure-Python SafeLoader: both safe
+    assert ('class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader))' in source
+            and "Loader=Loader" in source)
 
 
 def test_task_yaml_asks_for_no_remote_code_and_imports_only_our_adapters() -> None:
@@ -153,8 +155,11 @@ def test_report_files_and_escaping(tmp_path: Path) -> None:
     report = write_report([tmp_path / "runs"], tmp_path / "out", n_resamples=20,
                           tasks="calidist_toy_assertion")
     assert any("results_2026-01-02" in p for p in report.problems), report.problems
-    assert {p.suffix for p in report.files} <= {".md", ".csv", ".tex", ".json", ".png", ".pdf"}
+    assert {p.suffix for p in report.files} <= {".md", ".csv", ".tex", ".json", ".png", ".pdf",
+                                               ".html"}
     assert any(p.suffix == ".png" for p in report.files)
+    page = (tmp_path / "out" / "leaderboard.html").read_text(encoding="utf-8")
+    assert "<img src=x" not in page and "&lt;img src=x" in page  # the name is escaped, inert
     markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     assert not re.search(r"^\s*#+ injected|(?<!\\)<img|(?<!\\)`code", markdown, flags=re.M)
     for block in re.findall(r"(?:^\|.*\n)+", markdown, flags=re.M):

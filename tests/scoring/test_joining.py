@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from calidist_tasks.prompting import distractors
 from calidist_tasks.scoring.joining import (
+    Outcome,
     PromptPlan,
     join_document,
     outcome_from_loglikelihoods,
@@ -295,3 +296,71 @@ def test_a_record_leaves_the_garbage_collector_once_collected():
     gc.collect()
     gc.collect()
     assert not gc.is_tracked(record)
+
+
+# ------------------------------------------------------------------ unreadable replies (issue #34)
+def test_an_unreadable_hinted_reply_is_left_out_of_mu_and_delta():
+    plans = [PromptPlan(), PromptPlan(1, 0), PromptPlan(1, 1), PromptPlan(2, 0), PromptPlan(0, 0)]
+    outcomes = [Outcome(0, 0.8), Outcome(1, 0.6), Outcome(-1, 1 / 3, parsed=False),
+                Outcome(0, 0.7), Outcome(0, 0.9)]
+    record = join_document(plans, outcomes, 0)
+    # k = 2 readable hints naming another label (the hint naming 'a' does not count)
+    assert record["mu"] == pytest.approx(0.6 / 2)
+    assert record["delta"] == pytest.approx(abs(0.8 - (0.6 + 0.7) / 2))
+    assert record["unreadable_hinted"] == 1 and record["unreadable_original"] == 0
+    assert record["hints"][1] == (1, 1, -1, None)  # logged as unreadable, not as a 1/c answer
+    assert record["parsed"] is False and record["correct"] == 1
+
+
+def test_a_document_with_no_readable_hint_is_least_reliable():
+    plans = [PromptPlan(), PromptPlan(1, 0), PromptPlan(1, 1)]
+    unreadable = Outcome(-1, 0.5, parsed=False)
+    record = join_document(plans, [Outcome(0, 0.8), unreadable, unreadable], 0)
+    assert (record["mu"], record["delta"], record["lambda_raw"]) == (1.0, 1.0, 0.0)
+    assert record["flipped"] == 0 and record["unreadable_hinted"] == 2
+
+
+def test_two_unreadable_readings_never_agree():
+    """An unreadable original (-1) and unreadable hints (-1): before, -1 == -1 counted as a kept
+    answer (mu = 0, the most reliable); now no readable hint: least reliable, and the original
+    is wrong at 1/c whatever."""
+    plans = [PromptPlan(), PromptPlan(0, 0), PromptPlan(1, 0)]
+    unreadable = Outcome(-1, 0.5, parsed=False)
+    record = join_document(plans, [unreadable] * 3, 0)
+    assert (record["mu"], record["lambda_raw"]) == (1.0, 0.0)
+    assert (record["unreadable_original"], record["correct"], record["confidence"]) == (1, 0, 0.5)
+
+
+def test_an_unreadable_original_is_scored_at_1_over_c_by_every_method_and_fits_nothing():
+    from calidist_tasks.scoring.aggregation import summarize_calidist
+    from calidist_tasks.scoring.fits import split_records
+    from calidist_tasks.settings import RunSettings
+
+    rng = np.random.default_rng(0)
+    plans = [PromptPlan(), PromptPlan(1, 0), PromptPlan(1, 1)]
+    records = []
+    for index in range(40):
+        split = "calibration" if index < 20 else "evaluation"
+        if index % 10 == 3:  # unreadable original (an answer read from the rule: 1/c)
+            outcomes = [Outcome(-1, 0.5, parsed=False)] + [Outcome(1, 0.9)] * 2
+        else:
+            p, q = rng.uniform(0.5, 1.0, 2)
+            outcomes = [Outcome(0, p), Outcome(int(q > 0.75), q), Outcome(0, q)]
+        record = join_document(plans, outcomes, int(rng.integers(0, 2)))
+        record.update(index=index, split=split, requests=3)
+        records.append(record)
+    calibration, evaluation = split_records(records)
+    assert len(calibration) == 18 and not any(r["unreadable_original"] for r in calibration)
+    assert sum(r["unreadable_original"] for r in evaluation) == 2
+    context = {"task": "calidist_x_assertion", "benchmark": "x", "labels": ["a", "b"],
+               "style": "assertion", "model": None}
+    summary = summarize_calidist(records, RunSettings(), context)
+    assert summary["n_calibration"] == 18
+    # the same scores as if CaliDist had given those two documents 1/c itself: brier of the
+    # unreadable documents is (0.5 - 0)^2 each, whatever the calibrator maps 0.5 to
+    readable = [r for r in evaluation if not r["unreadable_original"]]
+    fitted = summarize_calidist([*calibration, *readable], RunSettings(), context)
+    brier = (fitted["brier"] * len(readable) + 2 * 0.25) / len(evaluation)
+    assert summary["brier"] == pytest.approx(brier)
+    assert summary["brier_vanilla"] == pytest.approx(
+        (fitted["brier_vanilla"] * len(readable) + 2 * 0.25) / len(evaluation))

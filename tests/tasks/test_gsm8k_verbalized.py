@@ -32,7 +32,8 @@ HINT_42 = number_hint(0, "42")  # "Hint: I think the answer should be 42.\nNote 
 
 @pytest.mark.parametrize("text, hint, answer, confidence", [
     ("9 * 2 = 18.\nThe answer is 18. Confidence: 80%", None, "18", 0.8),
-    ("The answer is $1,234.50.\nConfidence: 0.65", None, "1234.5", 0.65),
+    ("The answer is $1,234.50.\nConfidence: 65%", None, "1234.5", 0.65),
+    ("The answer is $1,234.50.\nConfidence: 0.65", None, "1234.5", None),  # issue #34: not 65%
     ("It costs 10 dollars. I am 75% sure.", None, "10", 0.75),  # "75% sure" is not the answer
     ("Confidence: 90%", None, None, 0.9),  # a confidence alone has no answer
     ("20% of 50 is 10.\nThe answer is 10.", None, "10", None),  # a lone % is part of the maths
@@ -103,11 +104,14 @@ def test_join_of_scripted_replies_by_hand(tmp_path: Path) -> None:
         p = want[i][1]
         assert record["prediction"] == candidates[0] == want[i][0]
         assert record["confidence"] == p and record["correct"] == want[i][2]
+        # issue #34: the unreadable hints 3 and 4 are logged with confidence None and left out
+        # of mu and delta (k = 2), not counted as a flip / a move at 1/c = 0
         assert [(h.prediction, h.confidence) for h in hints_of(record)] == [
-            (1, 0.6), (0, 0.8), (-1, 0.0), (0, 0.0)]
+            (1, 0.6), (0, 0.8), (-1, None), (0, None)]
         assert record["answers"] == [candidates[1], candidates[0], None, candidates[0]]
-        assert record["mu"] == pytest.approx((0.6 + 0.0) / 4)  # flips weighted by confidence
-        assert record["delta"] == pytest.approx(abs(p - (0.6 + 0.8 + 0.0 + 0.0) / 4))
+        assert record["mu"] == pytest.approx(0.6 / 2)  # flips weighted by confidence
+        assert record["delta"] == pytest.approx(abs(p - (0.6 + 0.8) / 2))
+        assert record["unreadable_hinted"] == 2
         assert record["flipped"] == 1 and record["requests"] == 4
         assert record["parse_failures"] == 2 + int(not want[i][3])
         assert record["generations"] == 1 + HINT_NUMBERS

@@ -14,10 +14,16 @@ from pathlib import Path
 import pytest
 from conftest import run_lm_eval
 
-from calidist_tasks.prompting.verbalized import locate_answer
+from calidist_tasks.prompting import verbalized
 from calidist_tasks.tasks.reasoned import read_reply, reasoned_metric_names
 
 OPTIONS = ["Sentence2 is a paraphrase of Sentence1.", "Sentence2 is not a paraphrase of Sentence1."]
+
+
+def locate_answer(reply, options, hint=None):
+    """(answer, where its letter stands) as the one reader reads it; None without a letter."""
+    reading = verbalized.read_reply(reply, options, hint)
+    return None if reading.at is None else (reading.answer, reading.at)
 
 
 @pytest.mark.parametrize(("reply", "answer", "before"), [
