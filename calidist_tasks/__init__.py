@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 __version__ = "0.1.0"
@@ -63,8 +64,10 @@ def evaluate(
     ``"local-completions"``, ...) with ``model_args`` (``"pretrained=...,dtype=float32"`` or a
     dict), or an already-loaded ``lm_eval.api.model.LM`` object (``model_args`` is then unused).
     ``tasks``: names, or one comma-separated string. ``metadata``: calidist's options, the keys of
-    ``calidist eval --help`` (``calib_size``, ``eval_size``, ``m``, ``data_dir``, ``fit``, ...),
-    checked when the tasks are built (a misspelt key or a bad value raises ValueError).
+    ``calidist eval --help`` (``calib_size``, ``eval_size``, ``m``, ``data_dir``, ``fit``, ...).
+    Every check comes before the model loads (``calidist_tasks.preflight``): a task named like
+    ours but not ours, a misspelt key or a bad value, a bad data file or earlier run raise
+    ValueError naming the place.
 
     As on the command line, ``model_args`` is merged under ``metadata`` (a model argument named like
     one of our keys reaches us; ``metadata`` wins); for an LM object its ``pretrained`` /
@@ -102,6 +105,7 @@ def evaluate(
     from lm_eval.tasks import TaskManager
 
     import calidist_tasks.backends.prefix_cache  # noqa: F401  registers the hf-prefix-cache model
+    from calidist_tasks import preflight
     from calidist_tasks.backends.api_replies import checked_replies
     from calidist_tasks.runs import recovery
 
@@ -110,6 +114,12 @@ def evaluate(
                         "and the metadata); pass include_defaults=True for lm-eval's own tasks")
     if isinstance(tasks, str):
         tasks = [name.strip() for name in tasks.split(",") if name.strip()]
+    preflight.check_task_names(tasks)
+    if simple_evaluate_kwargs.get("limit") is not None:
+        preflight.check_limit(simple_evaluate_kwargs["limit"])
+    if simple_evaluate_kwargs.get("use_cache"):
+        cache = simple_evaluate_kwargs["use_cache"]
+        recovery.check_writable(Path(cache).parent, f"use_cache {cache}: its folder")
     if not (metadata or {}).get("replies"):
         from calidist_tasks.runs.reply_runs import evaluate_with_replies, staged_selection
 
@@ -127,6 +137,7 @@ def evaluate(
     merged = {**_model_metadata(model, model_args), **dict(metadata or {})}
     manager = TaskManager(include_path=task_folder(), include_defaults=include_defaults,
                           metadata=merged)
+    preflight.built_before_model(manager, list(tasks))  # every check before the model loads
     # an API reply lm-eval cannot parse: one clear APIReplyError; a failed aggregation: raised
     # after every other task is aggregated, the whole run saved (calidist_tasks.runs.recovery)
     with checked_replies(), recovery.aggregation_errors_deferred() as failed:

@@ -116,16 +116,20 @@ def evaluate_with_replies(evaluate: Callable[..., Any], model: Any, tasks: Seque
                           replies_dir: str | os.PathLike | None,
                           **kwargs: Any) -> dict[str, Any] | None:
     """``calidist_tasks.evaluate`` of a selection with reasoned tasks: the reply tasks, saved to
-    ``replies_dir`` (default: a temporary folder), then the rest reading them; one results dict
+    ``replies_dir`` (default: a temporary folder; one that cannot be written is refused, OSError,
+    before any reply is generated), then the rest reading them; one results dict
     holding every selected task (the reply tasks' entries from the first run). With
     ``two_stage`` the reply run is two-stage too, its stage 1 kept in ``replies_dir/stage1``."""
     from calidist_tasks.backends.lm_eval_compat import models_reused
     from calidist_tasks.runs.files import save_like_lm_eval
+    from calidist_tasks.runs.recovery import check_writable
 
     metadata = dict(metadata or {})
     replies, rest = staged_selection(tasks)
     if not replies or "replies" in metadata:
         return evaluate(model, list(tasks), metadata, **kwargs)
+    if replies_dir is not None:  # the replies are saved there: refused before they are generated
+        check_writable(replies_dir, "replies_dir")
     with models_reused(), tempfile.TemporaryDirectory(prefix="calidist-replies-") as scratch:
         folder = Path(replies_dir or scratch)
         if kwargs.get("two_stage"):  # stage 1 kept beside: the reasoned tasks read it
