@@ -51,7 +51,8 @@ def build_model(dest: Path, hidden: int) -> Path:
 
 
 def letter_loglikelihoods(model: str, model_dir: Path, dtype: str, batch_size: int,
-                          metadata: dict[str, Any]) -> dict[int, list[list[float]]]:
+                          metadata: dict[str, Any], num_fewshot: int | None
+                          ) -> dict[int, list[list[float]]]:
     """Per document, per prompt, the letters' log-likelihoods lm-eval logged."""
     import lm_eval
     from lm_eval.tasks import TaskManager
@@ -63,7 +64,7 @@ def letter_loglikelihoods(model: str, model_dir: Path, dtype: str, batch_size: i
     results = lm_eval.simple_evaluate(
         model=model, model_args=f"pretrained={model_dir},dtype={dtype}", tasks=[TASK],
         task_manager=manager, batch_size=batch_size, device="cpu", log_samples=True,
-        bootstrap_iters=0)
+        bootstrap_iters=0, num_fewshot=num_fewshot)
     found = {}
     for sample in results["samples"][TASK]:
         # one request per (prompt, letter); arguments are (prompt, " (a)") pairs in that order
@@ -92,19 +93,24 @@ def main() -> None:
     parser.add_argument("--eval_size", type=int, default=60)
     parser.add_argument("--dtypes", default="bfloat16,float32")
     parser.add_argument("--hidden", type=int, default=512, help="hidden size (heads of 64)")
+    parser.add_argument("--num_fewshot", type=int, help="exemplars per label (default: the "
+                        "task's); 0 makes the prompts about a third as long")
     parser.add_argument("--out", help="also write the summary to this JSON file")
     args = parser.parse_args()
     metadata = {"data_dir": str(SAMPLE_DATA), "calib_size": args.calib_size,
                 "eval_size": args.eval_size, "m": 1}
     summary: dict[str, Any] = {"task": TASK, "model": f"random Llama, hidden {args.hidden}, "
                                "4 layers, heads of 64",
-                               **{k: metadata[k] for k in ("calib_size", "eval_size", "m")}}
+                               **{k: metadata[k] for k in ("calib_size", "eval_size", "m")},
+                               "num_fewshot": args.num_fewshot}
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = build_model(Path(scratch) / "model", args.hidden)
         for dtype in args.dtypes.split(","):
-            hf_1 = letter_loglikelihoods("hf", model_dir, dtype, 1, metadata)
-            hf_64 = letter_loglikelihoods("hf", model_dir, dtype, 64, metadata)
-            cached = letter_loglikelihoods("hf-prefix-cache", model_dir, dtype, 64, metadata)
+            def run(model: str, batch_size: int, dtype: str = dtype) -> Any:
+                return letter_loglikelihoods(model, model_dir, dtype, batch_size, metadata,
+                                             args.num_fewshot)
+
+            hf_1, hf_64, cached = run("hf", 1), run("hf", 64), run("hf-prefix-cache", 64)
             summary[dtype] = {"hf batch 1 vs hf batch 64": compare(hf_1, hf_64),
                               "hf-prefix-cache vs hf batch 1": compare(hf_1, cached),
                               "hf-prefix-cache vs hf batch 64": compare(hf_64, cached)}

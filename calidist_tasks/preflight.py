@@ -6,9 +6,9 @@ produce) would come after the model load, and through lm-eval's CLI as a traceba
 
 - ``check_task_names``: a name that looks like one of our tasks but is not one is refused with
   the names it is closest to, from our YAML alone (lm-eval indexes its whole task tree first);
-- ``check_command``: what ``calidist eval``'s command line holds that only its text shows: a key
-  given twice in one ``--metadata`` JSON object, ``--limit`` 0 or below, a ``--use_cache`` path
-  that cannot be written;
+- ``check_command``: ``calidist eval``'s command line before lm-eval starts: the task names, the
+  ``--metadata`` JSON objects (a key given twice, then every key and value, ``RunSettings``),
+  ``--limit`` 0 or below, a ``--use_cache`` path that cannot be written;
 - ``built_before_model``: the selection's tasks are built (and so checked) before the model
   loads; lm-eval then uses those tasks;
 - ``refusals_reported``: ``calidist eval`` prints an error as ``calidist: <message>`` and exits
@@ -30,6 +30,7 @@ from typing import Any
 
 from calidist_tasks.data.yaml_configs import task_configs
 from calidist_tasks.runs.two_stage import FLAG_CACHE, FLAG_TASKS, flag_values
+from calidist_tasks.settings import RunSettings
 
 PREFIX = "calidist"  # every task and group of ours is named calidist_...
 DEBUG_FLAG = "--debug"
@@ -64,20 +65,24 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def check_command(argv: Sequence[str]) -> None:
-    """Refuse (ValueError / OSError) what ``calidist eval``'s command line ``argv`` holds that
-    only its text shows (see the module doc); the rest is checked when the tasks are built."""
+    """Refuse (ValueError / OSError) a mistake ``calidist eval``'s command line ``argv`` shows
+    (see the module doc); the rest is checked when the tasks are built."""
     from calidist_tasks.runs.recovery import check_writable
 
     check_task_names([name.strip() for value in flag_values(argv, FLAG_TASKS, many=True)
                       for name in value.split(",") if name.strip()])
+    given: dict[str, Any] = {}
     for text in flag_values(argv, FLAG_METADATA, many=True):
         if text.lstrip().startswith("{"):
             try:
-                json.loads(text, object_pairs_hook=_unique_keys)
+                given.update(json.loads(text, object_pairs_hook=_unique_keys))
             except json.JSONDecodeError as error:
                 raise ValueError(f"--metadata {text!r} is not valid JSON ({error})") from None
-    for limit in flag_values(argv, FLAG_LIMIT):
-        check_limit(limit)
+    RunSettings.from_metadata(given)  # keys and values now, before lm-eval indexes its tasks
+    for i, arg in enumerate(argv):  # by hand: flag_values takes "-3" for a flag
+        name, eq, value = arg.partition("=")
+        if name in FLAG_LIMIT and (eq or i + 1 < len(argv)):
+            check_limit(value if eq else argv[i + 1])
     for cache in flag_values(argv, FLAG_CACHE):
         check_writable(Path(cache).parent, f"--use_cache {cache}: its folder")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import sys
@@ -357,3 +358,49 @@ def test_readme_matches_the_task_configs():
     for command in commands:
         if re.search(r"--tasks \S*calidist_ppdb", command):
             assert "data_dir" in command, command
+
+
+# ---------------------------------------------------------------- refusals through the real CLI
+def calidist(*args: str, env: dict | None = None) -> tuple[int, str]:
+    """Run ``python -m calidist_tasks.cli`` as a user would; (exit status, stderr)."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "calidist_tasks.cli", *args], text=True,
+                          capture_output=True, timeout=600,
+                          env={**os.environ, "CALIDIST_DEBUG": "", **(env or {})})
+    return done.returncode, done.stderr
+
+
+def one_line_refusal(status: int, err: str, words: str) -> None:
+    assert status == 1, err
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("calidist: ")]
+    assert len(lines) == 1 and words in lines[0], err
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--tasks", "calidist_ppdb_asertion"], "unknown task 'calidist_ppdb_asertion'; did you "
+                                            "mean calidist_ppdb_assertion"),
+    (["--tasks", "calidist_ppdb", "--limit", "0"], "--limit 0 takes no documents"),
+    (["--tasks", "calidist_ppdb", "--metadata", '{"m": 1, "m": 2}'], "gives the key 'm' twice"),
+])
+def test_eval_refuses_a_bad_command_in_one_line_before_lm_eval(args, words):
+    one_line_refusal(*calidist("eval", "--model", "hf", *args), words)
+
+
+def test_eval_refuses_a_misspelt_metadata_key_before_the_model_loads(ppdb_data_dir):
+    # no such model: had the model been loaded first, the error would be about the model
+    status, err = calidist("eval", "--model", "hf", "--model_args", "pretrained=/no/such/model",
+                           "--tasks", "calidist_ppdb_assertion", "--device", "cpu",
+                           "--metadata", json.dumps({"data_dir": str(ppdb_data_dir),
+                                                     "calib_sise": 5}))
+    one_line_refusal(status, err, "unknown --metadata key 'calib_sise'; did you mean "
+                                  "'calib_size'?")
+
+
+def test_eval_shows_the_traceback_with_debug():
+    status, err = calidist("eval", "--debug", "--model", "hf", "--tasks", "calidist_ppdb_asertion")
+    assert status == 1 and "Traceback" in err and "did you mean" in err
+    status, err = calidist("eval", "--model", "hf", "--tasks", "calidist_ppdb_asertion",
+                           env={"CALIDIST_DEBUG": "1"})
+    assert status == 1 and "Traceback" in err
