@@ -8,7 +8,8 @@ heads of 64), all on the CPU in bfloat16:
 
 - ``hf`` batch size 1 against ``hf`` batch size 64: lm-eval's own bf16 noise;
 - ``hf-prefix-cache`` batch size 64 against ``hf`` batch size 1: the prefix cache's drift;
-- the same two in float32, as the control (both should agree to about 1e-5).
+- the same two in float32, as the control (both should agree to about 1e-5);
+- each bfloat16 run against ``hf``'s float32 run: its error.
 
 Per request, the absolute difference of the letter log-likelihoods (max and mean) and, per
 prompt, whether the preferred letter differs. Prints a JSON summary (``--out`` writes it too)::
@@ -105,15 +106,23 @@ def main() -> None:
                                "num_fewshot": args.num_fewshot}
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = build_model(Path(scratch) / "model", args.hidden)
+        runs = {}
         for dtype in args.dtypes.split(","):
             def run(model: str, batch_size: int, dtype: str = dtype) -> Any:
                 return letter_loglikelihoods(model, model_dir, dtype, batch_size, metadata,
                                              args.num_fewshot)
 
-            hf_1, hf_64, cached = run("hf", 1), run("hf", 64), run("hf-prefix-cache", 64)
+            hf_1, hf_64, cached = runs[dtype] = (run("hf", 1), run("hf", 64),
+                                                 run("hf-prefix-cache", 64))
             summary[dtype] = {"hf batch 1 vs hf batch 64": compare(hf_1, hf_64),
                               "hf-prefix-cache vs hf batch 1": compare(hf_1, cached),
                               "hf-prefix-cache vs hf batch 64": compare(hf_64, cached)}
+        if {"bfloat16", "float32"} <= set(runs):  # each bf16 run's error against float32's
+            reference = runs["float32"][0]
+            summary["bfloat16 vs float32 hf batch 1"] = {
+                name: compare(reference, found) for name, found in zip(
+                    ("hf batch 1", "hf batch 64", "hf-prefix-cache"), runs["bfloat16"],
+                    strict=True)}
     text = json.dumps(summary, indent=1)
     print(text)
     if args.out:

@@ -99,7 +99,8 @@ def evaluate(
     ranks of a multi-process run. ``evaluate`` itself writes nothing to disk, except when a
     task's aggregation fails: every other task is still aggregated, the whole run (results and
     samples) is saved under ``calidist-recovered/`` and ``recovery.AggregationError`` names the
-    folder. A ``stage1_dir`` that cannot be written is refused (OSError) before any model time.
+    folder. A ``stage1_dir`` or ``replies_dir`` that cannot be written is refused (OSError) before
+    any model time.
     """
     import lm_eval
     from lm_eval.tasks import TaskManager

@@ -426,9 +426,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     report.add_argument("--models", metavar="PATTERN", help="only these models (the name in the "
                         "results file): comma-separated shell patterns, e.g. '*SmolLM2*'")
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["eval"]:
-        from calidist_tasks.preflight import DEBUG_FLAG, debugging, refusals_reported
+    from calidist_tasks.preflight import DEBUG_FLAG, debugging, refusals_reported
 
+    if argv[:1] == ["eval"]:
         with refusals_reported(debugging(argv)):
             evaluate_command([a for a in argv if a != DEBUG_FLAG])
         return
@@ -441,9 +441,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         for row in list_tasks(args.pattern):
             print("\t".join(row))
     elif args.command == "link":
-        print(f"linked: {link()}")
+        with refusals_reported(debugging(argv)):
+            print(f"linked: {link()}")
     elif args.command == "unlink":
-        removed, dest = unlink(), lm_eval_task_dir() / LINK_NAME
+        with refusals_reported(debugging(argv)):
+            removed, dest = unlink(), lm_eval_task_dir() / LINK_NAME
         print(f"removed: {len(removed)} file(s) and folder(s) calidist link made in {dest}"
               + ("; the folder itself is kept: it holds files link did not make"
                  if dest.exists() else ""))

@@ -404,3 +404,24 @@ def test_eval_shows_the_traceback_with_debug():
     status, err = calidist("eval", "--model", "hf", "--tasks", "calidist_ppdb_asertion",
                            env={"CALIDIST_DEBUG": "1"})
     assert status == 1 and "Traceback" in err
+
+
+@pytest.mark.parametrize(("error", "shown"), [
+    (ValueError("mnli data.jsonl:2: missing or empty field 'premise'\n(only invisible "
+                "characters: '\\u200b')"),
+     "calidist: mnli data.jsonl:2: missing or empty field 'premise' (only invisible characters"),
+    (KeyError("letters"), "calidist: KeyError: 'letters' (rerun with --debug for the traceback)"),
+])
+def test_an_error_inside_lm_eval_is_printed_as_one_line(monkeypatch, capsys, error, shown):
+    def fails(argv, table=True):
+        raise error
+
+    monkeypatch.setattr(cli, "lm_eval_main", fails)
+    monkeypatch.delenv("CALIDIST_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["eval", "--model", "hf", "--tasks", "calidist_ppdb"])
+    assert stopped.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith(shown) and err.count("\n") == 1, err
+    with pytest.raises(type(error)):
+        cli.main(["eval", "--debug", "--model", "hf", "--tasks", "calidist_ppdb"])

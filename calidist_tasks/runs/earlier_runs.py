@@ -92,18 +92,19 @@ def results_beside(file: Path) -> tuple[Path, dict[str, Any]] | None:
 def check_model(file: Path, where: str, model: str | None,
                 logged: Mapping[int, Logged]) -> None:
     """Refuse samples another model answered: the model each record names (``MODEL_KEY``,
-    written since records carry it), else the results file lm-eval wrote beside them (same date
-    stamp). Samples that name no model anywhere are refused too, when this run knows its own:
-    a stage answered by another model would be scored in silence."""
+    written since records carry it) and the one the results file lm-eval wrote beside them
+    (same date stamp) names must be this run's ``model``. Samples that name no model anywhere
+    are refused too, when this run knows its own: a stage answered by another model would be
+    scored in silence."""
     if not model:
         return
+    named = False
     for entry in logged.values():
         theirs = entry.record.get(MODEL_KEY)
+        named = named or theirs is not None
         if theirs is not None and theirs != model:
             raise ValueError(f"{where} line {entry.line}: answered by model {theirs!r}, not this "
                              f"run's {model!r}; run it again with this model")
-    if any(entry.record.get(MODEL_KEY) is not None for entry in logged.values()):
-        return
     found = results_beside(file)
     theirs = UNKNOWN_MODEL
     if found is not None:
@@ -111,14 +112,14 @@ def check_model(file: Path, where: str, model: str | None,
             theirs = model_name({"config": {"model_args": found[1]["config"]["model_args"]}})
         except (ValueError, AttributeError, KeyError, TypeError):
             pass
-    if theirs == UNKNOWN_MODEL:
+    if theirs not in (UNKNOWN_MODEL, model):
+        raise ValueError(f"{where} was answered by model {theirs!r} ({found[0].name}), not this "
+                         f"run's {model!r}; run it again with this model")
+    if theirs == UNKNOWN_MODEL and not named:
         raise ValueError(f"{where}: neither its records nor a results file beside it name the "
                          f"model that answered, so it cannot be checked against this run's "
                          f"{model!r}; keep the results_<date>.json lm-eval wrote beside the "
                          "samples, or run it again")
-    if theirs != model:
-        raise ValueError(f"{where} was answered by model {theirs!r} ({found[0].name}), not this "
-                         f"run's {model!r}; run it again with this model")
 
 
 def logged_record(sample: Mapping[str, Any]) -> dict[str, Any] | None:
