@@ -117,12 +117,13 @@ def evaluate_with_replies(evaluate: Callable[..., Any], model: Any, tasks: Seque
                           **kwargs: Any) -> dict[str, Any] | None:
     """``calidist_tasks.evaluate`` of a selection with reasoned tasks: the reply tasks, saved to
     ``replies_dir`` (default: a temporary folder; one that cannot be written is refused, OSError,
-    before any reply is generated), then the rest reading them; one results dict
+    before any reply is generated; replies it still fails to take are saved under the recovery
+    folder, ``recovery.ResultsNotSaved`` naming it), then the rest reading them; one results dict
     holding every selected task (the reply tasks' entries from the first run). With
     ``two_stage`` the reply run is two-stage too, its stage 1 kept in ``replies_dir/stage1``."""
     from calidist_tasks.backends.lm_eval_compat import models_reused
     from calidist_tasks.runs.files import save_like_lm_eval
-    from calidist_tasks.runs.recovery import check_writable
+    from calidist_tasks.runs.recovery import ResultsNotSaved, check_writable, save_run
 
     metadata = dict(metadata or {})
     replies, rest = staged_selection(tasks)
@@ -141,7 +142,14 @@ def evaluate_with_replies(evaluate: Callable[..., Any], model: Any, tasks: Seque
         if first is None:
             raise RuntimeError("reasoned tasks run their replies first in one process; under a "
                                "multi-process launcher run the two stages as two commands")
-        save_like_lm_eval(first, folder, "replies")
+        try:
+            save_like_lm_eval(first, folder, "replies")
+        except (OSError, RuntimeError) as error:  # the folder failed after the check: keep them
+            kept = save_run(first)
+            raise ResultsNotSaved(
+                f"the replies could not be saved in replies_dir {folder} ({error}); they are "
+                f"saved in {kept}: score them without generating again with "
+                f"metadata={{'replies': '{kept}'}}") from error
         second = evaluate(model, rest, {**metadata, "replies": str(folder)}, **kwargs)
     if second is not None:
         selected = set(tasks) | {name for name, _ in expand_tasks(tasks)}

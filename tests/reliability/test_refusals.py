@@ -257,3 +257,28 @@ def test_unlink_returns_what_it_removed(linked_root: Path) -> None:
     removed = cli.unlink(target_root=linked_root)
     assert {dest / name for name in made} | {dest / cli.MARKER, dest} <= set(removed)
     assert not dest.exists()
+
+
+def test_replies_the_replies_dir_fails_to_take_are_kept_in_a_named_folder(
+        tmp_path: Path, monkeypatch) -> None:
+    from calidist_tasks.runs import files, recovery
+    from calidist_tasks.runs.reply_runs import evaluate_with_replies
+
+    task = "calidist_ppdb_assertion_verbalized"
+    reply = {"doc_id": 0, "doc": {"x": 1}, "resps": [["(a) 80%"]], "acc": {"index": 0}}
+    answered = {"results": {task: {}}, "configs": {task: {}}, "samples": {task: [reply]}}
+
+    def evaluate(model, tasks, metadata, **kwargs):  # the reply run answers, then saving fails
+        return answered
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files, "save_like_lm_eval", broken)
+    monkeypatch.setenv(recovery.RECOVERED_DIR_VARIABLE, str(tmp_path / "recovered"))
+    with pytest.raises(recovery.ResultsNotSaved, match="No space left on device.*saved in") as e:
+        evaluate_with_replies(evaluate, "hf", ["calidist_ppdb_assertion_cot"], {},
+                              str(tmp_path / "replies"))
+    kept = Path(str(e.value).split("they are saved in ")[1].split(":")[0])
+    (samples,) = kept.glob(f"samples_{task}_*.jsonl")
+    assert json.loads(samples.read_text())["resps"] == [["(a) 80%"]]
