@@ -127,8 +127,9 @@ TWO_STAGE_HELP = textwrap.fill(
     "hints naming a label other than each reply's answer.", 100) + "\n"
 METADATA_HELP_TITLE = "calidist options (pass as --metadata '{\"key\": value}')"
 EPILOG = ("`calidist eval --help` lists calidist's own options (the --metadata keys: defaults and "
-          "allowed values), then lm_eval's. From Python: calidist_tasks.evaluate "
-          "(docs/python_api.md).")
+          "allowed values), then lm_eval's. A refusal prints one line and exits 1; `calidist "
+          "eval --debug ...` (or CALIDIST_DEBUG=1) shows its traceback. From Python: "
+          "calidist_tasks.evaluate (docs/python_api.md).")
 
 
 def version_text() -> str:
