@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import run_lm_eval
 
-from calidist_tasks.scoring.records import MODEL_KEY
 from calidist_tasks.prompting.verbalized import locate_answer
+from calidist_tasks.scoring.records import MODEL_KEY
 from calidist_tasks.tasks.reasoned import read_reply, reasoned_metric_names
 
 OPTIONS = ["Sentence2 is a paraphrase of Sentence1.", "Sentence2 is not a paraphrase of Sentence1."]
