@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 __version__ = "0.1.0"
@@ -89,8 +90,10 @@ def evaluate(
     ``"local-completions"``, ...) with ``model_args`` (``"pretrained=...,dtype=float32"`` or a
     dict), or an already-loaded ``lm_eval.api.model.LM`` object (``model_args`` is then unused).
     ``tasks``: names, or one comma-separated string. ``metadata``: calidist's options, the keys of
-    ``calidist eval --help`` (``calib_size``, ``eval_size``, ``m``, ``data_dir``, ``fit``, ...),
-    checked when the tasks are built (a misspelt key or a bad value raises ValueError).
+    ``calidist eval --help`` (``calib_size``, ``eval_size``, ``m``, ``data_dir``, ``fit``, ...).
+    Every check comes before the model loads (``calidist_tasks.preflight``): a task named like
+    ours but not ours, a misspelt key or a bad value, a bad data file or earlier run raise
+    ValueError naming the place.
 
     As on the command line, ``model_args`` is merged under ``metadata`` (a model argument named like
     one of our keys reaches us; ``metadata`` wins); for an LM object its ``pretrained`` /
@@ -124,8 +127,11 @@ def evaluate(
     ranks of a multi-process run. ``evaluate`` itself writes nothing to disk, except when a
     task's aggregation fails: every other task is still aggregated, the whole run (results and
     samples) is saved under ``calidist-recovered/`` and ``recovery.AggregationError`` names the
-    folder. A ``stage1_dir`` that cannot be written is refused (OSError) before any model time.
+    folder. A ``stage1_dir`` or ``replies_dir`` that cannot be written is refused (OSError) before
+    any model time.
     """
+    from calidist_tasks import preflight
+    from calidist_tasks.runs import recovery
     from calidist_tasks.runs.planning import plan_runs
 
     if "task_manager" in simple_evaluate_kwargs:
@@ -133,6 +139,12 @@ def evaluate(
                         "and the metadata); pass include_defaults=True for lm-eval's own tasks")
     if isinstance(tasks, str):
         tasks = [name.strip() for name in tasks.split(",") if name.strip()]
+    preflight.check_task_names(tasks)
+    if simple_evaluate_kwargs.get("limit") is not None:
+        preflight.check_limit(simple_evaluate_kwargs["limit"])
+    if simple_evaluate_kwargs.get("use_cache"):
+        cache = simple_evaluate_kwargs["use_cache"]
+        recovery.check_writable(Path(cache).parent, f"use_cache {cache}: its folder")
     metadata = dict(metadata or {})
     if two_stage and {"stage", "original_run"} & set(metadata):
         raise TypeError("two_stage=True sets the metadata stage and original_run itself")
@@ -158,12 +170,14 @@ def _evaluate_plan(plan: Sequence[Any], model: Any, model_args: Any, tasks: list
     from calidist_tasks.backends.lm_eval_compat import models_reused
     from calidist_tasks.runs import planning
     from calidist_tasks.runs.files import save_like_lm_eval
-    from calidist_tasks.runs.recovery import check_writable
+    from calidist_tasks.runs.recovery import ResultsNotSaved, check_writable, save_run
     from calidist_tasks.runs.reply_runs import with_reply_results
     from calidist_tasks.scoring.records import STAGE1_FOLDER
 
     if stage1_dir:  # before any model time
         check_writable(stage1_dir, "stage1_dir")
+    if replies_dir:  # the replies are saved there: refused before they are generated
+        check_writable(replies_dir, "replies_dir")
     with models_reused(), tempfile.TemporaryDirectory(prefix="calidist-runs-") as scratch:
         replies = Path(replies_dir or Path(scratch) / planning.REPLIES)
         folders = {planning.REPLIES: replies, planning.REPLIES_STAGE1: replies / STAGE1_FOLDER,
@@ -182,7 +196,16 @@ def _evaluate_plan(plan: Sequence[Any], model: Any, model_args: Any, tasks: list
                 raise RuntimeError(f"{run.role} runs before the rest of the selection, in one "
                                    "process; under a multi-process launcher run the stages as "
                                    "separate commands")
-            save_like_lm_eval(found, folders[run.folder], run.role)
+            try:
+                save_like_lm_eval(found, folders[run.folder], run.role)
+            except (OSError, RuntimeError) as error:  # failed after the check: keep the work
+                kept = save_run(found)
+                keys = sorted({key for later in plan for key, folder in later.reads.items()
+                               if folder == run.folder})
+                raise ResultsNotSaved(
+                    f"the {run.role} run could not be saved in {folders[run.folder]} ({error}); "
+                    f"it is saved in {kept}: score it without running the model again with "
+                    + ", ".join(f"metadata {key}={kept}" for key in keys)) from error
             done[run.role] = found
     if found is not None and planning.REPLIES in done:
         found = with_reply_results(found, done[planning.REPLIES], tasks, log_samples)
@@ -197,12 +220,14 @@ def _evaluate_once(model: Any, model_args: Any, tasks: list[str], metadata: Mapp
     from lm_eval.tasks import TaskManager
 
     import calidist_tasks.backends.prefix_cache  # noqa: F401  registers the hf-prefix-cache model
+    from calidist_tasks import preflight
     from calidist_tasks.backends.api_replies import checked_replies
     from calidist_tasks.runs import recovery
 
     merged = {**_model_metadata(model, model_args), **dict(metadata)}
     manager = TaskManager(include_path=task_folder(), include_defaults=include_defaults,
                           metadata=merged)
+    preflight.built_before_model(manager, list(tasks))  # every check before the model loads
     # an API reply lm-eval cannot parse: one clear APIReplyError; a failed aggregation: raised
     # after every other task is aggregated, the whole run saved (calidist_tasks.runs.recovery)
     with checked_replies(), recovery.aggregation_errors_deferred() as failed:

@@ -68,8 +68,10 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
         checked_replies,
         discard_unfinished_requests,
     )
+    from calidist_tasks.preflight import built_before_model
     from calidist_tasks.runs import recovery
     from calidist_tasks.runs.two_stage import FLAG_OUTPUT, flag_values
+    from calidist_tasks.settings import BACKEND_KEY
 
     for output in flag_values(argv, FLAG_OUTPUT)[-1:]:  # before any model time
         try:
@@ -81,6 +83,13 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
     manager = lm_eval.tasks.TaskManager  # lm-eval's CLI imports it when it runs
 
     def kept(*args: Any, **kwargs: Any) -> Any:  # lm-eval's CLI imports it from lm_eval
+        tasks_of = kwargs.get("task_manager")
+        meta = getattr(getattr(tasks_of, "_factory", None), "_meta", None)
+        if isinstance(meta, dict) and isinstance(kwargs.get("model"), str):
+            # the backend's kind decides the sampling (confidence.consistency.decoding), as
+            # calidist_tasks.evaluate passes it; the tasks read it from their metadata
+            meta.setdefault(BACKEND_KEY, kwargs["model"])
+        built_before_model(tasks_of, kwargs.get("tasks"))
         returned.append(evaluate(*args, **kwargs))
         return returned[-1]
 
@@ -141,8 +150,9 @@ TWO_STAGE_HELP = textwrap.fill(
     "hints naming a label other than each reply's answer.", 100) + "\n"
 METADATA_HELP_TITLE = "calidist options (pass as --metadata '{\"key\": value}')"
 EPILOG = ("`calidist eval --help` lists calidist's own options (the --metadata keys: defaults and "
-          "allowed values), then lm_eval's. From Python: calidist_tasks.evaluate "
-          "(docs/python_api.md).")
+          "allowed values), then lm_eval's. A refusal prints one line and exits 1; `calidist "
+          "eval --debug ...` (or CALIDIST_DEBUG=1) shows its traceback. From Python: "
+          "calidist_tasks.evaluate (docs/python_api.md).")
 
 
 def version_text() -> str:
@@ -361,21 +371,45 @@ def link(target_root: Path | None = None) -> Path:
     return dest
 
 
-def unlink(target_root: Path | None = None) -> Path:
-    """Remove exactly what ``link`` made (and the folders it left empty)."""
+def unlink(target_root: Path | None = None) -> list[Path]:
+    """Remove exactly what ``link`` made (and the folders it left empty); return what was
+    removed. The marker's list is checked first: a name outside our folder (``../x``, an
+    absolute path) is refused, and so is a folder that cannot be written, before anything is
+    removed, so that an edited marker or a read-only folder never leaves half a link."""
     dest = (target_root or lm_eval_task_dir()) / LINK_NAME
     marker = dest / MARKER
     if not marker.exists():
         raise SystemExit(f"calidist unlink: nothing linked at {dest}")
-    for name in json.loads(marker.read_text())["files"]:
-        (dest / name).unlink(missing_ok=True)
+    try:
+        names = json.loads(marker.read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise SystemExit(f"calidist unlink: {marker} is not a list of linked files "
+                         f"({type(error).__name__}: {error}); remove {dest} by hand") from None
+    made = []
+    for name in names if isinstance(names, list) else [names]:
+        path = Path(os.path.normpath(dest / str(name)))
+        if not isinstance(name, str) or path.parent == dest.parent or dest not in path.parents:
+            raise SystemExit(f"calidist unlink: {marker} names {name!r}, outside {dest}: not "
+                             "made by calidist link; nothing was removed")
+        made.append(path)
+    present = [path for path in made if path.is_symlink() or path.is_file()]
+    folders = {dest.parent, dest, *(path.parent for path in present)}
+    locked = sorted(str(f) for f in folders if f.is_dir() and not os.access(f, os.W_OK))
+    if locked:
+        raise SystemExit(f"calidist unlink: {', '.join(locked)} cannot be written; nothing was "
+                         "removed")
+    for path in present:
+        path.unlink()
     marker.unlink()
+    removed = [*present, marker]
     for folder in sorted((p for p in dest.rglob("*") if p.is_dir()), reverse=True):
         if not any(folder.iterdir()):
             folder.rmdir()
+            removed.append(folder)
     if not any(dest.iterdir()):
         dest.rmdir()
-    return dest
+        removed.append(dest)
+    return removed
 
 
 def demo(args: argparse.Namespace, extra: Sequence[str]) -> None:
@@ -401,6 +435,40 @@ def demo(args: argparse.Namespace, extra: Sequence[str]) -> None:
     print(DEMO_TEXT if args.model is None else DEMO_TEXT.replace(
         "SmolLM2-135M is at or below chance", f"{Path(model).name} may be at or below chance"))
     print(f"lm-eval output (results and per-document samples): {out}")
+
+
+def evaluate_command(argv: Sequence[str]) -> None:
+    """``calidist eval`` (``argv`` starts with "eval"): its command line checked
+    (``preflight.check_command``), then lm-eval, the reasoned tasks' replies first."""
+    from calidist_tasks.preflight import check_command
+
+    if any(a in HELP_FLAGS for a in argv[1:]):
+        print(metadata_help(), flush=True)  # then lm_eval's own help (it exits)
+        print(TWO_STAGE_HELP, flush=True)
+    else:
+        check_command(argv[1:])
+    rest = [a for a in argv[1:] if a != TWO_STAGE_FLAG]
+    if any(a in HELP_FLAGS for a in rest):
+        lm_eval_help(rest)
+        return
+    from calidist_tasks.runs.reply_runs import run_with_replies
+    from calidist_tasks.runs.two_stage import run_two_stage
+
+    two_stage = len(rest) < len(argv) - 1
+
+    def run(stage_argv: list[str]) -> Any:  # two-stage: the reasoned tasks' replies too
+        return (run_two_stage(stage_argv, lm_eval_main) if two_stage
+                else lm_eval_main(stage_argv))
+
+    def then(stage_argv: list[str]) -> None:  # the reasoned tasks' replies have run
+        print_summary(run(stage_argv))
+
+    from calidist_tasks.backends.lm_eval_compat import models_reused
+
+    # models_reused stops an in-process vLLM engine when the run ends: a live engine process
+    # would keep Python from exiting after the results are printed
+    with models_reused():
+        run_with_replies(with_include_path(rest), run, then, two_stage)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -451,32 +519,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     report.add_argument("--models", metavar="PATTERN", help="only these models (the name in the "
                         "results file): comma-separated shell patterns, e.g. '*SmolLM2*'")
     argv = list(sys.argv[1:] if argv is None else argv)
+    from calidist_tasks.preflight import DEBUG_FLAG, debugging, refusals_reported
+
     if argv[:1] == ["eval"]:
-        if any(a in HELP_FLAGS for a in argv[1:]):
-            print(metadata_help(), flush=True)  # then lm_eval's own help (it exits)
-            print(TWO_STAGE_HELP, flush=True)
-        rest = [a for a in argv[1:] if a != TWO_STAGE_FLAG]
-        if any(a in HELP_FLAGS for a in rest):
-            lm_eval_help(rest)
-            return
-        from calidist_tasks.runs.reply_runs import run_with_replies
-        from calidist_tasks.runs.two_stage import run_two_stage
-
-        two_stage = len(rest) < len(argv) - 1
-
-        def run(stage_argv: list[str]) -> Any:  # two-stage: the reasoned tasks' replies too
-            return (run_two_stage(stage_argv, lm_eval_main) if two_stage
-                    else lm_eval_main(stage_argv))
-
-        def then(stage_argv: list[str]) -> None:  # the reasoned tasks' replies have run
-            print_summary(run(stage_argv))
-
-        from calidist_tasks.backends.lm_eval_compat import models_reused
-
-        # models_reused stops an in-process vLLM engine when the run ends: a live engine process
-        # would keep Python from exiting after the results are printed
-        with models_reused():
-            run_with_replies(with_include_path(rest), run, then, two_stage)
+        with refusals_reported(debugging(argv)):
+            evaluate_command([a for a in argv if a != DEBUG_FLAG])
         return
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "demo":
@@ -489,9 +536,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.command == "tasks":
         print(task_overview(args.pattern))
     elif args.command == "link":
-        print(f"linked: {link()}")
+        with refusals_reported(debugging(argv)):
+            print(f"linked: {link()}")
     elif args.command == "unlink":
-        print(f"removed: {unlink()}")
+        with refusals_reported(debugging(argv)):
+            removed, dest = unlink(), lm_eval_task_dir() / LINK_NAME
+        print(f"removed: {len(removed)} file(s) and folder(s) calidist link made in {dest}"
+              + ("; the folder itself is kept: it holds files link did not make"
+                 if dest.exists() else ""))
     elif args.command == "model":
         from calidist_tasks.backends import offline_models
 

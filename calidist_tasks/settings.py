@@ -47,6 +47,12 @@ SYNONYMS = {
     "original_run": ("stage1_run", "stage1_output", "stage1_path"),
 }
 _MEANT = {name: key for key, names in SYNONYMS.items() for name in names}
+NESTED = "metadata"  # {"metadata": {...}}: our keys one level too deep, never read
+
+
+def _words(key: str) -> tuple[str, ...]:
+    """A key's words in order of spelling, so that ``size_calib`` finds ``calib_size``."""
+    return tuple(sorted(key.lower().replace("-", "_").split("_")))
 
 
 def _option(default: Any, text: str, *, choices: tuple[str, ...] | None = None,
@@ -124,17 +130,25 @@ class RunSettings:
     model_backend: str | None = _option(None, "the model backend (--model), set by calidist",
                                         internal=True)
     # an HTTP API backend, by model_backend's kind (else a base_url in --model_args)
-    api: bool = _option(False, "an HTTP API backend (confidence.consistency.is_api_backend)",
-                        internal=True)
+    # an HTTP endpoint in --model_args (a run that does not name its backend); None when the
+    # backend is named: its kind decides (confidence.sources.is_api)
+    api: bool | None = _option(False, "an HTTP API backend", internal=True)
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any] | None) -> RunSettings:
         metadata = dict(metadata or {})
         known = {f.name for f in fields(cls) if not f.metadata.get("internal")}
+        if isinstance(metadata.get(NESTED), Mapping):
+            raise ValueError(
+                f"--metadata holds an object under {NESTED!r} ({sorted(metadata[NESTED])}): its "
+                f"keys are never read there; give them at the top level, "
+                f"--metadata '{{\"calib_size\": 50}}'")
         for key in metadata:
             if key in known:
                 continue
-            meant = _MEANT.get(str(key).lower().replace("-", "_")) or next(
+            key = str(key)
+            meant = _MEANT.get(key.lower().replace("-", "_")) or next(
+                (name for name in sorted(known) if _words(name) == _words(key)), None) or next(
                 iter(difflib.get_close_matches(key, known, n=1, cutoff=0.8)), None)
             if meant:
                 raise ValueError(
@@ -145,10 +159,8 @@ class RunSettings:
         values["model"] = metadata.get("pretrained") or metadata.get("model")
         backend = metadata.get(BACKEND_KEY)
         values["model_backend"] = backend
-        if backend:
-            from calidist_tasks.confidence.consistency import is_api_backend
-
-            values["api"] = is_api_backend(str(backend))
+        if backend:  # its kind decides, at task build (confidence.sources.is_api)
+            values["api"] = None
         else:  # a run that does not say its backend: an HTTP endpoint in --model_args
             values["api"] = bool(metadata.get("base_url"))
         settings = cls(**values)
@@ -171,6 +183,9 @@ class RunSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"--metadata {name} must be an integer, got {value!r}")
+        if self.split_seed < 0:  # random.Random(-k) shuffles as random.Random(k) does
+            raise ValueError(f"--metadata split_seed must be 0 or more, got {self.split_seed} "
+                             f"(a negative seed would give the split of {-self.split_seed})")
         for name in ("data_dir", "calibrator", "save_calibrator", "original_run", "replies"):
             value = getattr(self, name)
             if value is not None and not _is_path(value):

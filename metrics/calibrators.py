@@ -283,6 +283,9 @@ def _grid_search(alphas: np.ndarray, betas: np.ndarray, lam: np.ndarray,
     return np.array([alphas[a_idx], betas[b_idx]]), float(brier[b_idx, a_idx])
 
 
+# The largest reliability a fit can see: (1 - mu) / (delta + epsilon) at mu = delta = 0 with
+# reliability_score's default epsilon of 1e-10; a saved fit's lambda bounds lie in [0, this].
+LAMBDA_RAW_MAX = 1e10
 DEFAULT_ALPHA_GRID = np.linspace(-5, 5, 100)  # the paper's grids (Appendix I)
 DEFAULT_BETA_GRID = np.linspace(0.1, 5, 100)
 
@@ -579,6 +582,11 @@ class CaliDistCalibrator:
             raise ValueError(f"{owner}.from_dict: invalid field 'beta': must be > 0")
         calibrator.lambda_min_ = _number_field(d, "lambda_min", owner)
         calibrator.lambda_max_ = _number_field(d, "lambda_max", owner)
+        for name in ("lambda_min", "lambda_max"):
+            value = getattr(calibrator, f"{name}_")
+            if not 0.0 <= value <= LAMBDA_RAW_MAX:
+                raise ValueError(f"{owner}.from_dict: invalid field {name!r}: {value!r} is no "
+                                 f"lambda_raw (0 to {LAMBDA_RAW_MAX:g})")
         if calibrator.lambda_max_ < calibrator.lambda_min_:
             raise ValueError(f"{owner}.from_dict: invalid field 'lambda_max': "
                              "smaller than lambda_min")
@@ -598,14 +606,16 @@ class CaliDistCalibrator:
         if not isinstance(grid_edge, bool):  # NaN or text would read as True
             raise ValueError(f"{owner}.from_dict: invalid field 'grid_edge': {grid_edge!r}")
         calibrator.grid_edge_ = grid_edge
-        calibrator._check_fit_range(owner)
+        calibrator._check_fit_range(owner, on_grid=d.get("method") == "grid")
         return calibrator
 
-    def _check_fit_range(self, owner: str) -> None:
+    def _check_fit_range(self, owner: str, on_grid: bool) -> None:
         """Refuse an alpha or beta no fit of ``method`` can produce: outside the grids' ranges
         (a grid or refine fit stays within them), other than the untuned (0, 1) refine may keep,
         and other than (0, 1) for default_sigmoid; a file edited by hand (alpha = 50 scales
-        every confidence to about 0)."""
+        every confidence to about 0). ``on_grid``: the file says a grid search made it, so
+        alpha and beta must be points of its grids (a file without ``method`` may be written by
+        hand, as the paper's Appendix C examples)."""
         try:
             alphas = _check_grid(self.alpha_grid, DEFAULT_ALPHA_GRID, "alpha_grid",
                                  positive=False)
@@ -624,6 +634,13 @@ class CaliDistCalibrator:
                     f"{owner}.from_dict: invalid field {name!r}: {value!r} lies outside what a "
                     f"{self.method!r} fit can produce ([{low:g}, {high:g}], from the file's "
                     "grids or the default ones)")
+        if on_grid:  # the grid search returns grid points, nothing between
+            for name, value, grid in (("alpha", self.alpha_, alphas), ("beta", self.beta_, betas)):
+                if not np.any(np.isclose(grid, value, rtol=1e-12, atol=0.0)):
+                    raise ValueError(
+                        f"{owner}.from_dict: invalid field {name!r}: {value!r} is not a point "
+                        f"of the {name} grid a 'grid' fit searches (the file's {name}_grid or "
+                        "the default one)")
 
 
 # ---------------------------------------------------------------------------------------------

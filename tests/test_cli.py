@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import sys
@@ -427,3 +428,70 @@ def test_demo_announces_its_run_folder_under_the_current_one_first(tmp_path, mon
     assert "AUROC below 50" in text and "below 1/c" in text
     assert (Path(__file__).parents[1] / "scripts" / "demo.sh").read_text().count(
         "--output_path runs/demo") == 1
+
+
+# ---------------------------------------------------------------- refusals through the real CLI
+def calidist(*args: str, env: dict | None = None) -> tuple[int, str]:
+    """Run ``python -m calidist_tasks.cli`` as a user would; (exit status, stderr)."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "calidist_tasks.cli", *args], text=True,
+                          capture_output=True, timeout=600,
+                          env={**os.environ, "CALIDIST_DEBUG": "", **(env or {})})
+    return done.returncode, done.stderr
+
+
+def one_line_refusal(status: int, err: str, words: str) -> None:
+    assert status == 1, err
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("calidist: ")]
+    assert len(lines) == 1 and words in lines[0], err
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--tasks", "calidist_ppdb_asertion"], "unknown task 'calidist_ppdb_asertion'; did you "
+                                            "mean calidist_ppdb_assertion"),
+    (["--tasks", "calidist_ppdb", "--limit", "0"], "--limit 0 takes no documents"),
+    (["--tasks", "calidist_ppdb", "--metadata", '{"m": 1, "m": 2}'], "gives the key 'm' twice"),
+])
+def test_eval_refuses_a_bad_command_in_one_line_before_lm_eval(args, words):
+    one_line_refusal(*calidist("eval", "--model", "hf", *args), words)
+
+
+def test_eval_refuses_a_misspelt_metadata_key_before_the_model_loads(ppdb_data_dir):
+    # no such model: had the model been loaded first, the error would be about the model
+    status, err = calidist("eval", "--model", "hf", "--model_args", "pretrained=/no/such/model",
+                           "--tasks", "calidist_ppdb_assertion", "--device", "cpu",
+                           "--metadata", json.dumps({"data_dir": str(ppdb_data_dir),
+                                                     "calib_sise": 5}))
+    one_line_refusal(status, err, "unknown --metadata key 'calib_sise'; did you mean "
+                                  "'calib_size'?")
+
+
+def test_eval_shows_the_traceback_with_debug():
+    status, err = calidist("eval", "--debug", "--model", "hf", "--tasks", "calidist_ppdb_asertion")
+    assert status == 1 and "Traceback" in err and "did you mean" in err
+    status, err = calidist("eval", "--model", "hf", "--tasks", "calidist_ppdb_asertion",
+                           env={"CALIDIST_DEBUG": "1"})
+    assert status == 1 and "Traceback" in err
+
+
+@pytest.mark.parametrize(("error", "shown"), [
+    (ValueError("mnli data.jsonl:2: missing or empty field 'premise'\n(only invisible "
+                "characters: '\\u200b')"),
+     "calidist: mnli data.jsonl:2: missing or empty field 'premise' (only invisible characters"),
+    (KeyError("letters"), "calidist: KeyError: 'letters' (rerun with --debug for the traceback)"),
+])
+def test_an_error_inside_lm_eval_is_printed_as_one_line(monkeypatch, capsys, error, shown):
+    def fails(argv, table=True):
+        raise error
+
+    monkeypatch.setattr(cli, "lm_eval_main", fails)
+    monkeypatch.delenv("CALIDIST_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["eval", "--model", "hf", "--tasks", "calidist_ppdb"])
+    assert stopped.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith(shown) and err.count("\n") == 1, err
+    with pytest.raises(type(error)):
+        cli.main(["eval", "--debug", "--model", "hf", "--tasks", "calidist_ppdb"])

@@ -430,3 +430,19 @@ def cache_compiled_templates() -> None:
 
     from_string.compiled_once = True  # type: ignore[attr-defined]
     env.from_string = from_string
+
+
+def is_api_backend(backend: str) -> bool:
+    """Whether lm-eval's model ``backend`` (the ``--model`` name) is an HTTP API, one of its
+    ``TemplateAPI`` models (local-completions, local-chat-completions, openai-completions,
+    openai-chat-completions, anthropic-chat-completions, ...): there the paper samples at
+    temperature 1.5 alone (Appendix I), whatever the model arguments hold. A name lm-eval does
+    not know, or whose package is not installed (vllm on a machine without it), is not one."""
+    from lm_eval.api.registry import get_model
+    from lm_eval.models.api_models import TemplateAPI
+
+    try:
+        model_class = get_model(backend)
+    except Exception:  # noqa: BLE001 - unknown name, or its package missing: not an API model
+        return False
+    return isinstance(model_class, type) and issubclass(model_class, TemplateAPI)

@@ -17,9 +17,10 @@ has no option set (c = ∞, so 1/c = 0; ``open_ended_verbalized.number_vote``).
 
 Decoding (paper, Appendix I): top_k 50 / top_p 0.95 for local models; temperature 1.5 where an
 API allows only a temperature. Which applies (``--metadata sampling=auto``) follows the model
-backend's kind (``is_api_backend``: lm-eval's HTTP API models), which ``calidist_tasks.evaluate``
-passes to the tasks as the ``model_backend`` metadata (recorded in the results' task configs);
-only a run that does not say its backend (a plain ``lm_eval`` run) falls back to whether
+backend's kind (``backends.lm_eval_compat.is_api_backend``: lm-eval's HTTP API models),
+which ``calidist_tasks.evaluate`` and ``calidist eval`` pass to the tasks as the
+``model_backend`` and ``model_api`` metadata (recorded in the results' task configs); only a
+run that does not say its backend (a plain ``lm_eval`` run) falls back to whether
 ``--model_args`` has a ``base_url``. lm-eval's API backends send one fixed ``seed`` with every
 request, which would make N identical requests return N identical samples, so on an API each
 sample is its own request with its own seed (``sample_requests``).
@@ -68,22 +69,6 @@ def vote(answers: Sequence[Hashable | None], n_choices: float) -> dict[str, Any]
         # 0 when another category ("no answer" included) has as many votes as the prediction
         FSD: max(0, counts[prediction] - max(others, default=0)) / n,
     }
-
-
-def is_api_backend(backend: str) -> bool:
-    """Whether lm-eval's model ``backend`` (the ``--model`` name) is an HTTP API, one of its
-    ``TemplateAPI`` models (local-completions, local-chat-completions, openai-completions,
-    openai-chat-completions, anthropic-chat-completions, ...): there the paper samples at
-    temperature 1.5 alone (Appendix I), whatever the model arguments hold. A name lm-eval does
-    not know, or whose package is not installed (vllm on a machine without it), is not one."""
-    from lm_eval.api.registry import get_model
-    from lm_eval.models.api_models import TemplateAPI
-
-    try:
-        model_class = get_model(backend)
-    except Exception:  # noqa: BLE001 - unknown name, or its package missing: not an API model
-        return False
-    return isinstance(model_class, type) and issubclass(model_class, TemplateAPI)
 
 
 def decoding(gen_kwargs: Mapping[str, Any], sampling: str, api: bool) -> dict[str, Any]:

@@ -31,6 +31,17 @@ from calidist_tasks.settings import RunSettings
 SHORT_MAX_GEN_TOKS = 128
 
 
+def is_api(settings: RunSettings) -> bool:
+    """Whether the run's model is an HTTP API (the paper samples at temperature 1.5 there): by
+    the backend's kind where the run names it (``backends.lm_eval_compat.is_api_backend``),
+    else by a ``base_url`` in its model arguments (``settings.api``)."""
+    if settings.model_backend:
+        from calidist_tasks.backends.lm_eval_compat import is_api_backend
+
+        return is_api_backend(str(settings.model_backend))
+    return bool(settings.api)
+
+
 class Ask(NamedTuple):
     """One generate_until request of a document, before its prompt is built.
 
@@ -162,14 +173,14 @@ class Consistency(_ReasonedReply, _Sampled):
                        settings: RunSettings) -> dict[str, float]:
         """``sampling_temperature``: the temperature the samples were drawn at (1.0, the
         samplers' default, where only top_k / top_p are set)."""
-        sampled = consistency.decoding(generation, settings.sampling, settings.api)
+        sampled = consistency.decoding(generation, settings.sampling, is_api(settings))
         return {"sampling_temperature": float(sampled.get("temperature", 1.0))}
 
     def asks(self, doc: dict[str, Any], hinted_copies: list[dict[str, Any]], base: dict[str, Any],
              repeats: int, settings: RunSettings, original: bool = True) -> list[Ask]:
-        sampled = consistency.decoding(base, settings.sampling, settings.api)
+        sampled = consistency.decoding(base, settings.sampling, is_api(settings))
         return [Ask(None, kwargs, n) for kwargs, n in consistency.sample_requests(
-            sampled, repeats, settings.api, settings.seed)]
+            sampled, repeats, is_api(settings), settings.seed)]
 
     def outcome(self, answers: list[int | None],
                 n_choices: int) -> tuple[Outcome, dict[str, Any]]:

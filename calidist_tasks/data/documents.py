@@ -41,6 +41,7 @@ SUFFIXES = (".jsonl", ".json", ".tsv", ".csv", ".parquet", ".txt")
 # U+2028 / U+0085, which str.splitlines() also breaks at (they occur inside JSON strings).
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
 INT64 = range(-(2**63), 2**63)  # integers an Arrow table (lm-eval's document store) can hold
+SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair: no UTF-8 text holds it
 SHOWN_COPIES = 10  # duplicate rows named in the warning, beyond which they are counted
 Row = tuple[str, dict[str, Any]]  # (where it came from, e.g. "dev.jsonl:12", the row)
 
@@ -337,13 +338,18 @@ def _documents(source: Source, rows: list[Row]) -> list[tuple[str, dict[str, Any
 
 
 def _check_field_types(benchmark: str, docs: list[tuple[str, dict[str, Any]]]) -> None:
-    """One kind of value per field across documents: lm-eval stores the documents as an Arrow
-    table, which otherwise fails with an error that names neither the field nor the row."""
+    """One kind of value per field across documents, no lone surrogate in a text, no integer
+    beyond 64 bits: lm-eval stores the documents as an Arrow table, which otherwise fails with
+    an error that names neither the field nor the row."""
     first: dict[str, tuple[str, str]] = {}
     for where, doc in docs:
         for name, value in doc.items():
             if value is None:
                 continue
+            if _has_surrogate(value):
+                raise ValueError(f"{benchmark} {where}: field '{name}' holds a lone surrogate "
+                                 "(an escape such as \\ud800 that is half of a character), "
+                                 "which no text file can hold; correct the row")
             wide = _wide_integer(value)
             if wide is not None:
                 raise ValueError(f"{benchmark} {where}: field '{name}' holds the integer {wide}, "
@@ -357,6 +363,14 @@ def _check_field_types(benchmark: str, docs: list[tuple[str, dict[str, Any]]]) -
                                  f"{seen_where} holds a {seen_kind}; use one type per field")
 
 
+def _has_surrogate(value: Any) -> bool:
+    """Whether a text in ``value`` (in a list or object too) holds a lone surrogate."""
+    if isinstance(value, str):
+        return SURROGATE.search(value) is not None
+    inner = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return any(map(_has_surrogate, inner))
+
+
 def _wide_integer(value: Any) -> int | None:
     """An integer beyond 64 bits in ``value`` (in a list or object too), else None."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -366,11 +380,16 @@ def _wide_integer(value: Any) -> int | None:
 
 
 def _content(doc: dict[str, Any], fields: Sequence[str]) -> str:
-    """What makes two rows the same document: the fields the prompt shows (texts stripped)."""
+    """What makes two rows the same document: the fields the prompt shows, each text as it
+    reads (NFKC-normalised, invisible format characters such as U+200B removed, stripped), so
+    that a copy differing only in such characters is a copy."""
     def shown(value: Any) -> Any:
         if isinstance(value, list):
             return [shown(v) for v in value]
-        return value.strip() if isinstance(value, str) else value
+        if not isinstance(value, str):
+            return value
+        text = unicodedata.normalize("NFKC", value)
+        return "".join(c for c in text if unicodedata.category(c) != "Cf").strip()
 
     return json.dumps([shown(doc.get(name)) for name in fields], default=str)
 
@@ -453,7 +472,14 @@ def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any
     rng.shuffle(calibration)
     # copies are dropped after the shuffle, so that every other document keeps the order it had
     # before copies were caught (the same documents and split, but for the copies)
+    given = len(calibration)
     evaluation, calibration = _unique(source, evaluation, calibration)
+    if given and not calibration:  # never calibrate on the evaluation file in silence
+        names = ", ".join(str(p) for p in (files or {}).get(CALIBRATION, [])) or "calibration"
+        raise ValueError(
+            f"{source.benchmark}: every one of the {given} calibration rows ({names}) is also an "
+            "evaluation row (a copy or a link of the evaluation file?); give calibration "
+            "documents that are not evaluated")
     where = "the calibration split" if calibration else "the evaluation pool"
     if not calibration:  # no separate split: the first calib_size shuffled documents
         calibration = evaluation[: settings.calib_size]

@@ -16,7 +16,8 @@ a *later stage*: a run that reads the samples file an *earlier run* logged with
   1's.
 
 ``EarlierRun.read`` finds the file (``run_files.samples_file_of``), refuses a run another model
-answered (``check_model``), and matches every logged line to this run's document of the same
+answered or one that names no model (``check_model``: the records' own ``model``, else the
+results file beside them), and matches every logged line to this run's document of the same
 index, refusing another document (``same_document``); ``get`` / ``record`` give one document's
 sample, ``check_prompt`` refuses a prompt that is not the one the earlier run sent. Every error
 names the task, the metadata key, the file and (where there is one) the line and the document.
@@ -38,6 +39,7 @@ from calidist_tasks.runs.files import (
 )
 from calidist_tasks.scoring.records import (
     INDEX_FIELD,
+    MODEL_KEY,
     SOURCE_FIELD,
     is_failed,
     is_own_field,
@@ -86,21 +88,37 @@ def results_beside(file: Path) -> tuple[Path, dict[str, Any]] | None:
     return (results, data) if isinstance(data, dict) else None
 
 
-def check_model(file: Path, where: str, model: str | None) -> None:
-    """Refuse samples that the results file lm-eval wrote beside them (same date stamp) says
-    another model answered; nothing to compare when either model is unknown."""
+def check_model(file: Path, where: str, model: str | None,
+                logged: Mapping[int, Logged]) -> None:
+    """Refuse samples another model answered: the model each record names (``MODEL_KEY``,
+    written since records carry it) and the one the results file lm-eval wrote beside them
+    (same date stamp) names must be this run's ``model``. Samples that name no model anywhere
+    are refused too, when this run knows its own: a stage answered by another model would be
+    scored in silence."""
+    if not model:
+        return
+    named = False
+    for entry in logged.values():
+        theirs = entry.record.get(MODEL_KEY)
+        named = named or theirs is not None
+        if theirs is not None and theirs != model:
+            raise ValueError(f"{where} line {entry.line}: answered by model {theirs!r}, not this "
+                             f"run's {model!r}; run it again with this model")
     found = results_beside(file)
-    if not model or found is None:
-        return
-    results, data = found
-    try:
-        config = data["config"]
-        theirs = model_name({"config": {"model_args": config["model_args"]}})  # not the backend
-    except (ValueError, AttributeError, KeyError, TypeError):
-        return
-    if theirs != UNKNOWN_MODEL and theirs != model:
-        raise ValueError(f"{where} was answered by model {theirs!r} ({results.name}), not this "
+    theirs = UNKNOWN_MODEL
+    if found is not None:
+        try:  # the model argument only, not the backend
+            theirs = model_name({"config": {"model_args": found[1]["config"]["model_args"]}})
+        except (ValueError, AttributeError, KeyError, TypeError):
+            pass
+    if theirs not in (UNKNOWN_MODEL, model):
+        raise ValueError(f"{where} was answered by model {theirs!r} ({found[0].name}), not this "
                          f"run's {model!r}; run it again with this model")
+    if theirs == UNKNOWN_MODEL and not named:
+        raise ValueError(f"{where}: neither its records nor a results file beside it name the "
+                         f"model that answered, so it cannot be checked against this run's "
+                         f"{model!r}; keep the results_<date>.json lm-eval wrote beside the "
+                         "samples, or run it again")
 
 
 class EarlierRun:
@@ -125,7 +143,6 @@ class EarlierRun:
         holds no samples. ``how`` says how to produce the file, for the error of a folder
         without it."""
         file = samples_file_of(path, earlier_task, key, how)
-        check_model(file, f"{task}: {key} {file}", model)
         by_index = {doc[INDEX_FIELD]: doc for doc in docs}
         logged: dict[int, Logged] = {}
         for number, sample in enumerate(read_jsonl(file), start=1):
@@ -148,6 +165,7 @@ class EarlierRun:
             logged[index] = Logged(number, sample, record)
         if not logged:
             raise ValueError(f"{task}: {key} {file} holds no samples")
+        check_model(file, f"{task}: {key} {file}", model, logged)
         return cls(task, key, earlier_task, file, logged)
 
     def metadata(self) -> dict[str, Any]:

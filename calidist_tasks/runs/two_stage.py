@@ -121,13 +121,17 @@ def stage1_answer(run: EarlierRun, logged: Logged, logits: bool,
 
 def check_stage1_answer(outcome: Outcome, n_choices: int | None, where: str) -> None:
     """Refuse an answer no run gives (ValueError naming ``where``): a confidence that is not a
-    probability, a prediction outside the document's ``n_choices`` options (-1 only when the
-    reply was unreadable), letter log-probabilities of another option count, or a prediction
+    probability, a prediction that is not an integer or lies outside the document's
+    ``n_choices`` options (-1 only when the reply was unreadable), letter log-probabilities
+    that are not finite numbers at most 0 or of another option count, or a prediction
     and confidence that are not the softmax of its own letter log-probabilities."""
     if not (math.isfinite(outcome.confidence) and 0.0 <= outcome.confidence <= 1.0):
         raise ValueError(f"{where}: stage-1 confidence {outcome.confidence!r} is not a "
                          "probability in [0, 1]")
     prediction = outcome.prediction
+    if isinstance(prediction, bool) or not isinstance(prediction, int):
+        raise ValueError(f"{where}: stage-1 prediction {prediction!r} is not an option index "
+                         "(an integer)")
     if n_choices is not None and not (0 <= prediction < n_choices or (
             prediction == -1 and not outcome.parsed)):
         raise ValueError(f"{where}: stage-1 prediction {prediction!r} is outside the label "
@@ -135,6 +139,11 @@ def check_stage1_answer(outcome: Outcome, n_choices: int | None, where: str) -> 
     letters = outcome.letter_logprobs
     if letters is None:
         return
+    impossible = [value for value in letters if isinstance(value, bool) or not isinstance(
+        value, (int, float)) or not (math.isfinite(value) and value <= 0.0)]
+    if impossible:
+        raise ValueError(f"{where}: stage-1 letter log-probabilities {list(letters)} hold "
+                         f"{impossible[0]!r}; a log-probability is a finite number at most 0")
     if n_choices is not None and len(letters) != n_choices:
         raise ValueError(f"{where}: stage 1 has {len(letters)} letter log-probabilities for "
                          f"{n_choices} options")

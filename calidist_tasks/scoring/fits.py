@@ -21,6 +21,7 @@ import numpy as np
 from calidist_metrics import (
     BEHAVIOUR_COLUMNS,
     CALIDIST_COLUMNS,
+    DELTA_MODES,
     BehaviourCalibrator,
     CalibrationWarning,
     CaliDistCalibrator,
@@ -221,10 +222,14 @@ def check_calibrator_context(
     settings: RunSettings,
     log_model: bool = True,
 ) -> None:
-    """Refuse a saved fit made for another kind of calibrator, label space or task; log one made
-    for another model (unless ``log_model`` is False)."""
+    """Refuse a saved fit made for another kind of calibrator, label space or task, or holding a
+    ``delta_mode`` no fit writes; log one made for another model (unless ``log_model`` is
+    False)."""
     if not isinstance(calibrator, CaliDistCalibrator):
         raise ValueError(f"{path}: holds a {type(calibrator).__name__}, not a CaliDist fit")
+    if "delta_mode" in saved and saved["delta_mode"] not in DELTA_MODES:
+        raise ValueError(f"{path}: field 'delta_mode' is {saved['delta_mode']!r}, which no fit "
+                         f"writes (one of {', '.join(DELTA_MODES)}); refit, or correct the file")
     if saved.get("labels") != context["labels"]:
         raise ValueError(
             f"{path}: fitted for labels {saved.get('labels')} of task {saved.get('task')!r}; "

@@ -26,6 +26,7 @@ from calidist_metrics import STABILITY_EPSILON
 # ------------------------------------------------------------------ document fields
 # Every document carries these (``dataset.build_documents``); a benchmark's rows may not.
 SPLIT_FIELD = "calidist_split"  # CALIBRATION or EVALUATION
+MODEL_KEY = "model"  # a record's model (``Record.model``)
 INDEX_FIELD = "calidist_index"  # position in the task's document list (calibration first)
 SOURCE_FIELD = "calidist_source"  # where the row came from: "dev.jsonl:12", "path/split[3]"
 CALIBRATION, EVALUATION = "calibration", "evaluation"  # the split values
@@ -93,6 +94,9 @@ class Record(TypedDict, total=False):
     candidates: list[str]  # [ŷ, h_1, ...]: the predicted number and the hinted numbers
     # a document whose answers cannot be used (``failed_record``): bookkeeping and this only
     error: str  # why, naming the task, the document, its source and the prompt
+    # every task: the model that answered (--model_args pretrained= / model=), so that a later
+    # stage reads it from the samples themselves (``earlier_runs.check_model``)
+    model: str
 
 
 def hints_of(record: Mapping[str, Any]) -> list[Hint]:

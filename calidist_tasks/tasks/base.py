@@ -67,6 +67,7 @@ from calidist_tasks.scoring.records import (
     CALIBRATED_CORRECT,
     EVALUATION,
     INDEX_FIELD,
+    MODEL_KEY,
     RECORD_IN,
     SOURCE_FIELD,
     SPLIT_FIELD,
@@ -391,6 +392,8 @@ class CaliDistTask(ConfigurableTask):
             message = str(error) if isinstance(error, ValueError) else (
                 f"{self.document_name(doc)}: {type(error).__name__}: {error}")
             record = failed_record(doc, len(results), message)
+        if self.settings.model:
+            record[MODEL_KEY] = self.settings.model
         return self.metric_results(record)
 
     def document_name(self, doc: dict[str, Any]) -> str:

@@ -1,6 +1,7 @@
 """runs.earlier_runs: an earlier run's samples file read by a later stage, with no model:
 matched to this run's documents, refused (naming the file and the document) when another model
-answered it, a document is not this run's or is missing, a record failed, or a prompt differs."""
+answered it or nothing names the model, a document is not this run's or is missing, a record
+failed, or a prompt differs."""
 
 from __future__ import annotations
 
@@ -64,8 +65,16 @@ def test_another_model_is_refused_naming_the_file(tmp_path: Path) -> None:
                                          rf"\(results_{STAMP}.json\), not this run's 'tiny'"):
         read(tmp_path)
     assert read(tmp_path, model=None).logged  # nothing to compare with an unknown model
-    write_run(tmp_path / "alone", [sample(DOCS[0])], model=None)  # no results file beside it
-    assert read(tmp_path / "alone").logged
+    # no results file beside it: the records name the model, or the run is refused
+    write_run(tmp_path / "alone", [sample(DOCS[0])], model=None)
+    with pytest.raises(ValueError, match="neither its records nor a results file beside it name "
+                                         "the model that answered"):
+        read(tmp_path / "alone")
+    write_run(tmp_path / "named", [sample(DOCS[0], model="tiny")], model=None)
+    assert read(tmp_path / "named").logged
+    write_run(tmp_path / "other", [sample(DOCS[0]), sample(DOCS[1], model="big")], model=None)
+    with pytest.raises(ValueError, match="line 2: answered by model 'big', not this run's 'tiny'"):
+        read(tmp_path / "other")
 
 
 def test_another_document_of_the_same_index_is_refused(tmp_path: Path) -> None:

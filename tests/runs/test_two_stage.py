@@ -212,9 +212,11 @@ def test_stage2_failure_keeps_stage1_and_resumes_from_the_cache(tiny_model_dir, 
             "--tasks", "calidist_ppdb_assertion", "--output_path", str(out), "--num_fewshot", "0",
             "--use_cache", str(cache), "--metadata",
             json.dumps({**METADATA, "calib_size": 2, "eval_size": 2})]
-    with pytest.raises(RuntimeError, match="injected"):
+    with pytest.raises(SystemExit) as stopped:  # calidist eval: one line, exit status 1
         main(argv)
-    assert "stage 1's samples are kept in" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert stopped.value.code == 1 and "stage 1's samples are kept in" in err
+    assert "calidist: RuntimeError: injected stage-2 failure (rerun with --debug" in err
     assert list((out / "stage1").rglob("samples_calidist_ppdb_assertion_*.jsonl"))
     assert not list(out.glob("*/results_*.json"))
     assert calls == [4 * 2, 4 * 2 * 2]  # stage 1: 4 documents x 2 letters; stage 2 failed

@@ -15,6 +15,7 @@ import pytest
 from conftest import run_lm_eval
 
 from calidist_tasks.prompting import verbalized
+from calidist_tasks.scoring.records import MODEL_KEY
 from calidist_tasks.tasks.reasoned import read_reply, reasoned_metric_names
 
 OPTIONS = ["Sentence2 is a paraphrase of Sentence1.", "Sentence2 is not a paraphrase of Sentence1."]
@@ -334,8 +335,11 @@ def scripted_model():
 
 
 def cot_records(samples: list[dict]) -> dict[int, dict]:
-    """The records of a run's samples, as its samples file holds them (lists, not tuples)."""
-    return {sample["acc"]["index"]: json.loads(json.dumps(sample["acc"])) for sample in samples}
+    """The records of a run's samples, as its samples file holds them (lists, not tuples), less
+    the model they name (a run through ``run_lm_eval`` does not merge --model_args into the
+    metadata, so its records name none)."""
+    return {sample["acc"]["index"]: json.loads(json.dumps(
+        {k: v for k, v in sample["acc"].items() if k != MODEL_KEY})) for sample in samples}
 
 
 def without_counts(record: dict) -> dict:
