@@ -19,12 +19,20 @@ from importlib.resources import files
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["evaluate", "task_folder"]
+__all__ = ["evaluate", "task_folder", "wrap"]
 
 
 def task_folder() -> str:
     """The folder to pass to ``lm_eval --include_path`` (our YAML tasks)."""
     return str(files("calidist_tasks.yaml_tasks"))
+
+
+def wrap(tasks: Sequence[str], out: str = "calidist_wrapped", **options: Any) -> list[Any]:
+    """CaliDist tasks for lm-eval multiple-choice tasks, written into ``out`` (docs/wrap.md;
+    ``calidist_tasks.tasks.wrapped.wrap`` lists the options)."""
+    from calidist_tasks.tasks.wrapped import wrap as write
+
+    return write(tasks, out, **options)
 
 
 def _model_metadata(model: Any, model_args: str | Mapping[str, Any] | None) -> dict[str, Any]:

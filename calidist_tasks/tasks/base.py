@@ -18,7 +18,6 @@ internals are reached through ``lm_eval_compat`` only.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import json
@@ -141,25 +140,33 @@ class CaliDistTask(ConfigurableTask):
 
     # ------------------------------------------------------------------ data
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        docs = self.documents()
+        self.dataset = datasets.DatasetDict({self.config.test_split: self.document_table()})
+
+    def document_table(self) -> datasets.Dataset:
+        """``documents`` as the table lm-eval keeps them in."""
         try:
-            table = datasets.Dataset.from_list(docs)
+            return datasets.Dataset.from_list(self.documents())
         except pyarrow.ArrowException as error:  # e.g. a list field mixing numbers and text
             raise ValueError(f"{self.config.task}: the documents cannot be stored as a table "
                              f"({error}); give each field one type in every row") from None
-        self.dataset = datasets.DatasetDict({self.config.test_split: table})
 
     def documents(self) -> list[dict[str, Any]]:
         """Calibration documents first, then evaluation documents (``dataset.build_documents``).
         Stage hints also reads (and checks) stage 1's answers to them now, before model time."""
-        docs = build_documents(self.source(), self.settings)
+        docs = self.built_documents()
         if self.run_stage.stage == two_stage.HINTS:
-            # from the YAML's doc_to_choice: lm-eval's self.doc_to_choice needs the built task
-            option_count = functools.partial(self.answer_mode.option_count,
-                                             self.config.doc_to_choice)
             self.run_stage.read_stage1(self.settings.original_run, docs, self.answer_mode.logits,
-                                       self.settings.model, option_count)
+                                       self.settings.model, self.option_count)
         return docs
+
+    def built_documents(self) -> list[dict[str, Any]]:
+        """The marked documents, calibration first (``documents.build_documents``)."""
+        return build_documents(self.source(), self.settings)
+
+    def option_count(self, doc: dict[str, Any]) -> int:
+        """``doc``'s number of options, from the YAML's doc_to_choice: usable before lm-eval has
+        finished building the task (its ``doc_to_choice`` needs the built task)."""
+        return self.answer_mode.option_count(self.config.doc_to_choice, doc)
 
     # ------------------------------------------------------------------ two-stage runs
     def splits_in_stages(self) -> bool:
@@ -302,7 +309,8 @@ class CaliDistTask(ConfigurableTask):
 
     def construct_requests(self, doc: dict[str, Any], ctx: str, **kwargs: Any) -> list[Instance]:
         kwargs = lm_eval_compat.instance_kwargs(kwargs)
-        n_choices = len(self.doc_to_choice(doc))
+        continuations = self.continuations(doc)
+        n_choices = len(continuations)
         self.run_stage.check_prompt(doc, ctx)
         prompts = [ctx if plan.hint_label is None
                    else self.variant_prompt(self.distracted_doc(doc, plan))
@@ -312,13 +320,17 @@ class CaliDistTask(ConfigurableTask):
             Instance(
                 request_type="loglikelihood",
                 doc=doc,
-                arguments=(prompt, distractors.LETTERS[j]),
+                arguments=(prompt, continuation),
                 idx=i * n_choices + j,
                 **kwargs,
             )
             for i, prompt in enumerate(prompts)
-            for j in range(n_choices)
+            for j, continuation in enumerate(continuations)
         ]
+
+    def continuations(self, doc: dict[str, Any]) -> list[str]:
+        """What each prompt's requests score, one per option: the option letters."""
+        return list(distractors.LETTERS[:len(self.doc_to_choice(doc))])
 
     def variant_prompt(self, variant: dict[str, Any], **context: Any) -> Any:
         """The prompt of a variant of a document (a hinted copy), built as lm-eval built the
@@ -361,13 +373,22 @@ class CaliDistTask(ConfigurableTask):
         def where() -> str:  # the document's name, built only for an error
             return self.document_name(doc)
 
-        outcomes = outcomes_from_loglikelihoods([ll for ll, _ in results], n_choices, where)
+        outcomes = outcomes_from_loglikelihoods(self.option_loglikelihoods(doc, results),
+                                                n_choices, where)
         plans, outcomes = self.run_stage.joined(doc, sent, outcomes)
-        record = join_document(plans, outcomes, doc[self.config.doc_to_target],
-                               self.settings.delta_mode)
+        record = join_document(plans, outcomes, self.gold_label(doc), self.settings.delta_mode)
         first = self.stage1_answer(doc)
         record.update(bookkeeping(doc, len(results) + (first.requests if first else 0)))
         return record
+
+    def option_loglikelihoods(self, doc: dict[str, Any], results: list[Any]) -> list[float]:
+        """The log-likelihood of each option in each prompt, from lm-eval's (ll, is_greedy)
+        results: the confidence is their softmax (``joining``)."""
+        return [ll for ll, _ in results]
+
+    def gold_label(self, doc: dict[str, Any]) -> int:
+        """The index of ``doc``'s correct option (the YAML's ``doc_to_target`` field)."""
+        return doc[self.config.doc_to_target]
 
     def metric_results(self, record: dict[str, Any]) -> dict[str, Any]:
         """What ``process_results`` returns: the document's record under ``acc`` (the first
