@@ -279,7 +279,9 @@ def plain_split(run: TaskRun, records: list[Record]) -> None:
     plain_runs.split_plain(records, settings)
     context = calibrator_context(run.task, run.config.get("doc_to_choice"), run.model)
     run.metrics = {**run.metrics, **summarize_baselines(records, settings, context)}
-    run.identity = {**run.identity, "calibration": plain_runs.calibration_text(settings)}
+    split = {key: getattr(settings, key) for key in ("calib_size", "eval_size", "split_seed")
+             if key in run.identity}  # the defaults it shows are not this run's
+    run.identity = {**run.identity, **split, "calibration": plain_runs.calibration_text(settings)}
 
 
 def add_stage1_prompts(run: TaskRun, problems: list[str],

@@ -36,6 +36,7 @@ from calidist_tasks.settings import SPLIT_STAGES
 
 ALL, ORIGINAL, HINTS = SPLIT_STAGES
 LOGIT_CLASS = "calidist_tasks.tasks.base.CaliDistTask"
+WRAPPED_CLASS = "calidist_tasks.tasks.wrapped.WrappedTask"  # a CaliDistTask (``calidist wrap``)
 GENERATION_CLASS = "calidist_tasks.tasks.generation.GenerationTask"
 
 
@@ -204,13 +205,14 @@ class RunStage:
 
 
 # ---------------------------------------------------------------------- which tasks
-def expand_tasks(names: Iterable[str]) -> list[tuple[str, str]]:
+def expand_tasks(names: Iterable[str], include_path: Sequence[str] = ()
+                 ) -> list[tuple[str, str]]:
     """(task, kind) of every task ``names`` selects, our groups expanded: kind ``logit`` (a
     hinted log-likelihood task: two stages), ``verbalized`` (a hinted verbalized task: two
     stages), ``reasoned`` (a reasoned task: runs after its replies' run, ``reasoned_stages``),
     ``single`` (ours, one stage: no hints, or staged itself like GSM8K), ``other`` (not ours:
-    stage 2 only)."""
-    configs = task_configs()
+    stage 2 only). ``include_path``: the run's other task folders (wrapped tasks)."""
+    configs = task_configs(include_path)
     found: list[tuple[str, str]] = []
 
     def visit(name: str) -> None:
@@ -225,7 +227,7 @@ def expand_tasks(names: Iterable[str]) -> list[tuple[str, str]]:
         else:
             hinted = config.get("distractor", "none") != "none"
             kind = str(config.get("class", "")).split()[-1]
-            if hinted and kind == LOGIT_CLASS:
+            if hinted and kind in (LOGIT_CLASS, WRAPPED_CLASS):
                 found.append((name, "logit"))
             elif hinted and kind == GENERATION_CLASS and config.get(
                     "confidence", "verbalized") == "verbalized":
@@ -342,7 +344,10 @@ def plan_two_stage(argv: Sequence[str]) -> TwoStagePlan:
                          "itself; leave them out")
     output = Path(outputs[-1])
     stage1_dir = output / STAGE1_FOLDER
-    hinted = [name for name, kind in expand_tasks(names) if kind in ("logit", "verbalized")]
+    folders = [p for value in flag_values(argv, ("--include_path",), many=True)
+               for p in value.split(",")]
+    hinted = [name for name, kind in expand_tasks(names, folders)
+              if kind in ("logit", "verbalized")]
     stage1 = None
     if hinted:
         stage1 = [*without_flags(without_flags(argv, FLAG_TASKS, many=True), FLAG_OUTPUT),
