@@ -87,6 +87,10 @@ class CaliDistTask(ConfigurableTask):
 
     confidence: str = LOGIT  # the confidence source (``methods.Variant``); subclasses set theirs
     answer_mode: AnswerMode = LETTER_LOGITS  # what an answer is (``answer_modes``)
+    # False: our loader reads the benchmark (``documents``) and our exemplars lead the prompt
+    # (``fewshot``). True (a wrapped lm-eval task, ``tasks.wrapped``): lm-eval loads the data,
+    # whose splits stay beside ours, and its sampler picks the exemplars.
+    lm_eval_data: bool = False
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         lm_eval_compat.cache_compiled_templates()  # our prompts render templates many times
@@ -140,7 +144,12 @@ class CaliDistTask(ConfigurableTask):
 
     # ------------------------------------------------------------------ data
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        self.dataset = datasets.DatasetDict({self.config.test_split: self.document_table()})
+        loaded: dict[str, Any] = {}
+        if self.lm_eval_data:
+            super().download(dataset_kwargs, **kwargs)
+            loaded = dict(self.dataset)
+        self.dataset = datasets.DatasetDict({**loaded,
+                                             self.config.test_split: self.document_table()})
 
     def document_table(self) -> datasets.Dataset:
         """``documents`` as the table lm-eval keeps them in."""
@@ -228,15 +237,19 @@ class CaliDistTask(ConfigurableTask):
 
     def fewshot_context(self, doc: dict[str, Any], num_fewshot: int, **kwargs: Any) -> Any:
         """lm-eval's prompt (chat template, system prompt, gen_prefix) with the paper's exemplars:
-        ``num_fewshot`` per label, hinted in hinted prompts (``prompting.fewshot``)."""
+        ``num_fewshot`` per label, hinted in hinted prompts (``prompting.fewshot``); a wrapped
+        task's are lm-eval's own (``lm_eval_data``)."""
+        if self.lm_eval_data:
+            return super().fewshot_context(doc, num_fewshot, **kwargs)
         if num_fewshot:
             doc = {**doc, FEWSHOT: self.exemplar_block(doc, num_fewshot)}
         return super().fewshot_context(doc, num_fewshot=0, **kwargs)
 
     def fewshot_docs(self) -> list[dict[str, Any]]:
         """None for lm-eval's sampler: our exemplars come from the calibration documents
-        (``exemplar_block``), so its "fewshot_split is None" warning would be noise."""
-        return []
+        (``exemplar_block``), so its "fewshot_split is None" warning would be noise; a wrapped
+        task's are lm-eval's (``lm_eval_data``)."""
+        return super().fewshot_docs() if self.lm_eval_data else []
 
     def exemplar_block(self, doc: dict[str, Any], per_label: int) -> str:
         """The few-shot block in front of ``doc``'s prompt: its exemplars mislead when ``doc`` is

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-from lm_eval.api.task import ConfigurableTask
 
 from calidist_tasks.backends import lm_eval_compat
 from calidist_tasks.data.documents import SUFFIXES, split_documents
@@ -37,6 +36,7 @@ from calidist_tasks.prompting import distractors
 from calidist_tasks.prompting.parts import HINT
 from calidist_tasks.scoring.joining import PromptPlan
 from calidist_tasks.scoring.records import CALIBRATION, EVALUATION
+from calidist_tasks.settings import RunSettings
 from calidist_tasks.tasks.base import CaliDistTask
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,6 @@ OWN_KEYS = ("wraps", "include_path", "answer_cue", "length_normalised")
 # its per-document metrics (ours are computed over all documents by CaliDistTask).
 DROPPED_KEYS = ("tag", "group", "task_list", "task_alias", "metric_list", "process_results",
                 "filter_list")
-DOCUMENTS = "calidist_documents"  # the dataset split holding our marked documents
 CUE_LENGTH = 40  # the longest last line taken for an answer cue ("Answer:", "A:")
 CLASS = "calidist_tasks.tasks.wrapped.WrappedTask"
 # variant suffix -> distractor style
@@ -93,6 +92,8 @@ def hinted_text(text: str, hint: str, cue: str | None = None) -> str:
 class WrappedTask(CaliDistTask):
     """CaliDistTask over a registered lm-eval multiple-choice task (``wraps``)."""
 
+    lm_eval_data = True
+
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         config = dict(config or {})
         own = {key: config.pop(key, None) for key in OWN_KEYS}
@@ -109,21 +110,16 @@ class WrappedTask(CaliDistTask):
         for key in DROPPED_KEYS:
             wrapped.pop(key, None)
         metadata = {**(wrapped.get("metadata") or {}), **(config.get("metadata") or {})}
+        files = RunSettings.from_metadata(metadata).data_files
+        if files is not None:  # lm-eval loads them: the dataset_path / kwargs of local files
+            wrapped.update(local_dataset(name, files))
+        # our documents replace the evaluated split's (``CaliDistTask.download``)
+        wrapped["test_split"] = self.evaluation_split
         benchmark = self.wrapped_name + (NORMALISED if self.length_normalised else "")
         super().__init__({**wrapped, **config, "metadata": metadata, "benchmark": benchmark},
                          **kwargs)
 
     # ------------------------------------------------------------------ data
-    def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        """lm-eval loads the wrapped task's data (``--metadata data_files``: local files of its
-        splits instead); the evaluated documents, marked, become split ``DOCUMENTS``."""
-        files = self.settings.data_files
-        if files is None:
-            ConfigurableTask.download(self, dataset_kwargs, **kwargs)
-        else:
-            self.dataset = local_dataset(self.config.task, files)
-        self.dataset = datasets.DatasetDict({**self.dataset, DOCUMENTS: self.document_table()})
-
     def built_documents(self) -> list[dict[str, Any]]:
         """The wrapped task's documents (its ``process_docs`` applied), calibration first."""
         rows: dict[str, list[tuple[str, dict[str, Any]]]] = {EVALUATION: [], CALIBRATION: []}
@@ -148,12 +144,9 @@ class WrappedTask(CaliDistTask):
         return split_documents(self.config.task, rows[EVALUATION], rows[CALIBRATION],
                                self.settings)
 
-    def has_test_docs(self) -> bool:
-        return True
-
     def test_docs(self) -> datasets.Dataset:
         """Our marked documents (the wrapped task's ``process_docs`` already applied)."""
-        return self.dataset[DOCUMENTS]
+        return self.dataset[self.config.test_split]
 
     def option_count(self, doc: dict[str, Any]) -> int:
         return len(self.doc_to_choice(doc))
@@ -161,7 +154,7 @@ class WrappedTask(CaliDistTask):
     def gold_label(self, doc: dict[str, Any]) -> int:
         """The index of the correct choice: the wrapped task's ``doc_to_target`` (an index, or
         the choice itself)."""
-        target = ConfigurableTask.doc_to_target(self, doc)
+        target = self.doc_to_target(doc)
         choices = self.doc_to_choice(doc)
         if isinstance(target, str) and target.strip().isdigit():
             target = int(target)
@@ -176,7 +169,7 @@ class WrappedTask(CaliDistTask):
     # ------------------------------------------------------------------ prompts
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
         """The wrapped task's prompt; a hinted copy's with its hint (``hinted_text``)."""
-        text = ConfigurableTask.doc_to_text(self, doc, doc_to_text)
+        text = self.question(doc, doc_to_text)  # lm-eval's rendering of the task's doc_to_text
         if not isinstance(text, str):
             raise ValueError(f"{self.config.task}: {self.wrapped_name}'s doc_to_text gives "
                              f"{type(text).__name__}, not a prompt (a task with one prompt per "
@@ -184,16 +177,12 @@ class WrappedTask(CaliDistTask):
         hint = doc.get(HINT)
         return text if hint is None else hinted_text(text, hint, self.answer_cue)
 
-    def fewshot_context(self, doc: dict[str, Any], num_fewshot: int, **kwargs: Any) -> Any:
-        """lm-eval's own prompt for the wrapped task: its description and exemplars (unhinted),
-        then the document (``doc_to_text``)."""
-        return ConfigurableTask.fewshot_context(self, doc, num_fewshot, **kwargs)
-
     def fewshot_docs(self) -> Any:
         """The wrapped task's exemplars; None when its data lacks their split (local files
-        without it), so that a zero-shot run needs none."""
+        without it), so that a zero-shot run needs none. Its prompt is lm-eval's: description,
+        exemplars (unhinted), then the document (``doc_to_text``)."""
         try:
-            return ConfigurableTask.fewshot_docs(self)
+            return super().fewshot_docs()
         except KeyError as error:
             log.warning("%s: no few-shot exemplars (the data has no split %s); give it in "
                         "--metadata data_files to run with --num_fewshot", self.config.task, error)
@@ -250,9 +239,10 @@ def check_wrappable(name: str, wrapped_name: str, config: dict[str, Any],
     return (test, validation) if test else (validation, None)
 
 
-def local_dataset(task: str, files: Any) -> datasets.DatasetDict:
-    """``--metadata data_files`` for a wrapped task: {split: file or files} in the wrapped
-    task's own schema and split names (jsonl, json, csv or parquet)."""
+def local_dataset(task: str, files: Any) -> dict[str, Any]:
+    """The config keys that make lm-eval load ``--metadata data_files`` for a wrapped task:
+    {split: file or files} in the wrapped task's own schema and split names (jsonl, json, csv
+    or parquet)."""
     if not isinstance(files, dict):
         raise ValueError(f"{task}: --metadata data_files must map the wrapped task's split names "
                          f"to files, e.g. {{\"test\": \"test.jsonl\"}}; got {files!r:.80}")
@@ -266,8 +256,8 @@ def local_dataset(task: str, files: Any) -> datasets.DatasetDict:
     if len(suffixes) != 1 or next(iter(suffixes)) not in builder:
         raise ValueError(f"{task}: --metadata data_files must all be one of .jsonl, .json, .csv "
                          f".parquet (got {sorted(suffixes)}; supported here: {SUFFIXES[:4]})")
-    return datasets.load_dataset(builder[suffixes.pop()],
-                                 data_files={s: [str(p) for p in ps] for s, ps in paths.items()})
+    return {"dataset_path": builder[suffixes.pop()], "dataset_name": None,
+            "dataset_kwargs": {"data_files": {s: [str(p) for p in ps] for s, ps in paths.items()}}}
 
 
 # ---------------------------------------------------------------------- calidist wrap

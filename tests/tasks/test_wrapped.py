@@ -205,6 +205,7 @@ def test_probe_hints_and_the_calibration_documents(wrapped, wrapped_dir, data_fi
 def test_few_shot_exemplars_are_the_tasks_own_and_unhinted(wrapped_dir, data_files):
     task = load(wrapped_dir, "calidist_mmlu_anatomy_assertion",
                 metadata_for("mmlu_anatomy", data_files, m=1))
+    task.set_config(key="num_fewshot", value=2)  # what lm_eval --num_fewshot 2 does
     doc = task.eval_docs[0]
     requests = doc_requests(task, doc, num_fewshot=2)
     original, hinted = requests[0].arguments[0], requests[4].arguments[0]
