@@ -305,7 +305,8 @@ def wrap(tasks: Sequence[str], out: str | Path = "calidist_wrapped", *,
     list of Path
         The files written: ``calidist_<task>`` (vanilla and the post-hoc calibrators),
         ``calidist_<task>_assertion`` and ``calidist_<task>_probe`` per task, and the
-        ``_norm`` ones. A task that is not multiple choice is named in a ValueError.
+        ``_norm`` ones. A task given that is not multiple choice is named in a ValueError;
+        such a member of a group or tag given is named in a warning and skipped.
     """
     names: list[str] = []
     for name in tasks:
@@ -319,7 +320,13 @@ def wrap(tasks: Sequence[str], out: str | Path = "calidist_wrapped", *,
     relative = [os.path.relpath(Path(p).resolve(), folder.resolve()) for p in include_path]
     for name in names:
         config = lm_eval_compat.task_config(name, include_path)
-        check_wrappable(f"calidist wrap {name}", name, config, None)
+        try:
+            check_wrappable(f"calidist wrap {name}", name, config, None)
+        except ValueError as error:
+            if name in tasks:  # named by the user: refused
+                raise
+            log.warning("%s; skipped (a member of a group or tag given)", error)
+            continue
         reports_norm = any(m.get("metric") == "acc_norm" for m in config.get("metric_list") or []
                            if isinstance(m, dict))
         for normalised in (False, True) if (reports_norm if acc_norm is None else acc_norm) \

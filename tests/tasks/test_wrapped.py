@@ -325,3 +325,14 @@ def test_two_stage_runs_split_a_wrapped_hinted_task(wrapped_dir):
                            "--output_path", "out"])
     assert plan.hinted == ["calidist_arc_easy_assertion"]
     assert plan.stage1[plan.stage1.index("--tasks") + 1] == "calidist_arc_easy_assertion"
+
+
+def test_a_group_or_tag_wraps_each_of_its_tasks(tmp_path):
+    from calidist_tasks.backends.lm_eval_compat import member_names
+
+    assert member_names("ai2_arc") == ["arc_challenge", "arc_easy"]  # a tag
+    subjects = member_names("mmlu")  # a group of groups of tags
+    assert len(subjects) == 57 and "mmlu_anatomy" in subjects
+    written = {p.stem for p in wrap(["ai2_arc"], tmp_path, acc_norm=False)}
+    assert written == {f"calidist_{t}{s}" for t in ("arc_challenge", "arc_easy")
+                       for s in ("", "_assertion", "_probe")}
