@@ -189,7 +189,7 @@ class WrappedTask(CaliDistTask):
             return None
 
     def fewshot_pool(self) -> list[dict[str, Any]]:
-        """None: the exemplars are the wrapped task's own (lm-eval's sampler)."""
+        """Empty: the exemplars are the wrapped task's own (lm-eval's sampler), not ours."""
         return []
 
     def distracted_doc(self, doc: dict[str, Any], plan: PromptPlan) -> dict[str, Any]:
