@@ -305,6 +305,7 @@ def test_wrapped_arc_easy_runs_through_plain_lm_eval(tmp_path, tiny_model_dir, d
     arc_yaml = _task_index(())["arc_easy"].yaml_path
     (plain / "arc_easy_local.yaml").write_text(
         f"include: {arc_yaml}\ntask: arc_easy_local\ndataset_path: json\ndataset_name: null\n"
+        "training_split: null\n"  # no train file: lm-eval would read its exemplars from it
         f"dataset_kwargs:\n  data_files: {json.dumps(data_files['arc_easy'])}\n")
     run([command("lm_eval"), "--model", "hf", "--model_args",
          f"pretrained={tiny_model_dir},dtype=float32", "--device", "cpu", "--batch_size", "16",
