@@ -314,8 +314,11 @@ def test_wrapped_arc_easy_runs_through_plain_lm_eval(tmp_path, tiny_model_dir, d
     report = run([command("calidist"), "report", str(plain / "out"), "--out",
                   str(tmp_path / "report"), "--no_figures", "--bootstrap", "50"], tmp_path)
     assert "wrote" in report.stdout
-    table = (tmp_path / "report" / "report.md").read_text()
-    assert "arc_easy_local" in table and "Temperature" in table
+    board = (tmp_path / "report" / "leaderboard.csv").read_text()
+    assert "arc_easy_local_ece" in board
+    for row in ("Vanilla", "Temperature scaling", "Platt", "Isotonic", "Vector scaling"):
+        assert f"\n{row}," in board.replace("\ntiny,", "\n"), row
+    assert "seeded held-out slice" in (tmp_path / "report" / "report.md").read_text()
 
 
 def test_two_stage_runs_split_a_wrapped_hinted_task(wrapped_dir):
