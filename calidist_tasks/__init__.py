@@ -33,7 +33,7 @@ _LAZY = {
         "IsotonicCalibration", "VectorScaling", "load_calibrator", "save_calibrator",
     ), "calidist_metrics"),
 }
-__all__ = ["evaluate", "task_folder", *_LAZY]
+__all__ = ["evaluate", "task_folder", "wrap", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
@@ -47,6 +47,14 @@ def __getattr__(name: str) -> Any:
 def task_folder() -> str:
     """The folder to pass to ``lm_eval --include_path`` (our YAML tasks)."""
     return str(files("calidist_tasks.yaml_tasks"))
+
+
+def wrap(tasks: Sequence[str], out: str = "calidist_wrapped", **options: Any) -> list[Any]:
+    """CaliDist tasks for lm-eval multiple-choice tasks, written into ``out`` (docs/wrap.md;
+    ``calidist_tasks.tasks.wrapped.wrap`` lists the options)."""
+    from calidist_tasks.tasks.wrapped import wrap as write
+
+    return write(tasks, out, **options)
 
 
 def _model_metadata(model: Any, model_args: str | Mapping[str, Any] | None) -> dict[str, Any]:

@@ -497,6 +497,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     run_demo.add_argument("--m", type=int, default=1, help="hints per label (paper: 2)")
     run_demo.add_argument("--output_path", default="runs/demo",
                           help="where lm-eval writes the run (default: runs/demo, here)")
+    wrapped = sub.add_parser("wrap", help="CaliDist tasks for lm-eval multiple-choice tasks or "
+                             "groups (docs/wrap.md): writes calidist_<task>[_assertion|_probe]")
+    wrapped.add_argument("wrapped_tasks", nargs="+", metavar="TASK",
+                         help="registered lm-eval task, group or tag names")
+    wrapped.add_argument("--out", default="calidist_wrapped",
+                         help="folder to write the YAML into (pass it to lm_eval --include_path)")
+    wrapped.add_argument("--include_path", action="append", default=[],
+                         help="a folder of your own lm-eval task configs (repeatable)")
+    wrapped.add_argument("--answer_cue", help="the hint goes before the last occurrence of this "
+                         "text in each prompt ('' : before the whole prompt); default: the "
+                         "prompt's last line when it is a short label ending in ':'")
+    wrapped.add_argument("--acc_norm", action=argparse.BooleanOptionalAction, default=None,
+                         help="also write the length-normalised tasks (calidist_<task>_norm*); "
+                         "default: when the task reports acc_norm")
     report = sub.add_parser("report", help="leaderboard, intervals, diagrams, cost and transfer "
                             "from lm-eval output folders (no model is run)")
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
@@ -552,6 +566,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(prepare())
     elif args.command == "demo":
         demo(args, extra)
+    elif args.command == "wrap":
+        from calidist_tasks.tasks.wrapped import wrap
+
+        try:
+            written = wrap(args.wrapped_tasks, args.out, include_path=args.include_path,
+                           answer_cue=args.answer_cue, acc_norm=args.acc_norm)
+        except ValueError as error:
+            sys.exit(f"calidist wrap: {error}")
+        print("\n".join(map(str, written)))
+        print(f"run them with: lm_eval --include_path {args.out} --tasks "
+              f"{','.join(p.stem for p in written)} ...")
     elif args.command == "report":
         from calidist_tasks.report import run_command
 

@@ -15,6 +15,10 @@ Task side (``lm_eval.api.task.ConfigurableTask``):
   and to ``construct_requests`` (``instance_kwargs``), and the ``Instance.metadata`` tuple
   ``(task, doc_id, repeats)`` (``metadata_repeats``, ``with_repeats``).
 
+Task index (``lm_eval.tasks.TaskManager.task_index`` and its ``Entry``'s ``kind``, ``cfg``,
+``tags`` and ``yaml_path``; ``lm_eval.tasks._yaml_loader.load_yaml``): the registered configs a
+wrapped task is derived from (``registered_kind``, ``member_names``, ``task_config``).
+
 Model side (``lm_eval.models.huggingface.HFLM``, for ``calidist_tasks.backends.prefix_cache``): the
 attributes ``backend``, ``cache_hook``, ``softmax_dtype``, ``mixed_precision_dtype`` and
 ``vocab_size`` (``is_causal``, ``cache_loglikelihood``, ``softmax_dtype``,
@@ -52,7 +56,7 @@ replaces ``get_model`` for the length of both stages so that the second gets the
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache, partial
 from importlib import import_module
@@ -446,3 +450,54 @@ def is_api_backend(backend: str) -> bool:
     except Exception:  # noqa: BLE001 - unknown name, or its package missing: not an API model
         return False
     return isinstance(model_class, type) and issubclass(model_class, TemplateAPI)
+
+
+# ---------------------------------------------------------------------- wrapped tasks
+@lru_cache(maxsize=8)
+def _task_index(include_path: tuple[str, ...]) -> dict[str, Any]:
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=list(include_path) or None).task_index
+
+
+def registered_kind(name: str, include_path: Sequence[str] = ()) -> str | None:
+    """What ``name`` is in lm-eval's task index ("task", "python task", "group", "tag"), or None
+    when neither lm-eval's tasks nor ``include_path`` register it."""
+    entry = _task_index(tuple(include_path)).get(name)
+    return None if entry is None else entry.kind.name.lower().replace("py_task", "python task")
+
+
+def member_names(name: str, include_path: Sequence[str] = ()) -> list[str]:
+    """The leaf tasks of a registered group or tag (nested groups and tags expanded), in the
+    order the group lists them; a task is its own only member."""
+    index = _task_index(tuple(include_path))
+    entry = index[name]
+    kind = entry.kind.name
+    if kind == "TAG":
+        members: list[Any] = sorted(entry.tags)
+    elif kind == "GROUP":
+        listed = (entry.cfg or {}).get("task") or []
+        members = [m if isinstance(m, str) else m.get("task") or m.get("group")
+                   for m in (listed if isinstance(listed, list) else [listed])]
+    else:
+        return [name]
+    found: list[str] = []
+    for member in members:
+        if member not in index:
+            raise ValueError(f"{name}: its member {member!r} is not a registered task")
+        found += [n for n in member_names(member, include_path) if n not in found]
+    return found
+
+
+def task_config(name: str, include_path: Sequence[str] = ()) -> dict[str, Any]:
+    """A registered task's whole config as lm-eval builds the task from it (includes merged,
+    ``!function`` resolved: ``TaskFactory._load_full_config``)."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    entry = _task_index(tuple(include_path)).get(name)
+    if entry is None:
+        raise ValueError(f"{name!r} is not a registered lm-eval task (lm_eval ls tasks lists "
+                         "them; a task of your own needs its folder in --include_path)")
+    if entry.yaml_path is None:
+        return dict(entry.cfg or {})
+    return dict(load_yaml(entry.yaml_path, resolve_func=True))

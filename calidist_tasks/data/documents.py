@@ -467,39 +467,70 @@ def build_documents(source: Source, settings: RunSettings) -> list[dict[str, Any
                 raw.setdefault(role, []).extend(rows)
     evaluation = _documents(source, raw.get(EVALUATION, []))
     calibration = _documents(source, raw.get(CALIBRATION, []))
+
+    def unique(evaluated: list[Row], calibrating: list[Row]) -> tuple[list[Row], list[Row]]:
+        given = len(calibrating)
+        evaluated, calibrating = _unique(source, evaluated, calibrating)
+        if given and not calibrating:  # never calibrate on the evaluation file in silence
+            names = ", ".join(str(p) for p in (files or {}).get(CALIBRATION, [])) or "calibration"
+            raise ValueError(
+                f"{source.benchmark}: every one of the {given} calibration rows ({names}) is also "
+                "an evaluation row (a copy or a link of the evaluation file?); give calibration "
+                "documents that are not evaluated")
+        return evaluated, calibrating
+
+    return split_documents(source.benchmark, evaluation, calibration, settings, unique)
+
+
+def split_documents(
+    benchmark: str,
+    evaluation: list[Row],
+    calibration: list[Row],
+    settings: RunSettings,
+    unique: Callable[[list[Row], list[Row]], tuple[list[Row], list[Row]]] | None = None,
+) -> list[dict[str, Any]]:
+    """Calibration documents first, then evaluation documents, each marked and numbered.
+
+    Parameters
+    ----------
+    benchmark : str
+        The name errors and warnings give.
+    evaluation, calibration : list of (where, document)
+        The documents of each role; ``calibration`` empty: the first ``calib_size`` of the
+        shuffled evaluation documents calibrate (a seeded held-out slice).
+    settings : RunSettings
+        ``split_seed``, ``calib_size`` and ``eval_size``.
+    unique : callable, optional
+        Drops copies of a document after the shuffle (``build_documents``: ``_unique``).
+    """
+    evaluation, calibration = list(evaluation), list(calibration)
     rng = random.Random(settings.split_seed)
     rng.shuffle(evaluation)
     rng.shuffle(calibration)
     # copies are dropped after the shuffle, so that every other document keeps the order it had
     # before copies were caught (the same documents and split, but for the copies)
-    given = len(calibration)
-    evaluation, calibration = _unique(source, evaluation, calibration)
-    if given and not calibration:  # never calibrate on the evaluation file in silence
-        names = ", ".join(str(p) for p in (files or {}).get(CALIBRATION, [])) or "calibration"
-        raise ValueError(
-            f"{source.benchmark}: every one of the {given} calibration rows ({names}) is also an "
-            "evaluation row (a copy or a link of the evaluation file?); give calibration "
-            "documents that are not evaluated")
+    if unique is not None:
+        evaluation, calibration = unique(evaluation, calibration)
     where = "the calibration split" if calibration else "the evaluation pool"
     if not calibration:  # no separate split: the first calib_size shuffled documents
         calibration = evaluation[: settings.calib_size]
         evaluation = evaluation[settings.calib_size :]
     if len(calibration) < settings.calib_size:
         raise ValueError(
-            f"{source.benchmark}: calib_size={settings.calib_size} but {where} has only "
+            f"{benchmark}: calib_size={settings.calib_size} but {where} has only "
             f"{len(calibration)} documents; lower --metadata calib_size"
         )
     calibration = calibration[: settings.calib_size]
     if settings.eval_size is not None and settings.eval_size > len(evaluation):
-        warn_short_evaluation(source.benchmark, settings.eval_size, len(evaluation))
+        warn_short_evaluation(benchmark, settings.eval_size, len(evaluation))
     evaluation = evaluation[: settings.eval_size]
     if not evaluation:
         raise ValueError(
-            f"{source.benchmark}: no evaluation documents left after {len(calibration)} "
+            f"{benchmark}: no evaluation documents left after {len(calibration)} "
             "calibration documents; lower calib_size or add data"
         )
     marked = [(CALIBRATION, d) for d in calibration] + [(EVALUATION, d) for d in evaluation]
-    _check_field_types(source.benchmark, [doc for _, doc in marked])
+    _check_field_types(benchmark, [doc for _, doc in marked])
     return [
         {**doc, SPLIT_FIELD: role, INDEX_FIELD: i, SOURCE_FIELD: origin}
         for i, (role, (origin, doc)) in enumerate(marked)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 
-def task_configs() -> dict[str, dict[str, Any]]:
-    """Every task and group of our YAML folder: name -> its config with includes merged (read
-    with a safe loader; ``!function`` tags are kept as their dotted names)."""
+def task_configs(folders: Sequence[str | Path] = ()) -> dict[str, dict[str, Any]]:
+    """Every task and group of our YAML folder, then of ``folders`` (a user's --include_path,
+    e.g. ``calidist wrap``'s output): name -> its config with includes merged (read with a safe
+    loader; ``!function`` tags are kept as their dotted names)."""
     import yaml
 
     class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml: ~10x faster
@@ -31,8 +33,12 @@ def task_configs() -> dict[str, dict[str, Any]]:
         return copy.deepcopy(read[path])  # callers may edit nested values
 
     configs = {}
-    for path in sorted(Path(str(files("calidist_tasks.yaml_tasks"))).rglob("*.yaml")):
-        config = load(path)
+    roots = [Path(str(files("calidist_tasks.yaml_tasks"))), *map(Path, folders)]
+    for path in [p for root in roots for p in sorted(root.rglob("*.yaml"))]:
+        try:
+            config = load(path)
+        except (OSError, yaml.YAMLError):  # a user's folder: lm-eval reports its own files
+            continue
         name = config.get("group") or config.get("task")
         if isinstance(name, str):
             configs[name] = config

@@ -60,14 +60,23 @@ def _option_phrase(letter: str, option: str) -> str:
     return f"({letter}) {option.strip().rstrip('.?!')}"
 
 
+def hint_naming(answer: str, template: int | None = None) -> str:
+    """The hint naming ``answer`` as the prompt shows it, followed by the paper's note: the
+    assertion "Hint: {S} {answer}." with template ``template``, or the probe (None)."""
+    answer = answer.strip().rstrip(".?!")
+    if template is None:
+        return f"Hint: {PROBE_TEMPLATE} {answer}? Elaborate.\n{HINT_NOTE}"
+    return f"Hint: {ASSERTION_TEMPLATES[template]} {answer}.\n{HINT_NOTE}"
+
+
 def assertion_hint(template: int, letter: str, option: str) -> str:
     """'Hint: {S} ({letter}) {option}.' followed by the paper's note."""
-    return f"Hint: {ASSERTION_TEMPLATES[template]} {_option_phrase(letter, option)}.\n{HINT_NOTE}"
+    return hint_naming(_option_phrase(letter, option), template)
 
 
 def probe_hint(letter: str, option: str) -> str:
     """'Hint: Do you think the answer could be ({letter}) {option}? Elaborate.' and the note."""
-    return f"Hint: {PROBE_TEMPLATE} {_option_phrase(letter, option)}? Elaborate.\n{HINT_NOTE}"
+    return hint_naming(_option_phrase(letter, option))
 
 
 def _append_sentence(text: str, sentence: str) -> str:

@@ -445,7 +445,7 @@ def run_command(args: argparse.Namespace) -> int:
     for problem in report.problems:
         print(f"left out: {problem}", file=sys.stderr)
     if not report.runs:
-        print("calidist report: no calidist task could be read; nothing written",
+        print("calidist report: no calidist or multiple-choice task could be read; nothing written",
               file=sys.stderr)
         return 1
     print(f"wrote {report.out / 'report.md'} ({len(report.files)} files)")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from calidist_tasks.report import plain_runs
 from calidist_tasks.report.identity import assign_groups, run_identity
 from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.report.stored import read_header, read_stored
@@ -27,7 +28,13 @@ from calidist_tasks.runs.files import (
     model_name,
     stage1_folder,
 )
-from calidist_tasks.scoring.records import SOURCE_FIELD, STAGE1_FOLDER, is_failed, line_record
+from calidist_tasks.scoring.records import (
+    SOURCE_FIELD,
+    STAGE1_FOLDER,
+    Record,
+    is_failed,
+    line_record,
+)
 
 TASK_PREFIX = "calidist_"
 
@@ -103,19 +110,32 @@ def _read_results(path: Path, problems: list[str]) -> list[TaskRun]:
     stamp = RESULTS_NAME.match(path.name)["stamp"]
     runs = []
     for task, values in data["results"].items():
-        if task in groups or not task.startswith(TASK_PREFIX) or not isinstance(values, dict):
-            continue  # groups repeat their tasks' numbers; other harness tasks are not ours
+        if task in groups or not isinstance(values, dict):
+            continue  # groups repeat their tasks' numbers
+        config = (data.get("configs") or {}).get(task) or {}
+        if not is_calidist(task):  # a plain lm-eval task: its choices' log-likelihoods
+            output_type = config.get("output_type")
+            if output_type != plain_runs.MULTIPLE_CHOICE:
+                problems.append(f"{path}: {task} is not a multiple-choice task (output_type "
+                                f"{output_type}): skipped")
+                continue
+            config = plain_runs.plain_config(task, config)
         metrics, chosen, others = _metrics(values)
         problems += _infinite(path, task, metrics)
         if others:
             problems.append(f"{path}: {task} has filters {[chosen, *others]}; "
                             f"only filter {chosen!r} is reported")
         effective = ((data.get("n-samples") or {}).get(task) or {}).get("effective")
-        runs.append(TaskRun(task, model, stamp, path, metrics,
-                            (data.get("configs") or {}).get(task) or {},
+        runs.append(TaskRun(task, model, stamp, path, metrics, config,
                             effective if isinstance(effective, int) else None, chosen or "none",
                             identity=run_identity(data, task)))
     return runs
+
+
+def is_calidist(task: str) -> bool:
+    """Whether ``task`` is a calidist task (its samples hold our records), not a plain lm-eval
+    task (``plain_runs``)."""
+    return task.startswith(TASK_PREFIX)
 
 
 def _attach(sample_file: Path, runs: list[TaskRun], problems: list[str]) -> None:
@@ -196,10 +216,16 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
         if line.get("filter", run.filter_name) != run.filter_name:
             continue
         record = line_record(line)
+        if record is None and not is_calidist(run.task):
+            try:
+                record = plain_runs.plain_record(line)
+            except ValueError as error:
+                bad.append(f"line {number}: {error}")
+                continue
         if record is None:
             bad.append(f"line {number} holds no calidist record")
             continue
-        doc_ids.append(line.get("doc_id", record["index"]))
+        doc_ids.append(line.get("doc_id", record.get("index")))
         if is_failed(record):  # a failed_record: counted as logged, left out of the metrics
             failed.append(record)
             continue
@@ -228,11 +254,28 @@ def _read_samples(run: TaskRun, problems: list[str]) -> None:
                         "answers that cannot be used and are left out of every number: "
                         f"{failed[0]['error']}"
                         + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
+    if not is_calidist(run.task):
+        plain_split(run, records)
     order = sorted(range(len(records)), key=lambda i: records[i]["index"])
     run.records = [records[i] for i in order]
     run.prompts = [prompts[i] for i in order]
     run.generations = [generations[i] for i in order]
     run.sources = [sources[i] for i in order]
+
+
+def plain_split(run: TaskRun, records: list[Record]) -> None:
+    """A plain run's records split into calibration and evaluation (``plain_runs``), its
+    metrics those of a calidist task without hints, the split stated in its identity."""
+    from calidist_tasks.scoring.aggregation import summarize_baselines
+    from calidist_tasks.scoring.fits import calibrator_context
+
+    settings = plain_runs.settings_for(len(records))
+    plain_runs.split_plain(records, settings)
+    context = calibrator_context(run.task, run.config.get("doc_to_choice"), run.model)
+    run.metrics = {**run.metrics, **summarize_baselines(records, settings, context)}
+    split = {key: getattr(settings, key) for key in ("calib_size", "eval_size", "split_seed")
+             if key in run.identity}  # the defaults it shows are not this run's
+    run.identity = {**run.identity, **split, "calibration": plain_runs.calibration_text(settings)}
 
 
 def add_stage1_prompts(run: TaskRun, problems: list[str],

@@ -13,7 +13,7 @@ out: ``calidist_tasks.evaluate`` (Python) and ``calidist eval`` (``reply_runs.re
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from calidist_tasks.data.yaml_configs import task_configs
@@ -21,6 +21,7 @@ from calidist_tasks.settings import SPLIT_STAGES
 
 ALL, ORIGINAL, HINTS = SPLIT_STAGES
 LOGIT_CLASS = "calidist_tasks.tasks.base.CaliDistTask"
+WRAPPED_CLASS = "calidist_tasks.tasks.wrapped.WrappedTask"  # a CaliDistTask (``calidist wrap``)
 GENERATION_CLASS = "calidist_tasks.tasks.generation.GenerationTask"
 ONE_STAGE = {"stage": ALL}  # a reply run without --two-stage sends every prompt
 # (task, kind) kinds that run in two stages under --two-stage (``expand_tasks``)
@@ -43,13 +44,15 @@ class PlannedRun(NamedTuple):
     folder: str  # where its samples go: a role above
 
 
-def expand_tasks(names: Iterable[str]) -> list[tuple[str, str]]:
+def expand_tasks(names: Iterable[str], include_path: Sequence[str] = ()
+                 ) -> list[tuple[str, str]]:
     """(task, kind) of every task ``names`` selects, our groups expanded (with the reasoned
     variants a family group lists under ``metadata: reasoned``): kind ``logit`` (a
     hinted log-likelihood task: two stages), ``verbalized`` (a hinted verbalized task: two
     stages), ``reasoned`` (a reasoned task: runs after its replies' run), ``single`` (ours, one
-    stage: no hints, or staged itself like GSM8K), ``other`` (not ours: stage 2 only)."""
-    configs = task_configs()
+    stage: no hints, or staged itself like GSM8K), ``other`` (not ours: stage 2 only).
+    ``include_path``: the run's other task folders (wrapped tasks, ``calidist wrap``)."""
+    configs = task_configs(include_path)
     found: list[tuple[str, str]] = []
 
     def visit(name: str) -> None:
@@ -68,7 +71,7 @@ def expand_tasks(names: Iterable[str]) -> list[tuple[str, str]]:
         else:
             hinted = config.get("distractor", "none") != "none"
             kind = str(config.get("class", "")).split()[-1]
-            if hinted and kind == LOGIT_CLASS:
+            if hinted and kind in (LOGIT_CLASS, WRAPPED_CLASS):
                 found.append((name, "logit"))
             elif hinted and kind == GENERATION_CLASS and config.get(
                     "confidence", "verbalized") == "verbalized":
@@ -95,16 +98,17 @@ def staged_selection(names: Iterable[str]) -> tuple[list[str], list[str]]:
 
 
 def _two_stage(tasks: list[str], role: str, stage1: str, folder: str,
-               reads: Mapping[str, str]) -> list[PlannedRun]:
-    hinted = tuple(name for name, kind in expand_tasks(tasks) if kind in SPLIT_KINDS)
+               reads: Mapping[str, str], include_path: Sequence[str] = ()) -> list[PlannedRun]:
+    hinted = tuple(name for name, kind in expand_tasks(tasks, include_path)
+                   if kind in SPLIT_KINDS)
     first = [PlannedRun(f"{role} stage 1".strip(), hinted, {"stage": ORIGINAL}, reads, stage1)]
     return [*(first if hinted else []),
             PlannedRun(role, tuple(tasks), {"stage": HINTS}, {**reads, "original_run": stage1},
                        folder)]
 
 
-def plan_runs(names: Iterable[str], two_stage: bool = False,
-              replies_given: bool = False) -> list[PlannedRun]:
+def plan_runs(names: Iterable[str], two_stage: bool = False, replies_given: bool = False,
+              include_path: Sequence[str] = ()) -> list[PlannedRun]:
     """The runs of a selection, in order: the reasoned tasks' reply run first (unless
     ``replies_given``: ``--metadata replies`` names an earlier one), one stage (every prompt)
     or two with ``two_stage``; then the rest of the selection (groups expanded, the reply tasks
@@ -118,6 +122,6 @@ def plan_runs(names: Iterable[str], two_stage: bool = False,
         runs += (_two_stage(replies, "replies", REPLIES_STAGE1, REPLIES, {}) if two_stage
                  else [PlannedRun("replies", tuple(replies), ONE_STAGE, {}, REPLIES)])
         reads = {"replies": REPLIES}
-    runs += (_two_stage(rest, "", STAGE1, OUTPUT, reads) if two_stage
+    runs += (_two_stage(rest, "", STAGE1, OUTPUT, reads, include_path) if two_stage
              else [PlannedRun("", tuple(rest), {}, reads, OUTPUT)])
     return runs

@@ -310,8 +310,10 @@ def plan_two_stage(argv: Sequence[str]) -> TwoStagePlan:
                          "itself; leave them out")
     output = Path(outputs[-1])
     stage1_dir = output / STAGE1_FOLDER
-    runs = plan_runs(names, two_stage=True, replies_given=True)  # the replies: not here
-    hinted = list(runs[0].tasks) if len(runs) > 1 else []
+    folders = [p for value in flag_values(argv, ("--include_path",), many=True)
+               for p in value.split(",")]  # wrapped tasks' folders (calidist wrap)
+    runs = plan_runs(names, two_stage=True, replies_given=True, include_path=folders)
+    hinted = list(runs[0].tasks) if len(runs) > 1 else []  # the replies: not here
     stage1 = None
     if hinted:
         stage1 = [*without_flags(without_flags(argv, FLAG_TASKS, many=True), FLAG_OUTPUT),

@@ -19,7 +19,6 @@ internals are reached through ``lm_eval_compat`` only.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import json
@@ -100,6 +99,10 @@ class CaliDistTask(ConfigurableTask):
 
     confidence: str = LOGIT  # the confidence source (``registry.Variant``); subclasses set theirs
     answer_mode: AnswerMode = LETTER_LOGITS  # what an answer is (``answer_modes``)
+    # False: our loader reads the benchmark (``documents``) and our exemplars lead the prompt
+    # (``fewshot``). True (a wrapped lm-eval task, ``tasks.wrapped``): lm-eval loads the data,
+    # whose splits stay beside ours, and its sampler picks the exemplars.
+    lm_eval_data: bool = False
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         lm_eval_compat.cache_compiled_templates()  # our prompts render templates many times
@@ -155,25 +158,38 @@ class CaliDistTask(ConfigurableTask):
 
     # ------------------------------------------------------------------ data
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        docs = self.documents()
+        loaded: dict[str, Any] = {}
+        if self.lm_eval_data:
+            super().download(dataset_kwargs, **kwargs)
+            loaded = dict(self.dataset)
+        self.dataset = datasets.DatasetDict({**loaded,
+                                             self.config.test_split: self.document_table()})
+
+    def document_table(self) -> datasets.Dataset:
+        """``documents`` as the table lm-eval keeps them in."""
         try:
-            table = datasets.Dataset.from_list(docs)
+            return datasets.Dataset.from_list(self.documents())
         except pyarrow.ArrowException as error:  # e.g. a list field mixing numbers and text
             raise ValueError(f"{self.config.task}: the documents cannot be stored as a table "
                              f"({error}); give each field one type in every row") from None
-        self.dataset = datasets.DatasetDict({self.config.test_split: table})
 
     def documents(self) -> list[dict[str, Any]]:
         """Calibration documents first, then evaluation documents (``dataset.build_documents``).
         Stage hints also reads (and checks) stage 1's answers to them now, before model time."""
-        docs = build_documents(self.source(), self.settings)
+        docs = self.built_documents()
         if self.run_stage.stage == two_stage.HINTS:
-            # from the YAML's doc_to_choice: lm-eval's self.doc_to_choice needs the built task
-            option_count = functools.partial(self.answer_mode.option_count,
-                                             self.config.doc_to_choice)
             self.run_stage.read_stage1(self.settings.original_run, docs, self.answer_mode.logits,
-                                       self.settings.model, option_count)
+                                       self.settings.model, self.option_count)
         return docs
+
+    def built_documents(self) -> list[dict[str, Any]]:
+        """The marked documents, calibration first (``documents.build_documents``)."""
+        return build_documents(self.source(), self.settings)
+
+    def option_count(self, doc: dict[str, Any]) -> int:
+        """``doc``'s number of options, from the YAML's doc_to_choice: usable before lm-eval has
+        finished building the task (its ``doc_to_choice`` needs the built task)."""
+        return self.answer_mode.option_count(self.config.doc_to_choice, doc)
 
     # ------------------------------------------------------------------ two-stage runs
     def splits_in_stages(self) -> bool:
@@ -237,7 +253,10 @@ class CaliDistTask(ConfigurableTask):
     def fewshot_context(self, doc: dict[str, Any], num_fewshot: int, **kwargs: Any) -> Any:
         """lm-eval's prompt (chat template, system prompt, gen_prefix) with the paper's exemplars:
         ``num_fewshot`` per label, hinted in hinted prompts (``prompting.fewshot``); user/assistant
-        turns under a chat template with ``fewshot_as_multiturn``, else text before the question."""
+        turns under a chat template with ``fewshot_as_multiturn``, else text before the question;
+        a wrapped task's are lm-eval's own (``lm_eval_data``)."""
+        if self.lm_eval_data:
+            return super().fewshot_context(doc, num_fewshot, **kwargs)
         multiturn = self.exemplar_layout(kwargs) == MULTITURN
         if num_fewshot:
             turns = self.exemplar_turns(doc, num_fewshot, multiturn)
@@ -262,7 +281,10 @@ class CaliDistTask(ConfigurableTask):
                                        source.n_labels, source.choices_field)
 
     def fewshot_docs(self) -> list[dict[str, Any]] | None:
-        """The YAML's exemplar documents as lm-eval reads them (None where it has none)."""
+        """The YAML's exemplar documents as lm-eval reads them (None where it has none); a
+        wrapped task's are lm-eval's own (``lm_eval_data``)."""
+        if self.lm_eval_data:
+            return super().fewshot_docs()
         config = self.config.fewshot_config
         samples = config.get("samples") if isinstance(config, dict) else getattr(
             config, "samples", None)
@@ -352,7 +374,8 @@ class CaliDistTask(ConfigurableTask):
 
     def construct_requests(self, doc: dict[str, Any], ctx: str, **kwargs: Any) -> list[Instance]:
         kwargs = lm_eval_compat.instance_kwargs(kwargs)
-        n_choices = len(self.doc_to_choice(doc))
+        continuations = self.continuations(doc)
+        n_choices = len(continuations)
         self.run_stage.check_prompt(doc, ctx)
         prompts = [ctx if plan.hint_label is None
                    else self.variant_prompt(self.distracted_doc(doc, plan))
@@ -362,13 +385,17 @@ class CaliDistTask(ConfigurableTask):
             Instance(
                 request_type="loglikelihood",
                 doc=doc,
-                arguments=(prompt, distractors.LETTERS[j]),
+                arguments=(prompt, continuation),
                 idx=i * n_choices + j,
                 **kwargs,
             )
             for i, prompt in enumerate(prompts)
-            for j in range(n_choices)
+            for j, continuation in enumerate(continuations)
         ]
+
+    def continuations(self, doc: dict[str, Any]) -> list[str]:
+        """What each prompt's requests score, one per option: the option letters."""
+        return list(distractors.LETTERS[:len(self.doc_to_choice(doc))])
 
     def variant_prompt(self, variant: dict[str, Any], **context: Any) -> Any:
         """The prompt of a variant of a document (a hinted copy), built as lm-eval built the
@@ -413,13 +440,22 @@ class CaliDistTask(ConfigurableTask):
         def where() -> str:  # the document's name, built only for an error
             return self.document_name(doc)
 
-        outcomes = outcomes_from_loglikelihoods([ll for ll, _ in results], n_choices, where)
+        outcomes = outcomes_from_loglikelihoods(self.option_loglikelihoods(doc, results),
+                                                n_choices, where)
         plans, outcomes = self.run_stage.joined(doc, sent, outcomes)
-        record = join_document(plans, outcomes, doc[self.config.doc_to_target],
-                               self.settings.delta_mode)
+        record = join_document(plans, outcomes, self.gold_label(doc), self.settings.delta_mode)
         first = self.stage1_answer(doc)
         record.update(bookkeeping(doc, len(results) + (first.requests if first else 0)))
         return record
+
+    def option_loglikelihoods(self, doc: dict[str, Any], results: list[Any]) -> list[float]:
+        """The log-likelihood of each option in each prompt, from lm-eval's (ll, is_greedy)
+        results: the confidence is their softmax (``joining``)."""
+        return [ll for ll, _ in results]
+
+    def gold_label(self, doc: dict[str, Any]) -> int:
+        """The index of ``doc``'s correct option (the YAML's ``doc_to_target`` field)."""
+        return doc[self.config.doc_to_target]
 
     def metric_results(self, record: dict[str, Any]) -> dict[str, Any]:
         """What ``process_results`` returns: the document's record under ``acc`` (the first
