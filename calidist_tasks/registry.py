@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -53,11 +53,12 @@ ECE_BINNING = ("ECE: top-label, 10 equal-width bins [0, 0.1), [0.1, 0.2), ..., [
                "each closed on the left (a confidence of exactly 0.7 is in [0.7, 0.8); 1.0 in "
                "the last bin); adaptive ECE: 10 equal-mass bins")
 SCORES: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
-    "ece": lambda c, y: expected_calibration_error(c, y, n_bins=10, strategy="uniform"),
-    "ece_adaptive": lambda c, y: expected_calibration_error(c, y, n_bins=10, strategy="quantile"),
+    # partials, not lambdas: calidist_metrics' bootstrap recognises them and resamples at once
+    "ece": partial(expected_calibration_error, n_bins=10, strategy="uniform"),
+    "ece_adaptive": partial(expected_calibration_error, n_bins=10, strategy="quantile"),
     "brier": brier_score,
     "auroc": auroc,
-    "mce": lambda c, y: maximum_calibration_error(c, y, n_bins=10, strategy="uniform"),
+    "mce": partial(maximum_calibration_error, n_bins=10, strategy="uniform"),
     "smece": smooth_ece,
     "aurc": aurc,
 }
