@@ -15,12 +15,14 @@ rows beside the direct readout's on the same documents.
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,29 +83,13 @@ INTERVAL_SCORES: dict[str, Callable] = {"acc": accuracy, **SCORES}
 STYLES = {v.suffix: v.short for v in VARIANTS if v.distracted and v.source == LOGIT}
 CALIBRATION_SIZES = (50, 100, 200)
 SIZE_DRAWS = 20
-# The paper's Table 1 (logit confidence, x100), for orientation only: other models (8B).
-PAPER_TABLE1 = {
-    "Llama-3.1 8B": {
-        "Temperature Scaling": {"ppdb": (5.12, 18.98), "aqua": (8.71, 17.11)},
-        "Vanilla": {"ppdb": (13.50, 20.87), "aqua": (23.18, 22.82)},
-        "Consistency": {"ppdb": (19.35, 23.34), "aqua": (4.88, 14.51)},
-        "Entropy": {"ppdb": (26.68, 27.88), "aqua": (33.22, 28.20)},
-        "FSD": {"ppdb": (23.26, 24.78), "aqua": (20.07, 19.63)},
-        "CaliDist (As.)": {"ppdb": (7.02, 19.16), "aqua": (2.02, 17.65)},
-        "CaliDist (Pr.)": {"ppdb": (3.75, 18.91), "aqua": (2.98, 17.45)},
-        "CaliDist (Sa.)": {"ppdb": (5.42, 18.72), "aqua": (2.73, 17.25)},
-    },
-    "Qwen-3 8B": {
-        "Temperature Scaling": {"ppdb": (38.80, 39.05), "aqua": (8.28, 10.63)},
-        "Vanilla": {"ppdb": (39.46, 39.66), "aqua": (12.54, 12.70)},
-        "Consistency": {"ppdb": (39.47, 39.46), "aqua": (9.15, 9.63)},
-        "Entropy": {"ppdb": (38.96, 38.87), "aqua": (8.90, 10.86)},
-        "FSD": {"ppdb": (39.10, 39.14), "aqua": (7.37, 9.48)},
-        "CaliDist (As.)": {"ppdb": (5.87, 21.93), "aqua": (3.27, 11.17)},
-        "CaliDist (Pr.)": {"ppdb": (4.57, 24.72), "aqua": (2.82, 11.21)},
-        "CaliDist (Sa.)": {"ppdb": (2.39, 21.38), "aqua": (3.90, 11.16)},
-    },
-}
+# The paper's Table 1 and Table 4, for orientation beside ours (other models: 8B)
+PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.json")
+
+
+def paper_numbers(path: Path = PAPER_NUMBERS) -> dict[str, Any]:
+    """The paper's numbers (``benchmarks/paper_numbers.json``: ``table1`` and ``table4``)."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 # ------------------------------------------------------------------------------ scored methods
@@ -176,7 +162,8 @@ def quietly(fn: Callable, notes: list[str], where: str) -> Callable:
 
 @dataclass
 class Analysis:
-    """Everything BENCHMARKS.md shows, computed once from the committed records."""
+    """Everything the full analysis shows, computed once from the committed records
+    (``n_boot=0``: the refits alone, no intervals or paired tests)."""
 
     stored: list[Stored]
     n_boot: int
@@ -189,12 +176,16 @@ class Analysis:
 
     def __post_init__(self) -> None:
         self.runs = {(s.model, s.benchmark, s.suffix): s for s in self.stored}
-        cells = quietly(leaderboard_cells, self.notes, "refits")(
+        # every fit once; the page's interval table and the full analysis both read these
+        self.cells = quietly(leaderboard_cells, self.notes, "refits")(
             [s.run for s in self.stored], self.problems, self.notes)
         order = {m.label: i for i, m in enumerate(METHODS)}
         by_method = {m.label: m for m in METHODS}
-        for cell in sorted(cells, key=lambda c: (c.model, c.benchmark, order[c.method.label])):
+        for cell in sorted(self.cells,
+                           key=lambda c: (c.model, c.benchmark, order[c.method.label])):
             self.methods.setdefault((cell.model, cell.benchmark), []).append(self._scored(cell))
+        if not self.n_boot:  # the refits alone (the page's Table 4)
+            return
         for (model, benchmark), rows in self.methods.items():
             print(f"[bench] analysis: paired tests of {model} / {benchmark}", file=sys.stderr,
                   flush=True)
@@ -210,12 +201,11 @@ class Analysis:
                 self.paired[(model, benchmark, row.label)] = tests
 
     def _scored(self, cell: Cell) -> Scored:
-        print(f"[bench] analysis: intervals of {cell.run.name}, {cell.method.label}",
-              file=sys.stderr, flush=True)
         row = Scored(cell.method.label, cell.run.task, cell.confidence, cell.correct,
                      values=dict(cell.values), unreadable=cell.unreadable)
         if cell.confidence is not None:
             row.sources = evaluation_sources(cell.run)
+        if cell.confidence is not None and self.n_boot:
             row.intervals = quietly(score_intervals, self.notes, "bootstrap")(
                 cell.confidence, cell.correct, self.n_boot, 0, INTERVAL_SCORES)
         return row
@@ -235,25 +225,6 @@ def verdict_line(tests: Mapping[str, Mapping[str, dict | None]]) -> str:
                 for name, test in (("ECE", by_score.get("ece")), ("Brier", by_score.get("brier")))]
         parts.append(f"vs {reference}: " + ", ".join(said))
     return "; ".join(parts) if parts else "(reference)"
-
-
-def target_one(analysis: Analysis, model: str, benchmark: str) -> str | None:
-    """The best CaliDist style by ECE: lower than Vanilla's and not worse than TS's?"""
-    styles = [r for r in analysis.rows(model, benchmark)
-              if r.label.startswith("CaliDist (") and r.confidence is not None]
-    if not styles:
-        return None
-    best = min(styles, key=lambda r: r.values["ece"])
-    tests = analysis.paired.get((model, benchmark, best.label), {})
-    vanilla, ts = (tests.get(k, {}).get("ece") for k in ("Vanilla", "TS"))
-    if vanilla is None or ts is None:
-        return (f"{model} / {BENCH_NAMES.get(benchmark, benchmark)}: best style {best.label} "
-                f"(ECE {100 * best.values['ece']:.2f}); no Vanilla or TS on the same documents")
-    met = verdict(vanilla) == "better" and verdict(ts) != "worse"
-    return (f"{model} / {BENCH_NAMES.get(benchmark, benchmark)}: best style {best.label} "
-            f"(ECE {100 * best.values['ece']:.2f}, n={best.n}); vs Vanilla ΔECE {diff(vanilla)} "
-            f"-> {verdict(vanilla)}; vs TS ΔECE {diff(ts)} -> {verdict(ts)}: "
-            + ("**met**" if met else "**not met**"))
 
 
 def diff(test: Mapping[str, float] | None) -> str:
@@ -598,66 +569,25 @@ def default_run_estimate(costs: Mapping[tuple[str, str, str], Mapping[str, Any]]
     return "; ".join(found)
 
 
-def cost_target(costs: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> str:
-    """Token ratio CaliDist As. m=1 / 15-sample consistency, per model and dataset with both,
-    single-stage and two-stage (the paper's claim, about 5x fewer, is for the two-stage
-    count)."""
-    found = []
-    for (model, benchmark, name), row in costs.items():
-        if not (name.startswith("assertion m=1 ") or name in (
-                "assertion m=1 (as run)", f"assertion m=1{TWO_STAGE}",
-                f"assertion m=1{TWO_STAGE} (as run)")):
-            continue
-        for other_name, other in costs.items():
-            if other_name[:2] != (model, benchmark) or not other_name[2].startswith(
-                    "consistency"):
-                continue
-            measured = math.isfinite(other["generated_tokens"])
-            ratio = ((row["prompt_tokens"] + row["generated_tokens"])
-                     / (other["prompt_tokens"] + np.nan_to_num(other["generated_tokens"])))
-            if measured:
-                said = "met" if ratio <= 1 / 3 else "NOT met"
-            else:
-                said = "met" if ratio <= 1 / 3 else "undetermined (only an upper bound)"
-            mode = "two-stage" if TWO_STAGE in name else "single-stage"
-            found.append(
-                f"{model} / {BENCH_NAMES.get(benchmark, benchmark)} ({mode}): {ratio:.2f}x of "
-                "consistency's "
-                + ("prompt + generated tokens" if measured else
-                   "prompt tokens alone (consistency did not run, so its generated tokens, "
-                   "which only add to its cost, are not counted: the true ratio is lower)")
-                + f" -> {said}")
-    if found:
-        return "; ".join(found)
-    return ("not measured: no consistency run, and no estimate of its prompts beside an "
-            "assertion run (see the runs section and the problems at the end)")
-
-
 # ------------------------------------------------------------------------------ Table 4
 
 
 @dataclass(frozen=True)
 class Table4Method:
-    """One row of the paper's Table 4: the run it is counted from and the confidence scored."""
+    """One row of the paper's Table 4: the run it is counted from and the confidence scored;
+    the paper's own numbers of the row are ``paper_numbers()["table4"]["rows"][label]``."""
 
     label: str
     suffix: str  # the task variant whose records hold it
     scored: str  # the leaderboard row (``methods.METHODS``) whose ECE it shows
     m: int | None = None  # hints per label kept (None: as logged)
-    paper: tuple[str, str, str, float] = ("", "", "", math.nan)  # passes, output, input, ECE
 
 
-# The paper's Table 4 (Llama-3.1 8B on MSciNLI, c = 4): total forward passes, output and input
-# tokens per document as multiples of one reply's, ECE x100; its Vanilla ECE is Table 1's logit.
 TABLE4 = (
-    Table4Method("Vanilla (reasoned)", "_cot", "Vanilla (reasoned)",
-                 paper=("1", "1 × 74", "1 × 1064", 25.76)),
-    Table4Method("Self-consistency (entropy), 15 samples", "_consistency", "Entropy",
-                 paper=("15", "15 × 74", "15 × 1064", 28.05)),
-    Table4Method("CaliDist As. (m=1)", "_assertion_cot", "CaliDist reasoned (As.)", m=1,
-                 paper=("3", "3 × 98", "3 × 1402", 8.02)),
-    Table4Method("CaliDist Sa.", "_corruption_cot", "CaliDist reasoned (Sa.)",
-                 paper=("3", "3 × 65", "3 × 1184", 6.14)),
+    Table4Method("Vanilla (reasoned)", "_cot", "Vanilla (reasoned)"),
+    Table4Method("Self-consistency (entropy), 15 samples", "_consistency", "Entropy"),
+    Table4Method("CaliDist As. (m=1)", "_assertion_cot", "CaliDist reasoned (As.)", m=1),
+    Table4Method("CaliDist Sa.", "_corruption_cot", "CaliDist reasoned (Sa.)"),
 )
 
 

@@ -30,14 +30,14 @@ greedy replies). The prefix-sharing limit: a document's distinct prompts share a
 tokens (exemplar block, question, options) and differ in H_i tokens after it; computing the
 prefix once costs P + sum_i H_i (= P + k·H) tokens instead of sum_i (P + H_i). At ``hf``'s tokens
 per second that is the limit's speed-up over ``hf``; each backend's speed-up is given as a share
-of it. The section written into BENCHMARKS.md (between markers, kept when ``benchmarks/run.py``
-rewrites the file) carries the exact command.
+of it. The measurement, with its exact command, is saved as
+``benchmarks/results/backend_speed.json`` (committed); BENCHMARKS.md shows it (``render``, called
+by ``benchmarks/page.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
 import importlib.util
 import json
@@ -51,7 +51,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,6 @@ from calidist_tasks.scoring.records import STAGE1_FOLDER, is_record  # noqa: E40
 
 BACKENDS = ("hf", "hf-prefix-cache", "vllm", "vllm-server")
 WORKLOADS = {"scoring": "_assertion", "generation": "_assertion_verbalized"}
-BEGIN, END = "<!-- backend-speed:begin -->", "<!-- backend-speed:end -->"
 # a backend's letter log-likelihoods "match hf's" within this (float32 kernels differ by ~1e-5)
 MATCH_TOLERANCE = 1e-3
 
@@ -340,14 +339,15 @@ def workload_rows(model: str, benchmark: str, workload: str,
     return rows
 
 
-def render(rows: list[dict[str, Any]], command: str, load: str) -> str:
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+def render(table: Mapping[str, Any]) -> str:
+    """The BENCHMARKS.md section of a measurement (``main``'s JSON: rows, command, machine,
+    load)."""
     lines = [
-        BEGIN,
-        "## Backends: `hf`, `hf-prefix-cache`, vLLM in-process and vLLM's server (same "
+        "## Backend speed: `hf`, `hf-prefix-cache`, vLLM in-process and vLLM's server (same "
         "documents, one run)\n",
-        f"Written by `benchmarks/backend_speed.py` on {now}; machine: {bench.machine()}; "
-        f"{load}. Rerun with:\n\n```\n{command}\n```\n",
+        f"Measured by `benchmarks/backend_speed.py` (`{bench.BACKEND_TABLE.relative_to(ROOT)}`);"
+        f" machine: {table['machine']}; {table['load']}. Rerun with:\n\n```\n"
+        f"{table['command']}\n```\n",
         "Scoring: `calidist_<b>_assertion` through `calidist eval --two-stage` (one exemplar "
         "per label, stage 1 the original prompts, stage 2 the hints naming another label). "
         "Reasoned generation: the replies a reasoned CaliDist task reads, "
@@ -367,7 +367,7 @@ def render(rows: list[dict[str, Any]], command: str, load: str) -> str:
         "tokens/s | speed-up vs hf | limit speed-up | share of limit | agreement with hf |",
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for r in rows:
+    for r in table["rows"]:
         head = (f"| {r['model']} | {bench.BENCH_NAMES.get(r.get('benchmark', ''), '-')} | "
                 f"{r.get('workload', '-')} | {r.get('backend', '-')} |")
         if "skipped" in r:
@@ -386,26 +386,7 @@ def render(rows: list[dict[str, Any]], command: str, load: str) -> str:
         if "note" in r:
             cells[-1] += f"; {r['note']}"
         lines.append(f"{head} {' | '.join(cells)} |")
-    lines += ["", END]
     return "\n".join(lines)
-
-
-def write_section(markdown: Path, section: str) -> None:
-    """Put ``section`` into ``markdown`` in place of an earlier one (or at the end)."""
-    text = markdown.read_text(encoding="utf-8") if markdown.exists() else ""
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.DOTALL)
-    text = (pattern.sub(lambda _: section, text) if pattern.search(text)
-            else text.rstrip("\n") + "\n\n" + section)
-    markdown.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
-
-
-def kept_section(markdown: Path) -> str:
-    """The section this script wrote into ``markdown``, or "" (for ``benchmarks/run.py``)."""
-    if not markdown.exists():
-        return ""
-    found = re.search(re.escape(BEGIN) + ".*?" + re.escape(END),
-                      markdown.read_text(encoding="utf-8"), re.DOTALL)
-    return found.group(0) if found else ""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -438,7 +419,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default=default.device)
     parser.add_argument("--data-dir", type=Path, default=default.data_dir)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "backend-speed")
-    parser.add_argument("--markdown", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument("--table", type=Path, default=bench.BACKEND_TABLE,
                         help="the measurement as JSON (committed): benchmarks/run.py runs each "
                              "model's scoring and generation on the fastest backend in it that "
@@ -460,13 +440,14 @@ def main(argv: list[str] | None = None) -> None:
             "run favours some)")
     command = bench.portable(shlex.join([sys.executable, "benchmarks/backend_speed.py",
                                          *(sys.argv[1:] if argv is None else argv)]))
-    write_section(args.markdown, render(rows, command, load))
-    # benchmarks/run.py's default backends (commands.measured_backend) follow this measurement
+    # benchmarks/run.py's default backends (commands.measured_backend) follow this measurement,
+    # and BENCHMARKS.md shows it (benchmarks/page.py)
     args.table.parent.mkdir(parents=True, exist_ok=True)
     args.table.write_text(json.dumps({"command": command, "machine": bench.machine(),
                                       "load": load, "rows": rows}, indent=1) + "\n",
                           encoding="utf-8")
-    print(f"[backend-speed] wrote {args.markdown} after {time.perf_counter() - started:.0f} s")
+    print(f"[backend-speed] wrote {args.table} after {time.perf_counter() - started:.0f} s; "
+          "BENCHMARKS.md: python benchmarks/run.py --steps analysis")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The benchmark's defaults, flags and commands, in one place (imports no other benchmark module).
 
 Every other script takes its defaults from here: ``run.py`` (the entry point), ``records.py``
-(committed per-document records), ``analysis.py`` / ``markdown.py`` (BENCHMARKS.md) and
-``backend_speed.py``. The import direction is commands <- records <- analysis <- markdown <- run.
+(committed per-document records), ``analysis.py``, ``page.py`` (BENCHMARKS.md), ``markdown.py``
+(the full analysis) and ``backend_speed.py``. The import direction is commands <- records <-
+analysis <- backend_speed <- page <- markdown <- run.
 """
 
 from __future__ import annotations
@@ -282,6 +283,7 @@ USAGE = """Benchmarks: calibration quality and cost of every calidist method on 
     python benchmarks/run.py                    # full sizes (PPDB 200 + 1000, AQuA dev + test),
                                                 # both models, every method
     python benchmarks/run.py --steps analysis   # BENCHMARKS.md from benchmarks/results/ alone
+    python benchmarks/run.py --steps analysis --full runs/bench-analysis   # + the full analysis
     python benchmarks/run.py --quick            # a smoke run (about ten minutes): runs/bench-quick/
 
 Every task runs once per model through ``calidist eval`` (lm-eval's own CLI with our include
@@ -371,6 +373,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "finished task (committed): the analysis reads only these, and a "
                              "task whose records match the requested sizes is not run again")
     parser.add_argument("--markdown", type=Path, default=ROOT / "BENCHMARKS.md")
+    parser.add_argument("--full", type=Path, default=None, metavar="FOLDER",
+                        help="also write the full per-method analysis to FOLDER/ANALYSIS.md "
+                             "(not committed: e.g. runs/bench-analysis)")
     args = parser.parse_args(argv)
     if args.quick:  # about ten minutes on an idle 2-core CPU
         args.models, args.variants = "smollm2", "original,assertion"

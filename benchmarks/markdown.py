@@ -1,4 +1,12 @@
-"""BENCHMARKS.md from the committed records (every number is computed, none typed in)."""
+"""The full benchmark analysis (``benchmarks/run.py --full FOLDER``: FOLDER/ANALYSIS.md, not
+committed), from the committed records: every number is computed, none typed in.
+
+BENCHMARKS.md (``page.py``) shows a part of it: the sizes, the interval tables, Table 4 and the
+backends. Here, in addition: the runs table, every method's scores with paired tests against
+Vanilla and temperature scaling, the paper's Table 1 beside, the cost with m-subsets, the
+reasoned reply beside the direct readout, overhead, calibrator variants, ablations and the exact
+lm-eval commands.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import analysis as an
-from benchmarks.backend_speed import kept_section
 from benchmarks.commands import (
-    BENCH_NAMES,
     DIRECT_READOUT,
     GENERATE,
     LOGIT,
@@ -21,6 +27,7 @@ from benchmarks.commands import (
     portable,
     without_markdown,
 )
+from benchmarks.page import bench, command_blocks, made_by, table4_section
 from benchmarks.records import SAME_DOCUMENTS, Stored, load
 from calidist_tasks.registry import ECE_BINNING, SUMMARY, scores_shown
 from calidist_tasks.report.tables import UNREADABLE
@@ -52,37 +59,12 @@ def table(columns: list[str], rows: list[list[Any]], numeric: set[int] | None = 
     return "\n".join(lines)
 
 
-def bench(benchmark: str) -> str:
-    return BENCH_NAMES.get(benchmark, benchmark)
-
-
-def _made_by(stored: list[Stored]) -> list[str]:
-    """The benchmarks/run.py invocations that made ``stored``'s records (their headers'
-    ``benchmark_command``), oldest first, each once."""
-    headers = sorted((s.header for s in stored), key=lambda h: h.get("finished") or 0)
-    return list(dict.fromkeys(without_markdown(h["benchmark_command"]) for h in headers
-                              if h.get("benchmark_command")))
-
-
-def _command_blocks(stored: list[Stored]) -> list[str]:
-    """Each command that made ``stored``'s records in its own code block, then the records whose
-    header does not say which command made them."""
-    blocks = [f"```\n{command}\n```\n" for command in _made_by(stored)]
-    unsaid = sorted({f"`{s.task}` ({s.model})" for s in stored
-                     if not s.header.get("benchmark_command")})
-    if unsaid:
-        blocks.append("No `benchmark_command` in the header of the records of "
-                      + ", ".join(unsaid) + ": the command that made them is not known (not "
-                      "run by `benchmarks/run.py`).\n")
-    return blocks
-
-
 def _commands(state: State) -> list[str]:
     """The benchmarks/run.py invocations that made the committed records, oldest first, then
     this one."""
     this = without_markdown(portable(shlex.join(["python", "benchmarks/run.py",
                                                  *state.args.argv])))
-    return list(dict.fromkeys([*_made_by(state.stored), this]))
+    return list(dict.fromkeys([*made_by(state.stored), this]))
 
 
 def _runs(state: State, result: an.Analysis) -> str:
@@ -152,10 +134,11 @@ def _calibration(state: State, result: an.Analysis) -> list[str]:
 
 
 def _paper_table() -> str:
-    rows = [[model, method, f"{pe:.2f}", f"{pb:.2f}", f"{ae:.2f}", f"{ab:.2f}"]
-            for model, methods in an.PAPER_TABLE1.items()
-            for method, values in methods.items()
-            for (pe, pb), (ae, ab) in [(values["ppdb"], values["aqua"])]]
+    """The paper's Table 1 for PPDB and AQuA (``paper_numbers.json``)."""
+    rows = [[model, method, *(f"{values[b][s]:.2f}" for b in ("ppdb", "aqua")
+                              for s in ("ece", "brier"))]
+            for model, methods in an.paper_numbers()["table1"]["models"].items()
+            for method, values in methods.items()]
     return table(["paper model", "method", "PPDB ECE", "PPDB Brier", "AQuA ECE", "AQuA Brier"],
                  rows)
 
@@ -182,97 +165,6 @@ def _cost(costs: dict) -> str:
     return table(["model", "dataset", "method", "documents", "requests/doc", "forward passes/doc",
                   "prompt tokens/doc", "generated tokens/doc", "wall s/doc",
                   "tokens (prompt+gen) vs Vanilla", "wall vs Vanilla"], rows, set(range(3, 11)))
-
-
-def _times(value: float, base: float | None) -> str:
-    return f"{value / base:.2f}x" if base else "-"
-
-
-def _table4_rows(rows: list[an.Table4Row]) -> list[list[str]]:
-    vanilla = rows[0].cost  # TABLE4 lists Vanilla first
-    found = []
-    for row in rows:
-        paper = [*row.method.paper[:3], f"{row.method.paper[3]:.2f}"]
-        if row.cost is None:
-            found.append([row.method.label, row.why, *["-"] * 10, *paper])
-            continue
-        cost = row.cost
-        task = f"`{row.task}`" + (f" (**{row.why}**)" if row.why else "")
-        found.append([row.method.label, task, str(row.documents),
-                      f"{cost['passes']:.1f}", _times(cost["passes"], vanilla and
-                                                       vanilla["passes"]),
-                      f"{cost['input_tokens']:.0f}",
-                      _times(cost["input_tokens"], vanilla and vanilla["input_tokens"]),
-                      f"{cost['output_tokens']:.0f}",
-                      _times(cost["output_tokens"], vanilla and vanilla["output_tokens"]),
-                      f"{cost['scoring_passes']:.1f}", f"{cost['scoring_tokens']:.0f}",
-                      f"{100 * row.ece:.2f}" if math.isfinite(row.ece) else
-                      "NaN (replies mostly unreadable)", *paper])
-    return found
-
-
-def _table4(state: State, result: an.Analysis) -> list[str]:
-    """The paper's Table 4 from the records, per model and dataset; "not measured yet" for the
-    models and datasets asked for with no reasoned records."""
-    found = an.table4_rows(result)
-    counted = [stored for model, benchmark in found for method in an.TABLE4
-               if (stored := result.runs.get((model, benchmark, method.suffix)))]
-    wanted = sorted({(s.model, s.benchmark) for s in state.stored}
-                    | {(model, benchmark) for model in state.args.models.split(",") if model
-                       for benchmark in state.args.benchmarks.split(",") if benchmark})
-    parts = [
-        "## The paper's Table 4 from the records: cost and ECE of the reasoned protocol\n",
-        "Per model and dataset, the paper's Table 4 rows counted from the committed records "
-        "(`benchmarks/analysis.py` `table4_rows`, each document by "
-        "`calidist_tasks.report.cost.generation_cost`), means per document over the "
-        "documents each run logged (consistency logs its evaluation documents only), "
-        "beside the paper's own (Llama-3.1 8B on MSciNLI, 4 labels: another model and "
-        "dataset, for orientation). Counted:\n",
-        "- **forward passes**: replies generated, one pass each as the paper counts them. "
-        "Vanilla: the one reply of `calidist_<b>_verbalized` that `calidist_<b>_cot` reads "
-        "(its reply run, `<output_path>/replies`). Self-consistency: the 15 sampled reasoned "
-        "replies of `calidist_<b>_consistency`. CaliDist As. (m=1): the original reply and one "
-        "hinted reply per label other than the original reply's answer, 1 + (c − 1)·m (the "
-        "paper's 3 = (c − 1)·m for c = 4 leaves out the original reply, which is Vanilla's); a "
-        "run logged with m > 1 is counted on its first hint per label, what an m=1 run sends. "
-        "CaliDist Sa.: the original reply and one reply per other label with exemplars "
-        "corrupted towards it. The reply run sends the hints naming the original answer too "
-        "(one stage); CaliDist reads none of them, and they are not counted (a two-stage run "
-        "would not send them).",
-        "- **input tokens**: those replies' prompts; **output tokens**: the replies' own "
-        "tokens (the model's tokenizer on the reply run's logged prompts and replies).",
-        "- **letter-scoring passes** (ours, not in the paper's count): p is read by scoring "
-        "the c option letters after the prompt and the reply up to its answer, one pass per "
-        "read reply with a located answer (lm-eval sends c requests; one placeholder request "
-        "for a document with none); their input tokens: prompt + reply prefix. An engine that "
-        "returns log-probabilities with its replies (a chat API's `top_logprobs`) needs none, "
-        "so they are apart from the paper's columns.",
-        f"- **ECE** x100 on the evaluation documents ({ECE_BINNING}): Vanilla: p of the "
-        "reasoned reply; self-consistency: its entropy confidence (the paper's row); CaliDist: "
-        "the log-prob reading, refitted on the calibration documents (with the first hint per "
-        "label where the run was logged with m > 1).\n",
-        "The tiny models, SmolLM2-135M above all, are at about chance on these datasets "
-        "(compare their accuracy with the majority class above): these rows prove the "
-        "pipeline and the counting, not the method. The runs of these rows come from these "
-        "`benchmarks/run.py` commands, as their records' headers give them (sizes as in the "
-        "runs table; the same calibration and evaluation sizes for consistency keep the "
-        "documents the same):\n",
-        *(_command_blocks(counted) if counted else
-          ["No committed records of a reasoned task yet.\n"]),
-    ]
-    for model, benchmark in wanted:
-        rows = found.get((model, benchmark))
-        if rows is None:
-            parts.append(f"**{model} / {bench(benchmark)}**: not measured yet (no committed "
-                         "records of a reasoned `_cot` task).\n")
-            continue
-        parts += [f"**{model} / {bench(benchmark)}**\n",
-                  table(["method", "task", "documents", "forward passes/doc", "× Vanilla",
-                         "input tokens/doc", "× Vanilla", "output tokens/doc", "× Vanilla",
-                         "letter-scoring passes/doc", "scoring input tokens/doc", "ECE",
-                         "paper: passes", "paper: output tokens", "paper: input tokens",
-                         "paper: ECE"], _table4_rows(rows), set(range(2, 16))) + "\n"]
-    return parts
 
 
 SAME_DOCUMENTS_TITLE = "The reasoned reply beside the direct readout, on the same documents"
@@ -314,7 +206,7 @@ def _same_documents(result: an.Analysis, direct: an.Analysis) -> list[str]:
             parts += [f"**{model} / {bench(benchmark)}**: not measured yet (no direct-readout "
                       f"records in `benchmarks/results/{SAME_DOCUMENTS}/{model}/`). The reasoned "
                       "step of `benchmarks/run.py` runs each reasoned task's direct readout at "
-                      "its sizes; these reasoned runs came from:\n", *_command_blocks(runs)]
+                      "its sizes; these reasoned runs came from:\n", *command_blocks(runs)]
             continue
         rows = [[protocol, row.shown, *_score_cells(row, benchmark)]
                 for protocol, shown in (("direct readout", same.direct),
@@ -332,7 +224,7 @@ def _same_documents(result: an.Analysis, direct: an.Analysis) -> list[str]:
                          "ΔECE reasoned − direct", "ΔBrier reasoned − direct", "verdict"],
                         paired, {2, 3, 4}) + "\n",
                   "The direct-readout runs on these documents came from:\n",
-                  *_command_blocks(direct_runs)]
+                  *command_blocks(direct_runs)]
     return parts
 
 
@@ -486,9 +378,9 @@ def render(state: State) -> str:
                            s.header["command"]).index("--model") + 1]]
                        if "--model" in s.header["command"]})
     parts: list[Any] = [
-        "# Benchmarks: calibration quality and cost on real models\n",
-        f"Written by `benchmarks/run.py` on {now} from the committed per-document records in "
-        "`benchmarks/results/` (no model runs for this step). The model runs, and this "
+        "# Benchmarks: the full analysis\n",
+        f"Written by `benchmarks/run.py --full` on {now} from the committed per-document records "
+        "in `benchmarks/results/` (no model runs for this step). The model runs, and this "
         "analysis:\n\n```\n" + "".join(f"{c}\n" for c in _commands(state)) + "```\n",
         f"Machine of the model runs: {'; '.join(machines)}. The machine was shared with other "
         "jobs while this ran, and model jobs ran at a lowered priority (`nice`), so wall times are "
@@ -578,9 +470,11 @@ def render(state: State) -> str:
             "shared machine the wall times of different tasks ran under different loads: the "
             "token ratios are the comparable cost, the wall ratios are not.\n",
             _cost(costs) + "\n",
-            f"CaliDist As. m=1 vs 15-sample self-consistency: {an.cost_target(costs)}.\n",
         ]
-    parts += _table4(state, result)
+    wanted = sorted({(s.model, s.benchmark) for s in state.stored}
+                    | {(model, benchmark) for model in args.models.split(",") if model
+                       for benchmark in args.benchmarks.split(",") if benchmark})
+    parts += table4_section(result, wanted)
     same_problems: list[str] = []
     direct = an.Analysis(load(Path(args.results) / SAME_DOCUMENTS, same_problems), n_boot)
     parts += _same_documents(result, direct)
@@ -591,16 +485,6 @@ def render(state: State) -> str:
         parts += _ablations(state, result)
     if state.multiprocess:
         parts += ["## Multi-process evaluation\n", state.multiprocess["summary"] + "\n"]
-    targets = [line for model, benchmark in sorted(result.methods)
-               if (line := an.target_one(result, model, benchmark))]
-    parts += [
-        "## Targets\n",
-        "Target 1 (CaliDist's best style below Vanilla's ECE and not worse than temperature "
-        "scaling, judged by paired 95% intervals):\n",
-        "\n".join(f"- {t}" for t in targets) if targets else "- not measured yet.",
-        "\nTarget 2 (CaliDist As. m=1 at most 1/3 of 15-sample self-consistency in prompt plus "
-        f"generated tokens): {an.cost_target(costs)}.\n",
-    ]
     commands = [f"- `{s.header['command']}`"
                 for s in sorted(state.stored, key=lambda s: (s.model, s.task))]
     if commands:
@@ -618,5 +502,4 @@ def render(state: State) -> str:
                          "bootstraps (grid-edge fits, resamples holding one class), e.g.: "
                          + "; ".join(notes[:3]))
         parts.append("")
-    parts.append(kept_section(Path(args.markdown)))  # written by its own script, kept here
     return portable("\n".join(str(p) for p in parts)).rstrip("\n") + "\n"

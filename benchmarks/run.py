@@ -5,7 +5,8 @@
 Every task runs once per model through ``calidist eval`` with ``--log_samples`` (and lm-eval's
 ``--use_cache``, so a killed task resumes). After each finished task its per-document records go
 to ``--results`` (``benchmarks/results/<model>/<task>.jsonl.gz``, committed; ``records.py``) and
-BENCHMARKS.md is rewritten from those records alone (``analysis.py``, ``markdown.py``). A task
+BENCHMARKS.md is rewritten from those records alone (``page.py``; with ``--full FOLDER`` also the
+full analysis, ``markdown.py``, into FOLDER/ANALYSIS.md). A task
 whose committed records match the requested sizes is not run again, so a later session continues
 where an earlier one stopped. Defaults and commands live in ``commands.py``.
 """
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import overhead, records  # noqa: E402
+from benchmarks import overhead, page, records  # noqa: E402
 from benchmarks.commands import (  # noqa: E402
     DIRECT_READOUT,
     GENERATE,
@@ -44,12 +45,17 @@ __all__ = ["main", "parse_args", "task_command"]
 
 
 def write(state: State, export_problems: list[str]) -> bool:
-    """Rewrite BENCHMARKS.md from the committed records (a report bug never stops the runs)."""
+    """Rewrite BENCHMARKS.md (and with ``--full`` the full analysis) from the committed records
+    (a report bug never stops the runs)."""
     try:
         problems = list(export_problems)
         state.stored = records.load(state.args.results, problems)
         state.problems = problems
-        Path(state.args.markdown).write_text(render(state), encoding="utf-8")
+        Path(state.args.markdown).write_text(page.render(state.stored, state.args, problems),
+                                             encoding="utf-8")
+        if state.args.full:
+            state.args.full.mkdir(parents=True, exist_ok=True)
+            (state.args.full / "ANALYSIS.md").write_text(render(state), encoding="utf-8")
     except Exception:  # noqa: BLE001
         traceback.print_exc()
         return False
@@ -143,7 +149,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"[bench] {problem}", file=sys.stderr)
     if not written:
         raise SystemExit(f"[bench] {args.markdown} not written (see the error above)")
-    print(f"[bench] wrote {args.markdown}")
+    print(f"[bench] wrote {args.markdown}"
+          + (f" and {args.full / 'ANALYSIS.md'}" if args.full else ""))
 
 
 if __name__ == "__main__":

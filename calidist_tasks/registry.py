@@ -80,6 +80,11 @@ class Score:
         return self.function(confidence, correct)
 
     @property
+    def __wrapped__(self) -> Callable[[np.ndarray, np.ndarray], float]:
+        """The function (``inspect.unwrap``: the bootstrap's one-pass forms recognise it)."""
+        return self.function
+
+    @property
     def arrow(self) -> str:
         return "↑" if self.higher_is_better else "↓"
 

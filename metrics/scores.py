@@ -6,9 +6,11 @@ Every function takes ``confidence`` (the probability the model gives its own pre
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -511,25 +513,89 @@ def _check_bootstrap_args(n_resamples, level) -> tuple[int, float]:
     return n_resamples, float(level)
 
 
-def _resample(metric, arrays, indices, caller: str) -> np.ndarray:
-    """Apply ``metric`` to each resample; degenerate resamples are counted and warned once."""
+# The bootstrap draws every resample at once, an (n_resamples, n) matrix of document indices from
+# numpy.random.default_rng(seed). ECE (equal-width bins), Brier and AUROC are then computed on all
+# resamples in one numpy pass (``_rowwise``); any other metric is called once per resample. Both
+# give the same numbers for the same indices (tests/metrics check it).
+
+
+def _uniform_ece_rows(confidence: np.ndarray, correct: np.ndarray, n_bins: int):
+    rows, n = confidence.shape
+    # one bincount over every resample: bin b of row r is r * n_bins + b
+    ids = np.minimum(np.floor(confidence * n_bins).astype(int), n_bins - 1)
+    ids += np.arange(rows)[:, None] * n_bins
+    flat, size = ids.ravel(), rows * n_bins
+    counts = np.bincount(flat, minlength=size).reshape(rows, n_bins)
+    conf_sum = np.bincount(flat, weights=confidence.ravel(), minlength=size).reshape(rows, n_bins)
+    correct_sum = np.bincount(flat, weights=correct.ravel(), minlength=size).reshape(rows, n_bins)
+    safe = np.maximum(counts, 1)
+    gaps = np.abs(np.where(counts > 0, correct_sum / safe, 0.0)
+                  - np.where(counts > 0, conf_sum / safe, 0.0))
+    weights = counts / n
+    return np.clip(np.sum(weights * gaps, axis=1), 0.0, 1.0), 0
+
+
+def _brier_rows(confidence: np.ndarray, correct: np.ndarray):
+    return np.mean((confidence - correct) ** 2, axis=1), 0
+
+
+def _auroc_rows(confidence: np.ndarray, correct: np.ndarray):
+    n_pos = correct.sum(axis=1)
+    n_neg = correct.shape[1] - n_pos
+    from scipy.stats import rankdata
+
+    one_class = (n_pos == 0) | (n_neg == 0)  # undefined: 0.5, as auroc warns and returns
+    u_stat = np.sum(rankdata(confidence, axis=1) * correct, axis=1) - n_pos * (n_pos + 1) / 2.0
+    values = np.where(one_class, 0.5, u_stat / np.where(one_class, 1.0, n_pos * n_neg))
+    return values, int(one_class.sum())
+
+
+def _rowwise(metric: Callable[..., float]):
+    """The one-pass form of ``metric`` over a matrix of resamples (rows), returning (values,
+    number of degenerate rows), or None where this module has none. ``functools.partial`` of a
+    score with keyword settings is recognised, also behind a wrapper that names it as
+    ``__wrapped__`` (``inspect.unwrap``)."""
+    metric = inspect.unwrap(metric)
+    func, keywords = metric, {}
+    if isinstance(metric, partial) and not metric.args:
+        func, keywords = metric.func, dict(metric.keywords)
+    if func is expected_calibration_error and keywords.get("strategy", "uniform") == "uniform":
+        n_bins = check_positive_int(keywords.get("n_bins", 10), "n_bins")
+        if set(keywords) <= {"n_bins", "strategy"}:
+            return partial(_uniform_ece_rows, n_bins=n_bins)
+    if func is brier_score and not keywords:
+        return _brier_rows
+    if func is auroc and not keywords:
+        return _auroc_rows
+    return None
+
+
+def _resampled(metric, confidence: np.ndarray, correct: np.ndarray,
+               indices: np.ndarray) -> tuple[np.ndarray, int]:
+    """(``metric`` on each resample, number of metric warnings), one resample per row of
+    ``indices``."""
+    rowwise = _rowwise(metric)
+    if rowwise is not None:
+        return rowwise(confidence[indices], correct[indices])
     values = np.empty(len(indices))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibrationWarning)
         for row, idx in enumerate(indices):
-            values[row] = metric(*(array[idx] for array in arrays))
-    degenerate = sum(issubclass(w.category, CalibrationWarning) for w in caught)
+            values[row] = metric(confidence[idx], correct[idx])
     for w in caught:
         if not issubclass(w.category, CalibrationWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return values, sum(issubclass(w.category, CalibrationWarning) for w in caught)
+
+
+def _warn_degenerate(caller: str, degenerate: int, n_resamples: int) -> None:
     if degenerate:
         warnings.warn(
-            f"{caller}: {degenerate} metric warnings over {len(indices)} resamples "
+            f"{caller}: {degenerate} metric warnings over {n_resamples} resamples "
             "(e.g. resamples holding one class only); their defined fallback values were used",
             CalibrationWarning,
             stacklevel=3,
         )
-    return values
 
 
 def bootstrap_interval(
@@ -542,37 +608,35 @@ def bootstrap_interval(
 ) -> tuple[float, float, float]:
     """Percentile bootstrap over documents: (point estimate, low, high).
 
-    ``metric(confidence, correct)`` is one of this module's scores (use functools.partial to
-    fix ``n_bins`` or ``strategy``). Resamples draw n documents with replacement from
-    ``numpy.random.default_rng(seed)``, so a seed gives identical results. Note that for a
-    biased statistic such as ECE the percentile interval need not contain the point estimate.
-
     Parameters
     ----------
     metric : callable
-        ``metric(confidence, correct) -> float``.
-    confidence : array-like of shape (n,)
-        Top-label confidence in [0, 1].
-    correct : array-like of shape (n,)
-        1 where the prediction is right, else 0.
-    n_resamples : int, default 1000
-        Bootstrap resamples.
-    level : float, default 0.95
-        Coverage of the interval, in (0, 1).
-    seed : int, default 0
-        Seed of ``numpy.random.default_rng``.
+        ``metric(confidence, correct)``, one of this module's scores (use functools.partial to
+        fix ``n_bins`` or ``strategy``). ECE with equal-width bins, Brier and AUROC are computed
+        on all resamples in one vectorised pass; other metrics once per resample.
+    confidence, correct : array-like of shape (n,)
+    n_resamples : int
+        Resamples of n documents drawn with replacement, all at once as one
+        ``(n_resamples, n)`` index matrix from ``numpy.random.default_rng(seed)``: a seed gives
+        identical results.
+    level : float
+        Coverage of the interval, strictly between 0 and 1.
+    seed : int
 
     Returns
     -------
-    tuple of float
-        (point estimate, low, high).
+    (point, low, high) : tuple of float
+        For a biased statistic such as ECE the percentile interval need not contain the point.
+        Resamples where the metric warns (AUROC of one class: 0.5) are counted in one
+        CalibrationWarning.
     """
     confidence, correct = _check_pair(confidence, correct)
     n_resamples, level = _check_bootstrap_args(n_resamples, level)
     point = float(metric(confidence, correct))
     rng = np.random.default_rng(seed)
     indices = rng.integers(0, confidence.size, size=(n_resamples, confidence.size))
-    values = _resample(metric, (confidence, correct), indices, "bootstrap_interval")
+    values, degenerate = _resampled(metric, confidence, correct, indices)
+    _warn_degenerate("bootstrap_interval", degenerate, n_resamples)
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(values, [tail, 1.0 - tail])
     return point, float(low), float(high)
@@ -609,52 +673,51 @@ def paired_bootstrap_test(
     correct: ArrayLike,
     n_resamples: int = 1000,
     seed: int = 0,
+    correct_b: ArrayLike | None = None,
 ) -> dict:
     """Paired bootstrap comparison of two confidences for the same documents.
-
-    Returns ``difference`` = metric(a) - metric(b); ``low``, ``high`` = 95% percentile interval
-    of the resampled difference; ``p_value`` = two-sided bootstrap p-value: twice the share of
-    resamples whose difference is zero or has the sign opposite to the observed one, capped
-    at 1 (1.0 when the observed difference is exactly zero).
 
     Parameters
     ----------
     metric : callable
-        ``metric(confidence, correct) -> float``.
+        ``metric(confidence, correct)``, as for :func:`bootstrap_interval`.
     confidence_a, confidence_b : array-like of shape (n,)
-        Two confidences of the same documents, in [0, 1].
     correct : array-like of shape (n,)
-        1 where the prediction is right, else 0.
-    n_resamples : int, default 1000
-        Bootstrap resamples.
-    seed : int, default 0
-        Seed of ``numpy.random.default_rng``.
+        Correctness of a's predictions, and of b's unless ``correct_b`` is given.
+    n_resamples : int
+        One ``(n_resamples, n)`` index matrix from ``numpy.random.default_rng(seed)`` resamples
+        the documents of both a and b alike.
+    seed : int
+    correct_b : array-like of shape (n,), optional
+        Correctness of b's predictions where b predicts differently (e.g. vector scaling, a
+        stated answer): each method is scored on its own correctness in the same resamples.
 
     Returns
     -------
     dict
-        ``difference``, ``low``, ``high``, ``p_value``.
+        ``difference`` = metric(a) - metric(b); ``low``, ``high`` = 95% percentile interval of
+        the resampled difference; ``p_value`` = two-sided bootstrap p-value: twice the share of
+        resamples whose difference is zero or has the sign opposite to the observed one, capped
+        at 1 (1.0 when the observed difference is exactly zero).
     """
     confidence_a = check_confidence(confidence_a, "confidence_a")
     confidence_b = check_confidence(confidence_b, "confidence_b")
     correct = check_correct(correct, "correct")
-    check_same_length(confidence_a=confidence_a, confidence_b=confidence_b, correct=correct)
+    correct_b = correct if correct_b is None else check_correct(correct_b, "correct_b")
+    check_same_length(confidence_a=confidence_a, confidence_b=confidence_b, correct=correct,
+                      correct_b=correct_b)
     n_resamples, _ = _check_bootstrap_args(n_resamples, 0.95)
-
-    def difference(conf_a, conf_b, corr):
-        return metric(conf_a, corr) - metric(conf_b, corr)
-
-    observed = float(difference(confidence_a, confidence_b, correct))
+    observed = float(metric(confidence_a, correct) - metric(confidence_b, correct_b))
     rng = np.random.default_rng(seed)
     indices = rng.integers(0, correct.size, size=(n_resamples, correct.size))
-    values = _resample(
-        difference, (confidence_a, confidence_b, correct), indices, "paired_bootstrap_test"
-    )
+    values_a, degenerate_a = _resampled(metric, confidence_a, correct, indices)
+    values_b, degenerate_b = _resampled(metric, confidence_b, correct_b, indices)
+    _warn_degenerate("paired_bootstrap_test", degenerate_a + degenerate_b, n_resamples)
+    values = values_a - values_b
     low, high = np.quantile(values, [0.025, 0.975])
-    p_value = bootstrap_p_value(observed, values)
     return {
         "difference": observed,
         "low": float(low),
         "high": float(high),
-        "p_value": p_value,
+        "p_value": bootstrap_p_value(observed, values),
     }

@@ -52,6 +52,7 @@ from calidist_tasks.report.loading import Loaded, TaskRun, load_runs
 from calidist_tasks.report.plots import (
     FORMATS,
     Series,
+    draw_all,
     figure_title,
     instability_figure,
     models_figure,
@@ -123,40 +124,38 @@ def task_series(cells: list[Cell]) -> list[tuple[Cell, list[Series]]]:
 def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
              folder: Path) -> list[dict[str, Any]]:
     folder.mkdir(parents=True, exist_ok=True)
-    drawn = []
+    planned, jobs = [], []  # per figure: its figures.json entry, and what draws it
 
-    def entry(kind: str, base: Path, model: str, task: str, title: str, data: dict) -> dict:
+    def plan(kind: str, base: Path, model: str, task: str, title: str, extra: dict,
+             function: Callable[..., dict[str, Any]], *args: Any) -> None:
         files = [str(base.with_name(base.name + s).relative_to(folder.parent)) for s in FORMATS]
-        return {"file": files[0], "vector": files[1], "kind": kind, "model": model,
-                "task": task, "title": title, **data}
+        planned.append({"file": files[0], "vector": files[1], "kind": kind, "model": model,
+                        "task": task, "title": title, **extra})
+        jobs.append((function, (base, title, *args)))
 
     for cell, series in sorted(task_series(cells),
                                key=lambda found: (names[found[0].model], found[0].run.task)):
         model, task = names[cell.model], cell.run.task
         first_is_vanilla = series[0][0] in vanilla_labels()
         parts = [f"n={cell.n} evaluation documents", "scores ×100"]
-        base = folder / f"reliability_{slug(model)}_{slug(task)}"
-        title = figure_title(model, task, ["reliability", *parts])
-        data = reliability_figure(base, title, series, first_is_vanilla)
-        drawn.append(entry("reliability", base, model, task, title,
-                           {"n": cell.n, "methods": [s[0] for s in series], **data}))
-        base = folder / f"risk_coverage_{slug(model)}_{slug(task)}"
-        title = figure_title(model, task, ["risk-coverage", *parts])
-        data = risk_coverage_figure(base, title, series)
-        drawn.append(entry("risk_coverage", base, model, task, title,
-                           {"n": cell.n, "methods": [s[0] for s in series], **data}))
+        extra = {"n": cell.n, "methods": [s[0] for s in series]}
+        plan("reliability", folder / f"reliability_{slug(model)}_{slug(task)}", model, task,
+             figure_title(model, task, ["reliability", *parts]), extra, reliability_figure,
+             series, first_is_vanilla)
+        plan("risk_coverage", folder / f"risk_coverage_{slug(model)}_{slug(task)}", model, task,
+             figure_title(model, task, ["risk-coverage", *parts]), extra, risk_coverage_figure,
+             series)
     for run in runs:
         evaluation = [r for r in run.records or [] if r.get("split") == EVALUATION]
         if not evaluation or "mu" not in evaluation[0]:
             continue
         model = names[run.group]
-        base = folder / f"instability_{slug(model)}_{slug(run.task)}"
         title = figure_title(model, run.task, ["accuracy vs prediction instability μ",
                                                f"n={len(evaluation)} evaluation documents"])
-        data = instability_figure(base, title, column(evaluation, "mu"),
-                                  column(evaluation, "correct"))
-        drawn.append(entry("instability", base, model, run.task, title, data))
-    return drawn
+        plan("instability", folder / f"instability_{slug(model)}_{slug(run.task)}", model,
+             run.task, title, {}, instability_figure, column(evaluation, "mu"),
+             column(evaluation, "correct"))
+    return [{**entry, **data} for entry, data in zip(planned, draw_all(jobs), strict=True)]
 
 
 def leaderboard_legend(cells: list[Cell], n_resamples: int) -> str:

@@ -25,7 +25,6 @@ import numpy as np
 from calidist_metrics import (
     CalibrationWarning,
     bootstrap_interval,
-    bootstrap_p_value,
     paired_bootstrap_test,
 )
 from calidist_tasks.data.yaml_configs import benchmark_titles
@@ -243,13 +242,12 @@ def score_intervals(confidence: np.ndarray, correct: np.ndarray, n_resamples: in
 def paired_difference(metric: Callable, confidence_a: np.ndarray, correct_a: np.ndarray,
                       confidence_b: np.ndarray, correct_b: np.ndarray | None = None,
                       n_resamples: int = 1000, seed: int = 0) -> dict[str, float]:
-    """metric(a) - metric(b) on the same documents, with its 95% paired bootstrap interval.
+    """metric(a) - metric(b) on the same documents, with its 95% paired bootstrap interval
+    (``calidist_metrics.paired_bootstrap_test``).
 
-    With one correctness for both (the same predictions) this is
-    ``calidist_metrics.paired_bootstrap_test``. Two methods that predict differently (vector
-    scaling, verbalized or sampled answers) score the same documents with their own
-    correctness: the documents are then resampled jointly in the same way (same seed, same
-    resample indices) and each method is scored on its own correctness.
+    Two methods that predict differently (vector scaling, verbalized or sampled answers) score
+    the same documents with their own correctness (``correct_b``): the documents are resampled
+    jointly (same resample indices) and each method is scored on its own correctness.
     Returns ``difference``, ``low``, ``high``, ``p_value`` and ``n``.
     """
     confidence_a, confidence_b = np.asarray(confidence_a, float), np.asarray(confidence_b, float)
@@ -257,25 +255,9 @@ def paired_difference(metric: Callable, confidence_a: np.ndarray, correct_a: np.
     correct_b = correct_a if correct_b is None else np.asarray(correct_b, float)
     if not (confidence_a.size == confidence_b.size == correct_a.size == correct_b.size):
         raise ValueError("paired_difference: a and b must score the same documents")
-    if np.array_equal(correct_a, correct_b):
-        test = paired_bootstrap_test(metric, confidence_a, confidence_b, correct_a, n_resamples,
-                                     seed=seed)
-        return {**test, "n": int(correct_a.size)}
-    observed = float(metric(confidence_a, correct_a) - metric(confidence_b, correct_b))
-    rng = np.random.default_rng(seed)
-    indices = rng.integers(0, correct_a.size, size=(n_resamples, correct_a.size))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", CalibrationWarning)
-        values = np.array([metric(confidence_a[i], correct_a[i])
-                           - metric(confidence_b[i], correct_b[i]) for i in indices])
-    degenerate = sum(issubclass(w.category, CalibrationWarning) for w in caught)
-    if degenerate:
-        warnings.warn(f"paired_difference: {degenerate} metric warnings over {n_resamples} "
-                      "resamples (e.g. resamples holding one class only)", CalibrationWarning,
-                      stacklevel=2)
-    low, high = np.quantile(values, [0.025, 0.975])
-    return {"difference": observed, "low": float(low), "high": float(high),
-            "p_value": bootstrap_p_value(observed, values), "n": int(correct_a.size)}
+    test = paired_bootstrap_test(metric, confidence_a, confidence_b, correct_a, n_resamples,
+                                 seed=seed, correct_b=correct_b)
+    return {**test, "n": int(correct_a.size)}
 
 
 def verdict(test: Mapping[str, float], higher_is_better: bool = False) -> str:

@@ -68,8 +68,8 @@ def test_default_run_estimate_scales_measured_seconds_per_token():
     assert default_run_estimate({}) == ""
 
 
-def test_backend_speed_table_gives_ratios_to_hf_and_to_the_prefix_sharing_limit(tmp_path):
-    from benchmarks.backend_speed import BEGIN, END, kept_section, render, write_section
+def test_backend_speed_table_gives_ratios_to_hf_and_to_the_prefix_sharing_limit():
+    from benchmarks.backend_speed import render
 
     rows = [{"model": "tiny", "benchmark": "ppdb", "workload": "scoring", "backend": "hf",
              "documents": 10, "seconds": 40.0, "tokens": 8000, "limit_tokens": 2000,
@@ -79,7 +79,8 @@ def test_backend_speed_table_gives_ratios_to_hf_and_to_the_prefix_sharing_limit(
              "hf_seconds": 40.0, "agreement": "max abs letter log-likelihood difference 3.0e-05"},
             {"model": "tiny", "benchmark": "ppdb", "workload": "scoring",
              "backend": "vllm-server", "skipped": "not run (vllm is not importable)"}]
-    section = render(rows, "python benchmarks/backend_speed.py --models tiny", "idle")
+    section = render({"rows": rows, "command": "python benchmarks/backend_speed.py --models tiny",
+                      "machine": "test machine", "load": "idle"})
     # 10 docs in 20 s: 0.5 docs/s, 400 tokens/s; 40/20 = 2x hf; the limit computes 2000 of
     # 8000 tokens: 4x hf, so the backend reaches half of it
     assert ("| tiny | PPDB | scoring | vllm | 10 | 20 | 0.500 | 400 | 2.00x | 4.00x | 0.50 | "
@@ -88,14 +89,7 @@ def test_backend_speed_table_gives_ratios_to_hf_and_to_the_prefix_sharing_limit(
         in section
     assert "| vllm-server | - | - | - | - | - | - | - | not run (vllm is not importable) |" \
         in section
-    markdown = tmp_path / "BENCHMARKS.md"
-    markdown.write_text("# Benchmarks\n\nother sections\n")
-    write_section(markdown, section)
-    write_section(markdown, section.replace("2.00x", "9.99x"))  # replaced, not appended twice
-    text = markdown.read_text()
-    assert text.startswith("# Benchmarks\n\nother sections\n") and text.count(BEGIN) == 1
-    assert "9.99x" in kept_section(markdown) and kept_section(markdown).endswith(END)
-    assert kept_section(tmp_path / "missing.md") == ""
+    assert "python benchmarks/backend_speed.py --models tiny" in section
 
 
 def test_prefix_sharing_limit_counts_each_documents_shared_prefix_once():
@@ -173,7 +167,8 @@ def test_a_run_killed_at_exit_after_its_results_is_measured_and_says_so(tmp_path
     assert measured["seconds"] == 65.0 and "signal 6 at exit" in measured["note"]
     row = backend_speed.workload_rows("m", "ppdb", "scoring", {("vllm", "scoring"): measured},
                                       lambda text: ())[0]
-    assert "signal 6" in backend_speed.render([row], "cmd", "idle")
+    assert "signal 6" in backend_speed.render({"rows": [row], "command": "cmd", "machine": "m",
+                                               "load": "idle"})
     assert "failed (return code -6" in finish(-6, bar, files=False)["skipped"]
     assert "failed (return code -6" in finish(-6, "no bar\n", files=True)["skipped"]
     assert "failed (return code 1" in finish(1, bar, files=True)["skipped"]
@@ -636,7 +631,8 @@ def test_benchmark_modules_import_in_one_direction():
     import ast
 
     folder = Path(__file__).resolve().parents[2] / "benchmarks"
-    order = ["commands", "records", "analysis", "backend_speed", "overhead", "markdown", "run"]
+    order = ["commands", "records", "analysis", "backend_speed", "overhead", "page", "markdown",
+             "run"]
     for position, name in enumerate(order):
         tree = ast.parse((folder / f"{name}.py").read_text())
         imported = {alias.name.split(".")[-1] if node.module == "benchmarks" else
@@ -719,3 +715,84 @@ def test_the_runner_reads_the_backend_table_that_backend_speed_writes(tmp_path):
     table.write_text(json.dumps({"rows": rows}))
     assert commands.measured_backend("tiny", "scoring", commands.LOCAL_BACKENDS, table) == \
         "hf-prefix-cache"
+
+
+def test_the_page_is_the_reports_interval_tables_table4_and_the_backend_table(exported,
+                                                                             tmp_path):
+    """BENCHMARKS.md: per model and benchmark `calidist report`'s interval rows, the backends
+    from backend_speed.json, the commands from the records' headers, no target prose."""
+    import shutil
+
+    from benchmarks import page, records
+    from benchmarks.commands import ABSOLUTE_PATH
+    from calidist_tasks.report.cells import leaderboard_cells
+    from calidist_tasks.report.identity import group_names
+    from calidist_tasks.report.tables import escape, intervals
+
+    root, _, _ = exported
+    shutil.copytree(root / "results", tmp_path / "results")
+    (tmp_path / "results" / "backend_speed.json").write_text(json.dumps({
+        "command": "python benchmarks/backend_speed.py --models tiny", "machine": "test machine",
+        "load": "idle", "rows": [{"model": "tiny", "benchmark": "ppdb", "workload": "scoring",
+                                  "backend": "hf", "documents": 10, "seconds": 40.0,
+                                  "tokens": 8000, "limit_tokens": 2000, "hf_seconds": 40.0,
+                                  "agreement": "(reference)"}]}))
+    problems: list[str] = []
+    stored = records.load(tmp_path / "results", problems)
+    args = _state(tmp_path).args
+    text = page.render(stored, args, problems)
+    runs = [s.run for s in records.load(tmp_path / "results", [])]
+    wide, _ = intervals(leaderboard_cells(runs, [], []), group_names(runs), args.bootstrap)
+    block = text.split("### tiny / PPDB")[1].split("\n## ")[0]
+    for row in wide.rows:  # every row of the report's table, as the report prints it
+        assert row[:2] == ["tiny", "PPDB"]
+        line = next(line for line in block.splitlines()
+                    if line.startswith(f"| {escape(row[2])} | {row[3]} | "))
+        shown = " | ".join(wide.shown(v, escape) for v in row[4:]) + " |"
+        assert shown in line.replace("**", ""), row  # bold: a significant difference
+    assert len(wide.rows) >= 6 and "CaliDist (As.)" in block
+    assert "| tiny | PPDB | scoring | hf | 10 | 40 | 0.250 | 200 | 1.00x | 4.00x | 0.25 |" in text
+    header = stored[0].header["benchmark_command"]
+    assert header.split(" --markdown")[0] in text and "--markdown" not in text
+    assert "## The paper's Table 4" in text and "Target" not in text
+    assert "python benchmarks/run.py --steps analysis" in text
+    assert len(text.splitlines()) < 250 and not ABSOLUTE_PATH.findall(text)
+
+
+def test_the_full_analysis_is_written_on_demand_beside_the_page(exported, tmp_path):
+    from benchmarks import run
+
+    root, _, _ = exported
+    markdown, full = tmp_path / "BENCHMARKS.md", tmp_path / "runs" / "bench-analysis"
+    run.main(["--steps", "analysis", "--out", str(root / "runs"), "--results",
+              str(root / "results"), "--markdown", str(markdown), "--bootstrap", "20",
+              "--models", "tiny", "--benchmarks", "ppdb", "--full", str(full)])
+    analysis = (full / "ANALYSIS.md").read_text(encoding="utf-8")
+    short = markdown.read_text(encoding="utf-8")
+    for section in ("## Calibrator variants", "## Ablations", "## Cost per document"):
+        assert section in analysis and section not in short
+    assert "## The paper's Table 4" in analysis and "## The paper's Table 4" in short
+    assert "Targets" not in analysis
+
+
+def test_the_committed_page_is_short_and_names_its_command():
+    from benchmarks.commands import ROOT
+    from benchmarks.page import COMMAND
+
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) < 250
+    assert COMMAND in text.split("\n## ")[0] and "Target" not in text
+    for section in ("## Caveats", "## Models and sizes", "## Calibration",
+                    "## The paper's Table 4", "## Backend speed"):
+        assert section in text, section
+
+
+def test_the_papers_numbers_are_data():
+    from benchmarks.analysis import TABLE4, paper_numbers
+
+    numbers = paper_numbers()
+    assert {m.label for m in TABLE4} == set(numbers["table4"]["rows"])
+    assert numbers["table4"]["rows"]["CaliDist As. (m=1)"] == {
+        "passes": "3", "output_tokens": "3 × 98", "input_tokens": "3 × 1402", "ece": 8.02}
+    assert numbers["table1"]["models"]["Qwen-3 8B"]["CaliDist (Sa.)"]["ppdb"] == {
+        "ece": 2.39, "brier": 21.38}

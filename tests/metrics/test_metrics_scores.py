@@ -5,6 +5,7 @@ import dataclasses
 import math
 import subprocess
 import sys
+import warnings
 from functools import partial
 
 import numpy as np
@@ -455,6 +456,54 @@ def test_paired_bootstrap_no_difference_has_large_p_value():
     result = paired_bootstrap_test(brier_score, a, b, correct, n_resamples=500)
     assert result["low"] < 0 < result["high"]
     assert 0.05 < result["p_value"] <= 1.0
+
+
+@pytest.mark.parametrize("metric", [expected_calibration_error, brier_score, auroc,
+                                    partial(expected_calibration_error, n_bins=15)])
+def test_bootstrap_one_pass_equals_one_call_per_resample(metric):
+    """ECE (equal-width bins), Brier and AUROC are computed on every resample at once; a wrapper
+    the bootstrap does not recognise is called once per resample: the same numbers, bit for
+    bit, from the same seeded index matrix (ties and one-class resamples included)."""
+    rng = np.random.default_rng(11)
+    confidence = np.round(rng.uniform(0, 1, 40) * 20) / 20  # 5% steps: ties, 1.0 included
+    correct = (rng.random(40) < 0.8).astype(float)
+
+    def wrapped(c, y):
+        return metric(c, y)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)
+        assert bootstrap_interval(metric, confidence, correct, 300, seed=2) == \
+            bootstrap_interval(wrapped, confidence, correct, 300, seed=2)
+        other = np.clip(confidence + rng.normal(0, 0.1, 40), 0, 1)
+        assert paired_bootstrap_test(metric, confidence, other, correct, 300, seed=2) == \
+            paired_bootstrap_test(wrapped, confidence, other, correct, 300, seed=2)
+    few = ([0.9, 0.8, 0.1], [1, 1, 0])  # many one-class resamples: counted alike in both paths
+    with pytest.warns(CalibrationWarning) as fast:
+        bootstrap_interval(auroc, *few, n_resamples=100)
+    with pytest.warns(CalibrationWarning) as slow:
+        bootstrap_interval(lambda c, y: auroc(c, y), *few, n_resamples=100)
+    assert [str(w.message) for w in fast] == [str(w.message) for w in slow]
+
+
+def test_paired_bootstrap_scores_each_method_on_its_own_correctness():
+    """Two methods that predict differently: both resampled with the same indices, each scored
+    on its own correctness."""
+    confidence, correct = _data(200)
+    other = np.clip(confidence[::-1] + 0.05, 0, 1)
+    flipped = correct.copy()
+    flipped[:30] = 1 - flipped[:30]
+    result = paired_bootstrap_test(brier_score, confidence, other, correct, 200, seed=4,
+                                   correct_b=flipped)
+    indices = np.random.default_rng(4).integers(0, 200, size=(200, 200))
+    values = [brier_score(confidence[i], correct[i]) - brier_score(other[i], flipped[i])
+              for i in indices]
+    low, high = np.quantile(values, [0.025, 0.975])
+    assert result["difference"] == pytest.approx(brier_score(confidence, correct)
+                                                 - brier_score(other, flipped))
+    assert (result["low"], result["high"]) == pytest.approx((low, high), rel=1e-12)
+    with pytest.raises(ValueError, match="correct_b"):
+        paired_bootstrap_test(brier_score, confidence, other, correct, correct_b=flipped[:10])
 
 
 def test_paired_bootstrap_length_mismatch():

@@ -1,0 +1,230 @@
+"""BENCHMARKS.md: the short page, rewritten from the committed records alone.
+
+    python benchmarks/run.py --steps analysis                  # BENCHMARKS.md
+    python benchmarks/run.py --steps analysis --full runs/bench-analysis   # and the full analysis
+
+The calibration tables are ``calidist report``'s interval table (``report.tables.intervals`` on
+``report.cells.leaderboard_cells``), one per model and benchmark; Table 4 is counted by
+``analysis.table4_rows`` beside the paper's numbers (``paper_numbers.json``); the backend table
+is ``backend_speed.render`` of ``results/backend_speed.json``. Every number is computed from
+those files, none typed in here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks import analysis as an
+from benchmarks.backend_speed import render as backend_table
+from benchmarks.commands import BENCH_NAMES, MODELS, portable, without_markdown
+from benchmarks.records import Stored
+from calidist_tasks.registry import ECE_BINNING
+from calidist_tasks.report.cells import Cell
+from calidist_tasks.report.identity import group_names
+from calidist_tasks.report.tables import UNREADABLE, Table, benchmark_title, intervals
+from calidist_tasks.scoring.records import CALIBRATION, EVALUATION
+
+COMMAND = "python benchmarks/run.py --steps analysis"
+TABLE4_TITLE = "The paper's Table 4: cost and ECE of the reasoned protocol"
+
+
+def bench(benchmark: str) -> str:
+    return BENCH_NAMES.get(benchmark, benchmark)
+
+
+def made_by(stored: Sequence[Stored]) -> list[str]:
+    """The benchmarks/run.py invocations that made ``stored``'s records (their headers'
+    ``benchmark_command``), oldest first, each once."""
+    headers = sorted((s.header for s in stored), key=lambda h: h.get("finished") or 0)
+    return list(dict.fromkeys(without_markdown(h["benchmark_command"]) for h in headers
+                              if h.get("benchmark_command")))
+
+
+def command_blocks(stored: Sequence[Stored], together: bool = False) -> list[str]:
+    """Each command that made ``stored``'s records in its own code block (``together``: all in
+    one), then the records whose header does not say which command made them."""
+    commands = made_by(stored)
+    blocks = ([f"```\n{command}\n```\n" for command in commands] if not together else
+              ["```\n" + "\n".join(commands) + "\n```\n"] if commands else [])
+    unsaid = sorted({f"`{s.task}` ({s.model})" for s in stored
+                     if not s.header.get("benchmark_command")})
+    if unsaid:
+        blocks.append("No `benchmark_command` in the header of the records of "
+                      + ", ".join(unsaid) + ": the command that made them is not known (not "
+                      "run by `benchmarks/run.py`).\n")
+    return blocks
+
+
+def sizes_table(stored: Sequence[Stored]) -> Table:
+    """One row per model, benchmark and document sizes: the tasks run at those sizes."""
+    groups: dict[tuple[str, str, int, int], list[str]] = {}
+    for s in stored:
+        calibration = sum(r["split"] == CALIBRATION for r in s.run.records)
+        key = (s.model, s.benchmark, calibration, len(s.run.records) - calibration)
+        groups.setdefault(key, []).append(s.suffix.lstrip("_") or "original")
+    table = Table(["model", "weights", "benchmark", "calibration docs", "evaluation docs",
+                   "tasks (calidist_<benchmark>_…)"])
+    for (model, benchmark, calibration, evaluation), tasks in sorted(
+            groups.items(), key=lambda item: (item[0][0], item[0][1], -item[0][3])):
+        table.rows.append([model, MODELS.get(model, "?"), bench(benchmark), str(calibration),
+                           str(evaluation), ", ".join(sorted(tasks))])
+    return table
+
+
+def split_by_block(wide: Table, accuracy: Mapping[tuple[str, str, str], float]
+                   ) -> dict[tuple[str, str], Table]:
+    """``intervals``' wide table as one table per model and benchmark (their columns dropped,
+    the bold marks kept), with each row's accuracy (x100, keyed like the rows: model,
+    benchmark, method) after its document count."""
+    found: dict[tuple[str, str], Table] = {}
+    for i, row in enumerate(wide.rows):
+        table = found.setdefault((row[0], row[1]),
+                                 Table([*wide.columns[2:4], "Acc", *wide.columns[4:]]))
+        table.marks |= {(len(table.rows), j - 2 + (j >= 4)) for (r, j) in wide.marks if r == i}
+        table.rows.append([*row[2:4], 100 * accuracy[tuple(row[:3])], *row[4:]])
+    return found
+
+
+def block_accuracy(cells: Sequence[Cell], names: Mapping[str, str]
+                   ) -> dict[tuple[str, str, str], float]:
+    """Each rebuilt cell's accuracy, keyed as ``intervals`` names its row."""
+    return {(names[c.model], benchmark_title(c.benchmark),
+             c.method.label + (f" {UNREADABLE}" if c.unreadable else "")): c.accuracy
+            for c in cells if c.confidence is not None}
+
+
+def majority_share(cells: Sequence[Cell], benchmark: str) -> str:
+    """The majority label's share of the original task's evaluation documents (what an
+    accuracy near chance is compared with), as a heading's suffix."""
+    own = [c for c in cells if c.benchmark == benchmark and c.method.own
+           and c.run.task == f"calidist_{benchmark}" and c.run.records]
+    if not own:
+        return ""
+    labels = [r["label"] for r in own[0].run.records if r["split"] == EVALUATION]
+    share = max(labels.count(label) for label in set(labels)) / len(labels)
+    return f" (majority label: {100 * share:.1f}% of {own[0].run.task}'s {len(labels)})"
+
+
+def _times(value: float, base: float | None) -> str:
+    return f"{value / base:.2f}x" if base else "-"
+
+
+def table4_table(rows: Sequence[an.Table4Row], paper: Mapping[str, Mapping[str, Any]]) -> Table:
+    """Our Table 4 rows of one model and benchmark, with the paper's beside (ratios to our
+    Vanilla row, as the paper gives them)."""
+    table = Table(["method", "task", "documents", "forward passes/doc", "× Vanilla",
+                   "input tokens/doc", "× Vanilla", "output tokens/doc", "× Vanilla",
+                   "letter-scoring passes/doc", "scoring input tokens/doc", "ECE",
+                   "paper: passes", "paper: output tokens", "paper: input tokens", "paper: ECE"])
+    vanilla = rows[0].cost  # TABLE4 lists Vanilla first
+    for row in rows:
+        theirs = paper[row.method.label]
+        theirs = [theirs["passes"], theirs["output_tokens"], theirs["input_tokens"],
+                  f"{theirs['ece']:.2f}"]
+        if row.cost is None:
+            table.rows.append([row.method.label, row.why, *["-"] * 10, *theirs])
+            continue
+        cost = row.cost
+        task = row.task + (f" ({row.why})" if row.why else "")
+        ece = (f"{100 * row.ece:.2f}" if math.isfinite(row.ece)
+               else "NaN (replies mostly unreadable)")
+        table.rows.append([
+            row.method.label, task, str(row.documents), f"{cost['passes']:.1f}",
+            _times(cost["passes"], vanilla and vanilla["passes"]), f"{cost['input_tokens']:.0f}",
+            _times(cost["input_tokens"], vanilla and vanilla["input_tokens"]),
+            f"{cost['output_tokens']:.0f}",
+            _times(cost["output_tokens"], vanilla and vanilla["output_tokens"]),
+            f"{cost['scoring_passes']:.1f}", f"{cost['scoring_tokens']:.0f}", ece, *theirs])
+    return table
+
+
+def table4_section(result: an.Analysis, wanted: Sequence[tuple[str, str]],
+                   together: bool = False) -> list[str]:
+    """Table 4 per model and benchmark; "not measured yet" for those ``wanted`` without
+    reasoned records. ``together``: the commands of its records in one code block."""
+    found = an.table4_rows(result)
+    paper = an.paper_numbers()["table4"]
+    counted = [stored for model, benchmark in found for method in an.TABLE4
+               if (stored := result.runs.get((model, benchmark, method.suffix)))]
+    parts = [
+        f"## {TABLE4_TITLE}\n",
+        "Means per document over the documents each reasoned run logged, counted from the "
+        "records (`benchmarks/analysis.py` `table4_rows`), beside the paper's own row "
+        f"({paper['model']} on {paper['dataset']}: another model and dataset). Forward passes: "
+        "replies generated (Vanilla: one reply; self-consistency: 15 samples; CaliDist: the "
+        "original reply and one hinted reply per other label, 1 + (c − 1)·m, where the paper "
+        "counts (c − 1)·m). Letter-scoring passes (ours, not in the paper's count): reading p "
+        "from the option letters after each reply. "
+        f"ECE x100 on the evaluation documents ({ECE_BINNING}). Made by:\n",
+        *(command_blocks(counted, together) or
+          ["No committed records of a reasoned task yet.\n"]),
+    ]
+    for model, benchmark in wanted:
+        rows = found.get((model, benchmark))
+        if rows is None:
+            parts.append(f"**{model} / {bench(benchmark)}**: not measured yet (no committed "
+                         "records of a reasoned `_cot` task).\n")
+            continue
+        parts += [f"**{model} / {bench(benchmark)}**\n",
+                  table4_table(rows, paper["rows"]).markdown() + "\n"]
+    return parts
+
+
+def render(stored: Sequence[Stored], args: Any, problems: Sequence[str] = ()) -> str:
+    """BENCHMARKS.md from the committed records ``stored`` (``records.load``) and
+    ``args.results/backend_speed.json``."""
+    result = an.Analysis(list(stored), n_boot=0)  # the refits, once
+    names = group_names(s.run for s in stored)
+    notes: list[str] = []
+    wide, _ = intervals(result.cells, names, args.bootstrap, 0, notes)
+    blocks = split_by_block(wide, block_accuracy(result.cells, names))
+    wanted = sorted({(s.model, s.benchmark) for s in stored}
+                    | {(model, benchmark) for model in args.models.split(",") if model
+                       for benchmark in args.benchmarks.split(",") if benchmark})
+    parts: list[Any] = [
+        "# Benchmarks: calibration and cost on two small models\n",
+        f"Written by `{COMMAND}` from the committed per-document records in "
+        "`benchmarks/results/` alone (no model runs; benchmarks/README.md says how long it "
+        "takes). The full per-method analysis (paired tests against temperature scaling, "
+        "calibrator variants, ablations, cost with m-subsets, the reasoned reply beside the "
+        f"direct readout) is written on demand, not committed: `{COMMAND} --full "
+        "runs/bench-analysis`.\n",
+        "## Caveats\n",
+        "- **Both models are near chance on both benchmarks** (compare each table's accuracy "
+        "with the majority label in its heading and its AUROC with 50): these rows prove the "
+        "pipeline, the refits and the counting, not the method. The paper's models are 8B.\n"
+        "- The document counts are small (below), and the reasoned runs tiny: read the "
+        "intervals, not the points. Many comparisons share the same documents.\n"
+        "- The model runs shared 2 CPU cores with other jobs at a lowered priority: wall times "
+        "are upper bounds; request and token counts are exact.\n",
+        "## Models and sizes\n",
+        sizes_table(stored).markdown() + "\n",
+        "The commands that made the records (each record's header also holds its exact "
+        "`calidist eval` command; the model folder is `$(calidist model NAME)`):\n",
+        *command_blocks(stored, together=True),
+        "## Calibration on the held-out evaluation documents\n",
+        f"`calidist report`'s interval table, x100: Acc: accuracy; {ECE_BINNING}; Brier: "
+        "binary top-label; "
+        "AUROC: confidence as a detector of correct answers. Brackets: 95% percentile "
+        f"bootstrap over documents ({args.bootstrap} resamples, seed 0). Δ = method − the "
+        "same task's vanilla confidence on the same documents, with the paired bootstrap "
+        "p-value (**bold**: p < 0.05); – where the method changes the predictions (no paired "
+        "vanilla).\n",
+    ]
+    titles = {benchmark_title(b): b for b in {c.benchmark for c in result.cells}}
+    for (model, title), table in sorted(blocks.items()):
+        mine = [c for c in result.cells if names[c.model] == model]
+        parts += [f"### {model} / {title}{majority_share(mine, titles[title])}\n",
+                  table.markdown() + "\n"]
+    parts += table4_section(result, wanted, together=True)
+    saved = Path(args.results) / "backend_speed.json"
+    if saved.exists():
+        parts.append(backend_table(json.loads(saved.read_text(encoding="utf-8"))) + "\n")
+    problems = list(dict.fromkeys([*problems, *result.problems]))
+    if problems:
+        parts += ["## Problems of this analysis\n", *(f"- {p}" for p in problems), ""]
+    return portable("\n".join(str(p) for p in parts)).rstrip("\n") + "\n"
