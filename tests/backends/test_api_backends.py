@@ -207,7 +207,7 @@ def scripted_reply(body: dict) -> str:
     return [f"The answer is ({letter}). Confidence: {percent}%",
             f"Answer: {letter.upper()}\nConfidence: {percent} %",
             f"{hint or 'Well.'}\nI still think ({letter}) is right, {percent}% confident.",
-            f"({letter})\nconfidence: {percent / 100:.2f}"][style]
+            f"({letter})\nconfidence: {percent}%"][style]  # "0.62": unreadable (test_verbalized)
 
 
 def expected_parse(arguments: list) -> list[dict]:
@@ -257,11 +257,12 @@ def test_chat_api_runs_every_family(clean, tiny_model_dir, every_family_data):
         samples = out["samples"][task]
         failures = total = 0
         for sample in samples:
-            got = [p for resp in sample["filtered_resps"] for p in resp]
+            got = [{k: v for k, v in p.items() if k != "shape"}  # the reply's shape: its own test
+                   for resp in sample["filtered_resps"] for p in resp]
             want = expected_parse(sample["arguments"])
             assert got == want, task
             if sample["doc"]["calidist_split"] == "evaluation":
-                failures += sum(p["answer"] is None for p in want)
+                failures += sum(p["answer"] is None or p["confidence"] is None for p in want)
                 total += len(want)
         assert results["parse_fail_rate"] == pytest.approx(failures / total), task
         scores = ["ece_consistency", "ece_entropy", "ece_fsd"] if task.endswith("consistency") \
