@@ -172,9 +172,9 @@ TASK = "calidist_ppdb_assertion_verbalized"
 
 
 def scripted(body: dict) -> str:
-    """A reasoned reply naming the other letter first; every fifth prompt unreadable."""
+    """A reasoned reply naming the other letter first; about every third prompt unreadable."""
     digest = hashlib.sha256(body["messages"][-1]["content"].encode()).digest()
-    if digest[0] % 5 == 0:
+    if digest[0] % 3 == 0:
         return "I would rather not say."
     letter, other = (LETTERS[digest[1] % 2], LETTERS[1 - digest[1] % 2])
     return (f"Step 1: option ({other}) seems unlikely, 30%.\nThe answer is ({letter}) as stated. "
@@ -410,6 +410,7 @@ def test_a_saved_fit_applies_to_the_logprob_rows_as_to_the_aggregation(chat_run,
     from calidist_tasks.registry import METHODS, SCORES
     from calidist_tasks.scoring.aggregation import summarize_logprobs
     from calidist_tasks.scoring.fits import (
+        as_scored,
         calibrator_context,
         calidist_inputs,
         column,
@@ -428,7 +429,8 @@ def test_a_saved_fit_applies_to_the_logprob_rows_as_to_the_aggregation(chat_run,
     row = next(m for m in METHODS if m.label == "CaliDist log-prob (As.)")
     for settings, moved in ((RunSettings(calibrator=path), True), (RunSettings(), False)):
         reported = summarize_logprobs(records, settings, context, distracted=True)
-        fitted = row.fit(calibration, evaluation, settings, context)
+        # scored as the aggregation and the report score it: an unreadable original at its 1/c
+        fitted = as_scored(row.fit(calibration, evaluation, settings, context), evaluation)
         for score, fn in SCORES.items():
             assert fn(fitted.confidence, fitted.correct) == pytest.approx(
                 reported[f"{score}_logprob"], abs=1e-12), score
