@@ -41,14 +41,14 @@ SAMPLES = {"consistency": 15}  # generations per request (lm-eval repeats); 1 ot
 DOCUMENTS = {"consistency": 3}
 # Sum over the 5 documents of the tiny tokenizer's tokens in each document's distinct prompts.
 # One exemplar per label (Appendix F) and the paper's step-by-step verbalized request.
-PROMPT_TOKENS = {
-    "calidist_ppdb": 3773, "calidist_ppdb_assertion": 27170, "calidist_ppdb_probe": 15778,
-    "calidist_ppdb_corruption": 12008, "calidist_ppdb_verbalized": 6136,
-    "calidist_ppdb_assertion_verbalized": 38985, "calidist_ppdb_probe_verbalized": 22867,
-    "calidist_ppdb_corruption_verbalized": 19097, "calidist_aqua": 3185,
-    "calidist_aqua_assertion": 53301, "calidist_aqua_probe": 29011,
-    "calidist_aqua_corruption": 20475, "calidist_aqua_verbalized": 5396,
-    "calidist_ppdb_consistency": 4240,  # the vanilla reply's step-by-step prompt (reasoned samples)
+PROMPT_TOKENS = {  # Appendix F's exemplars that reason (issue #34), one per label
+    "calidist_ppdb": 3830, "calidist_ppdb_assertion": 28739, "calidist_ppdb_probe": 16635,
+    "calidist_ppdb_corruption": 12285, "calidist_ppdb_verbalized": 8500,
+    "calidist_ppdb_assertion_verbalized": 52089, "calidist_ppdb_probe_verbalized": 30645,
+    "calidist_ppdb_corruption_verbalized": 26295, "calidist_aqua": 6318,
+    "calidist_aqua_assertion": 111234, "calidist_aqua_probe": 60779,
+    "calidist_aqua_corruption": 41058, "calidist_aqua_verbalized": 13393,
+    "calidist_ppdb_consistency": 5065,  # the vanilla reply's step-by-step prompt (reasoned samples)
 }
 
 

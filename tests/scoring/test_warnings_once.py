@@ -36,12 +36,12 @@ def test_each_cause_is_one_line_per_task(tiny_model_dir, tmp_path, caplog, capfd
                 "eval_size": 4, "m": 1}
     with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
         warnings.simplefilter("always")
-        run_lm_eval([TASK], tiny_model_dir, metadata, num_fewshot=1)
+        run_lm_eval([TASK], tiny_model_dir, metadata, num_fewshot=2)
     ours = [r.getMessage() for r in caplog.records if r.name.startswith("calidist_tasks")]
-    # 8 documents x 4 prompts asked for an exemplar of the missing label: one line, not 32
-    assert ours.count(f"{TASK}: few-shot: the calibration documents hold 0 exemplar(s) of label "
-                      "2, 1 requested per label; prompts show what there is (a document is "
-                      "never its own exemplar)") == 1
+    # 8 documents x 4 prompts asked for a second exemplar of each label (the YAML ships one):
+    # one line per label, not 32
+    assert ours.count(f"{TASK}: few-shot: the YAML ships 1 exemplar(s) of label 2, 2 requested "
+                      "per label; prompts show what there is") == 1
     assert ours.count(f"{TASK}: CaliDistCalibrator: only 4 calibration documents (< 5); the "
                       "fitted alpha, beta and bounds are unreliable") == 1
     assert any(m.startswith(f"{TASK}: CaliDistCalibrator: the fit landed on a grid edge")

@@ -185,9 +185,10 @@ def test_two_verbalized_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) 
         assert all(p.endswith(NUMBER_FORMAT + "\n") and "\nHint: " in p for p in prompts)
         assert record["correct"] == int(record["prediction"] == doc["target"])
         # every hinted reply is unreadable: a change at confidence 0 (μ 0, δ = p, flipped)
+        # every hinted reply unreadable: none counts, and the stated rule gives mu = delta = 1
         assert [(h.prediction, h.confidence) for h in hints_of(record)] == [
-            (-1, 0.0)] * HINT_NUMBERS
-        assert record["mu"] == 0.0 and record["delta"] == pytest.approx(record["confidence"])
+            (-1, None)] * HINT_NUMBERS
+        assert record["mu"] == 1.0 and record["delta"] == 1.0
     evaluation = [r for r in records if r["split"] == "evaluation"]
     assert results["acc"] == pytest.approx(np.mean([r["correct"] for r in evaluation]))
     assert results["mu_mean"] == pytest.approx(np.mean([r["mu"] for r in evaluation]))
