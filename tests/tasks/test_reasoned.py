@@ -195,7 +195,9 @@ def test_a_reasoned_task_scores_the_letters_of_each_reply_through_lm_eval(
             cut = entry["reply"].index("(", entry["reply"].index("correct answer")) + 1
             expected = direct_letter_logprobs(tiny_model_dir, prompt + entry["reply"][:cut],
                                               ["a", "b"])
-            assert entry["letter_logprobs"] == pytest.approx(expected, abs=1e-4)
+            # a batched lm-eval forward pass vs one unbatched: float32 sums over the longer
+            # exemplar prompts differ in the 4th decimal
+            assert entry["letter_logprobs"] == pytest.approx(expected, abs=1e-3)
             checked += 1
         original = record["replies"][0]
         if original["answer"] is None:
@@ -302,7 +304,7 @@ def test_evaluate_runs_the_replies_first_and_returns_every_selected_task(
 COT = "calidist_ppdb_assertion_cot"
 REPLY_TASK = "calidist_ppdb_assertion_verbalized"
 # counts that differ when the replies to the hints naming the answer are not generated
-COUNTS = ("requests", "generations", "parse_failures")
+COUNTS = ("requests", "generations", "parse_failures", "reply_shape")  # per reply generated
 RUN = {"device": "cpu", "batch_size": 8, "bootstrap_iters": 0, "num_fewshot": 0}
 
 
@@ -396,8 +398,10 @@ def test_a_two_stage_reasoned_run_has_the_one_stage_records_less_the_uncounted_r
     # CaliDist reads only the hints naming another label: the same numbers
     compared = 0
     for name, value in one["results"][COT].items():
-        if not isinstance(value, float) or name.startswith(("requests_per_doc",
-                                                            "parse_fail_rate")):
+        # over the replies generated (two stages generate fewer): not CaliDist's numbers
+        if not isinstance(value, float) or name.startswith((
+                "requests_per_doc", "parse_fail_rate", "reasoned_rate", "cut_rate",
+                "readable_rate", "output_tokens_per_reply")):
             continue
         other = two["results"][COT][name]
         assert (math.isnan(value) and math.isnan(other)) or other == pytest.approx(value), name
