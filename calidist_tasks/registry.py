@@ -409,7 +409,8 @@ UNREADABLE_EXTRAS = ("parse_fail_rate", "unreadable_original", "unreadable_hinte
 
 
 # "does the model reason?" (aggregation.reasoning_metrics): a _verbalized / _cot run's replies
-REASONING_METRICS = ("reasoned_rate", "cut_rate", "readable_rate", "output_tokens_per_reply")
+REASONING_METRICS = ("reasoned_rate", "cut_rate", "readable_rate", "copied_rate",
+                     "output_tokens_per_reply")
 
 
 def unreadable_metrics(distracted: bool) -> tuple[str, ...]:

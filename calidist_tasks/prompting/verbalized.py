@@ -479,13 +479,32 @@ def parsed(text: str, reading: ReplyReading, n_choices: int) -> dict[str, Any]:
     return result
 
 
-def reply_shape(text: str, reading: ReplyReading) -> dict[str, Any]:
+def reply_shape(text: str, reading: ReplyReading, exemplars: str | None = None) -> dict[str, Any]:
     """How a reply reasoned ("does the model reason?", ``aggregation.reasoning_metrics``): its
-    step lines before the answer, whether it was cut, and its output tokens (the tokens a chat
-    API returned, else characters / ``CHARS_PER_TOKEN``)."""
+    step lines before the answer, whether it was cut, whether it copied an exemplar
+    (``copies_exemplar``), and its output tokens (the tokens a chat API returned, else
+    characters / ``CHARS_PER_TOKEN``)."""
     tokens = getattr(text, "tokens", None)
     length = len(tokens) if tokens is not None else len(str(text)) / CHARS_PER_TOKEN
-    return {"steps": reading.steps, "cut": reading.cut, "output_tokens": float(length)}
+    return {"steps": reading.steps, "cut": reading.cut,
+            "copied": copies_exemplar(str(text), reading, exemplars),
+            "output_tokens": float(length)}
+
+
+def copies_exemplar(text: str, reading: ReplyReading, exemplars: str | None) -> bool:
+    """Whether the reply, up to its answer's line, repeats a line of the exemplars word for word
+    (a step, or the final statement with its confidence): a small model that copies the last
+    exemplar's reasoning shows steps and a readable answer that are not its own."""
+    if not exemplars:
+        return False
+    own = text if reading.at is None else text[: (text.find("\n", reading.at) + 1) or None]
+    shown = {_normal(line) for line in exemplars.splitlines() if len(line.strip()) >= MIN_ECHO}
+    return any(_normal(line) in shown for line in own.splitlines()
+               if len(line.strip()) >= MIN_ECHO)
+
+
+def _normal(line: str) -> str:
+    return " ".join(line.split()).lower()
 
 
 def outcome_from_parse(
@@ -504,7 +523,8 @@ def outcome_from_parse(
 def reply_shapes(parsed: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
     """One document's replies as ``aggregation.reasoning_metrics`` counts them: ``replies``,
     ``reasoned`` (two or more step lines before the answer), ``cut`` (ran on past their end),
-    ``readable`` (answer and confidence read) and their ``output_tokens``; None when the
+    ``readable`` (answer and confidence read), ``copied`` (repeat an exemplar's line,
+    ``copies_exemplar``) and their ``output_tokens``; None when the
     readings carry no shape (``reply_shape``: the verbalized filter's)."""
     shapes = [(p, p["shape"]) for p in parsed if "shape" in p]
     if not shapes:
@@ -514,6 +534,7 @@ def reply_shapes(parsed: Sequence[Mapping[str, Any]]) -> dict[str, float] | None
             "cut": float(sum(bool(shape["cut"]) for _, shape in shapes)),
             "readable": float(sum(p["answer"] is not None and p["confidence"] is not None
                                   for p, _ in shapes)),
+            "copied": float(sum(bool(shape.get("copied")) for _, shape in shapes)),
             "output_tokens": float(sum(shape["output_tokens"] for _, shape in shapes))}
 
 
@@ -537,4 +558,5 @@ class VerbalizedFilter(Filter):
     def _read(text: str, doc: Mapping[str, Any]) -> dict[str, Any]:
         reading = read_reply(text, doc[CHOICES], doc.get(HINT), doc.get(FEWSHOT),
                              shown_texts(doc))
-        return {**parsed(text, reading, len(doc[CHOICES])), "shape": reply_shape(text, reading)}
+        return {**parsed(text, reading, len(doc[CHOICES])),
+                "shape": reply_shape(text, reading, doc.get(FEWSHOT))}

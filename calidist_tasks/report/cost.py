@@ -103,6 +103,7 @@ def generation_cost(prompts: list[tuple[float, int]], output_tokens: float,
 # reply (GPT-4o-mini).
 REPLY_COLUMNS = (("reasoned_rate", "replies with ≥ 2 steps"), ("cut_rate", "replies cut"),
                  ("readable_rate", "replies readable"),
+                 ("copied_rate", "replies copying an exemplar"),
                  ("output_tokens_per_reply", "output tokens / reply (paper: 74)"),
                  ("unreadable_original", "unreadable originals"),
                  ("unreadable_hinted", "unreadable hinted replies"))

@@ -78,16 +78,18 @@ def reasoning_metrics(evaluation: Sequence[Mapping[str, Any]]) -> dict[str, floa
     """Does the model reason? Over the evaluation documents' replies (their ``reply_shape``):
     ``reasoned_rate``, the share with two or more step lines before their answer;
     ``cut_rate``, the share that ran on past their end and were cut there; ``readable_rate``,
-    the share whose answer and confidence were read; ``output_tokens_per_reply`` (the paper's
+    the share whose answer and confidence were read; ``copied_rate``, the share that repeat a
+    line of an exemplar word for word; ``output_tokens_per_reply`` (the paper's
     Table 4 reports 74 for a Vanilla reply). {} when the records carry no shapes."""
     shapes = [r["reply_shape"] for r in evaluation if r.get("reply_shape")]
     replies = sum(shape["replies"] for shape in shapes)
     if not replies:
         return {}
-    total = {key: sum(shape[key] for shape in shapes)
-             for key in ("reasoned", "cut", "readable", "output_tokens")}
+    total = {key: sum(shape.get(key, 0.0) for shape in shapes)
+             for key in ("reasoned", "cut", "readable", "copied", "output_tokens")}
     return {"reasoned_rate": total["reasoned"] / replies, "cut_rate": total["cut"] / replies,
             "readable_rate": total["readable"] / replies,
+            "copied_rate": total["copied"] / replies,
             "output_tokens_per_reply": total["output_tokens"] / replies}
 
 

@@ -116,7 +116,7 @@ def read_reply(reply: str, shown: Mapping[str, Any]) -> Reading:
     An answer named by an option's text alone has no letter to score: unreadable here."""
     reading = verbalized.read_reply(reply, shown[CHOICES], shown.get(HINT), shown.get(FEWSHOT),
                                     verbalized.shown_texts(shown))
-    shape = verbalized.reply_shape(reply, reading)
+    shape = verbalized.reply_shape(reply, reading, shown.get(FEWSHOT))
     if reading.at is None:
         return Reading(None, reading.confidence, None, shape=shape)
     return Reading(reading.answer, reading.confidence, reading.at, reply[reading.at].isupper(),

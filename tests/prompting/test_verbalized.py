@@ -492,3 +492,32 @@ def test_the_results_say_whether_the_model_reasons(ppdb_tasks):
         pytest.approx(shares))
     tokens = [len(replies[i % 4]) / 4 for i, r in enumerate(records) if r["split"] == "evaluation"]
     assert summary["output_tokens_per_reply"] == pytest.approx(sum(tokens) / len(tokens))
+
+
+def test_a_reply_that_repeats_an_exemplar_line_is_counted_as_copied():
+    """issue #34 item 6: a small model that copies the last exemplar's reasoning shows steps and
+    a readable answer; copied_rate says they are the exemplar's, not its own."""
+    from calidist_tasks.prompting.verbalized import reply_shape, reply_shapes
+
+    exemplars = ("Sentence1: a cat sat.\nAssistant:\nThe cat sits on the mat, so it is seated. "
+                 "Confidence: 60%\nBoth say the cat is seated in other words. Confidence: 70%\n"
+                 "Based on the information available, the correct answer is (a). "
+                 "Overall Confidence: 80%")
+    copied = ("The cat sits on the mat, so it is seated. Confidence: 60%\n"
+              "A dog barks at night, which is new. Confidence: 50%\n"
+              "Based on the information available, the correct answer is (b). "
+              "Overall Confidence: 55%")
+    own = ("The dog barks, which Sentence1 does not say. Confidence: 60%\n"
+           "Sentence2 adds a claim. Confidence: 70%\n"
+           "Based on the information available, the correct answer is (b). "
+           "Overall Confidence: 80%\nThe cat sits on the mat, so it is seated. Confidence: 60%")
+    shapes = []
+    for reply in (copied, own):
+        reading = read_reply(reply, PPDB, exemplars=exemplars)
+        assert (reading.answer, reading.steps) == (1, 2)
+        shapes.append({"answer": reading.answer, "confidence": reading.confidence,
+                       "shape": reply_shape(reply, reading, exemplars)})
+    # a copied line after the answer (run on into a next block) is not the reply's reasoning
+    assert [s["shape"]["copied"] for s in shapes] == [True, False]
+    assert reply_shape(copied, read_reply(copied, PPDB), None)["copied"] is False
+    assert reply_shapes(shapes)["copied"] == 1.0

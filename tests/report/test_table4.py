@@ -236,10 +236,10 @@ def test_the_cost_table_says_whether_the_replies_reason(tmp_path):
     from calidist_tasks.report.runs import TaskRun
 
     metrics = {"requests_per_doc": 5.0, "reasoned_rate": 0.8, "cut_rate": 0.25,
-               "readable_rate": 0.9, "output_tokens_per_reply": 74.5,
+               "readable_rate": 0.9, "copied_rate": 0.5, "output_tokens_per_reply": 74.5,
                "unreadable_original": 2.0, "unreadable_hinted": 7.0}
     run = TaskRun("calidist_ppdb_assertion_verbalized", "m", "s", tmp_path / "r.json", metrics,
                   {})
     table = cost_table([run], {run.group: "model"})
     row = dict(zip(table.keys, table.rows[0], strict=True))
-    assert [row[key] for key, _ in REPLY_COLUMNS] == [0.8, 0.25, 0.9, 74.5, 2.0, 7.0]
+    assert [row[key] for key, _ in REPLY_COLUMNS] == [0.8, 0.25, 0.9, 0.5, 74.5, 2.0, 7.0]

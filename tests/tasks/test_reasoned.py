@@ -401,7 +401,7 @@ def test_a_two_stage_reasoned_run_has_the_one_stage_records_less_the_uncounted_r
         # over the replies generated (two stages generate fewer): not CaliDist's numbers
         if not isinstance(value, float) or name.startswith((
                 "requests_per_doc", "parse_fail_rate", "reasoned_rate", "cut_rate",
-                "readable_rate", "output_tokens_per_reply")):
+                "readable_rate", "copied_rate", "output_tokens_per_reply")):
             continue
         other = two["results"][COT][name]
         assert (math.isnan(value) and math.isnan(other)) or other == pytest.approx(value), name
