@@ -26,10 +26,13 @@ from calidist_tasks.registry import ECE_BINNING
 from calidist_tasks.report.cells import Cell
 from calidist_tasks.report.identity import group_names
 from calidist_tasks.report.tables import UNREADABLE, Table, benchmark_title, intervals
+from calidist_tasks.scoring.aggregation import reasoning_metrics
 from calidist_tasks.scoring.records import CALIBRATION, EVALUATION
 
 COMMAND = "python benchmarks/run.py --steps analysis"
 TABLE4_TITLE = "The paper's Table 4: cost and ECE of the reasoned protocol"
+# Table 4's rows measured with the one-line exemplars the Appendix F exemplars replaced
+ONE_LINE_EXEMPLARS = Path(__file__).with_name("results") / "one_line_exemplars.json"
 
 
 def bench(benchmark: str) -> str:
@@ -113,18 +116,24 @@ def _times(value: float, base: float | None) -> str:
     return f"{value / base:.2f}x" if base else "-"
 
 
-def table4_table(rows: Sequence[an.Table4Row], paper: Mapping[str, Mapping[str, Any]]) -> Table:
+def table4_table(rows: Sequence[an.Table4Row], paper: Mapping[str, Mapping[str, Any]],
+                 before: Mapping[str, Mapping[str, Any]] | None = None) -> Table:
     """Our Table 4 rows of one model and benchmark, with the paper's beside (ratios to our
-    Vanilla row, as the paper gives them)."""
+    Vanilla row, as the paper gives them) and ``before``'s (the one-line exemplars' rows,
+    ``ONE_LINE_EXEMPLARS``) for comparison."""
     table = Table(["method", "task", "documents", "forward passes/doc", "× Vanilla",
                    "input tokens/doc", "× Vanilla", "output tokens/doc", "× Vanilla",
                    "letter-scoring passes/doc", "scoring input tokens/doc", "ECE",
-                   "paper: passes", "paper: output tokens", "paper: input tokens", "paper: ECE"])
+                   "paper: passes", "paper: output tokens", "paper: input tokens", "paper: ECE",
+                   "one-line exemplars: output tokens/doc", "one-line exemplars: ECE"])
     vanilla = rows[0].cost  # TABLE4 lists Vanilla first
     for row in rows:
         theirs = paper[row.method.label]
+        old = (before or {}).get(row.method.label)
         theirs = [theirs["passes"], theirs["output_tokens"], theirs["input_tokens"],
-                  f"{theirs['ece']:.2f}"]
+                  f"{theirs['ece']:.2f}",
+                  *([f"{old['output_tokens']:.0f}", "NaN" if old["ece"] is None
+                     else f"{old['ece']:.2f}"] if old else ["-", "-"])]
         if row.cost is None:
             table.rows.append([row.method.label, row.why, *["-"] * 10, *theirs])
             continue
@@ -148,6 +157,7 @@ def table4_section(result: an.Analysis, wanted: Sequence[tuple[str, str]],
     reasoned records. ``together``: the commands of its records in one code block."""
     found = an.table4_rows(result)
     paper = an.paper_numbers()["table4"]
+    before = json.loads(ONE_LINE_EXEMPLARS.read_text(encoding="utf-8"))
     counted = [stored for model, benchmark in found for method in an.TABLE4
                if (stored := result.runs.get((model, benchmark, method.suffix)))]
     parts = [
@@ -170,8 +180,34 @@ def table4_section(result: an.Analysis, wanted: Sequence[tuple[str, str]],
                          "records of a reasoned `_cot` task).\n")
             continue
         parts += [f"**{model} / {bench(benchmark)}**\n",
-                  table4_table(rows, paper["rows"]).markdown() + "\n"]
+                  table4_table(rows, paper["rows"],
+                               before["rows"].get(f"{model}/{benchmark}")).markdown() + "\n"]
+    shapes = reasoning_table(result)
+    if shapes.rows:
+        parts += ["**Does the model reason?** Over each reasoned run's evaluation replies "
+                  "(`reasoning_metrics`): replies with two or more step lines before their "
+                  "answer, cut where they ran on, readable (answer and overall confidence), "
+                  "repeating a line of an exemplar word for word (copied steps are the "
+                  "exemplar's reasoning, not the model's), and output tokens per reply beside "
+                  "Table 4's 74.\n", shapes.markdown() + "\n"]
     return parts
+
+
+def reasoning_table(result: an.Analysis) -> Table:
+    """The reply shapes of every reasoned run whose records carry them, in percent."""
+    table = Table(["model", "task", "replies", "≥ 2 steps", "cut", "readable",
+                   "copying an exemplar", "output tokens/reply (paper: 74)"])
+    for stored in result.stored:
+        evaluation = [r for r in stored.run.records if r.get("split") == EVALUATION]
+        shape = reasoning_metrics(evaluation)
+        if not shape:
+            continue
+        replies = sum(r["reply_shape"]["replies"] for r in evaluation if r.get("reply_shape"))
+        table.rows.append([stored.model, stored.task, f"{replies:.0f}",
+                           *(f"{100 * shape[key]:.0f}%" for key in (
+                               "reasoned_rate", "cut_rate", "readable_rate", "copied_rate")),
+                           f"{shape['output_tokens_per_reply']:.0f}"])
+    return table
 
 
 def render(stored: Sequence[Stored], args: Any, problems: Sequence[str] = ()) -> str:
