@@ -92,8 +92,6 @@ def hinted_text(text: str, hint: str, cue: str | None = None) -> str:
 class WrappedTask(CaliDistTask):
     """CaliDistTask over a registered lm-eval multiple-choice task (``wraps``)."""
 
-    lm_eval_data = True
-
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         config = dict(config or {})
         own = {key: config.pop(key, None) for key in OWN_KEYS}
@@ -120,6 +118,12 @@ class WrappedTask(CaliDistTask):
                          **kwargs)
 
     # ------------------------------------------------------------------ data
+    def kept_splits(self, dataset_kwargs: dict[str, Any] | None = None,
+                    **kwargs: Any) -> dict[str, Any]:
+        """lm-eval loads the wrapped task's data; its splits stay beside ours (the exemplars',
+        the calibration split ``built_documents`` reads)."""
+        return self.lm_eval_splits(dataset_kwargs, **kwargs)
+
     def built_documents(self) -> list[dict[str, Any]]:
         """The wrapped task's documents (its ``process_docs`` applied), calibration first."""
         rows: dict[str, list[tuple[str, dict[str, Any]]]] = {EVALUATION: [], CALIBRATION: []}
@@ -182,11 +186,15 @@ class WrappedTask(CaliDistTask):
         without it), so that a zero-shot run needs none. Its prompt is lm-eval's: description,
         exemplars (unhinted), then the document (``doc_to_text``)."""
         try:
-            return super().fewshot_docs()
+            return self.lm_eval_fewshot_docs()
         except KeyError as error:
             log.warning("%s: no few-shot exemplars (the data has no split %s); give it in "
                         "--metadata data_files to run with --num_fewshot", self.config.task, error)
             return None
+
+    def fewshot_context(self, doc: dict[str, Any], num_fewshot: int, **kwargs: Any) -> Any:
+        """lm-eval's prompt with the wrapped task's own exemplars (its sampler, unhinted)."""
+        return self.lm_eval_fewshot_context(doc, num_fewshot, **kwargs)
 
     def fewshot_pool(self) -> list[dict[str, Any]]:
         """Empty: the exemplars are the wrapped task's own (lm-eval's sampler), not ours."""
