@@ -511,6 +511,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     wrapped.add_argument("--acc_norm", action=argparse.BooleanOptionalAction, default=None,
                          help="also write the length-normalised tasks (calidist_<task>_norm*); "
                          "default: when the task reports acc_norm")
+    pools = wrapped.add_mutually_exclusive_group()
+    pools.add_argument("--pool", help="make every task given one calibration pool of this name "
+                       "(default: each group given is one, named after it)")
+    pools.add_argument("--no-pool", dest="pool", action="store_false", default=None,
+                       help="no calibration pool: each task calibrates on its own documents")
     report = sub.add_parser("report", help="leaderboard, intervals, diagrams, cost and transfer "
                             "from lm-eval output folders (no model is run)")
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
@@ -571,7 +576,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         try:
             written = wrap(args.wrapped_tasks, args.out, include_path=args.include_path,
-                           answer_cue=args.answer_cue, acc_norm=args.acc_norm)
+                           answer_cue=args.answer_cue, acc_norm=args.acc_norm,
+                           pool=args.pool)
         except ValueError as error:
             sys.exit(f"calidist wrap: {error}")
         print("\n".join(map(str, written)))
