@@ -68,8 +68,8 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
         checked_replies,
         discard_unfinished_requests,
     )
-    from calidist_tasks.preflight import built_before_model
     from calidist_tasks.runs import recovery
+    from calidist_tasks.runs.preflight import built_before_model
     from calidist_tasks.runs.two_stage import FLAG_OUTPUT, flag_values
     from calidist_tasks.settings import BACKEND_KEY
 
@@ -440,7 +440,7 @@ def demo(args: argparse.Namespace, extra: Sequence[str]) -> None:
 def evaluate_command(argv: Sequence[str]) -> None:
     """``calidist eval`` (``argv`` starts with "eval"): its command line checked
     (``preflight.check_command``), then lm-eval, the reasoned tasks' replies first."""
-    from calidist_tasks.preflight import check_command
+    from calidist_tasks.runs.preflight import check_command
 
     if any(a in HELP_FLAGS for a in argv[1:]):
         print(metadata_help(), flush=True)  # then lm_eval's own help (it exits)
@@ -538,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     report.add_argument("--models", metavar="PATTERN", help="only these models (the name in the "
                         "results file): comma-separated shell patterns, e.g. '*SmolLM2*'")
     argv = list(sys.argv[1:] if argv is None else argv)
-    from calidist_tasks.preflight import DEBUG_FLAG, debugging, refusals_reported
+    from calidist_tasks.runs.preflight import DEBUG_FLAG, debugging, refusals_reported
 
     if argv[:1] == ["eval"]:
         with refusals_reported(debugging(argv)):
