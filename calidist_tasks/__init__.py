@@ -99,7 +99,7 @@ def evaluate(
     dict), or an already-loaded ``lm_eval.api.model.LM`` object (``model_args`` is then unused).
     ``tasks``: names, or one comma-separated string. ``metadata``: calidist's options, the keys of
     ``calidist eval --help`` (``calib_size``, ``eval_size``, ``m``, ``data_dir``, ``fit``, ...).
-    Every check comes before the model loads (``calidist_tasks.preflight``): a task named like
+    Every check comes before the model loads (``calidist_tasks.runs.preflight``): a task named like
     ours but not ours, a misspelt key or a bad value, a bad data file or earlier run raise
     ValueError naming the place.
 
@@ -138,8 +138,7 @@ def evaluate(
     folder. A ``stage1_dir`` or ``replies_dir`` that cannot be written is refused (OSError) before
     any model time.
     """
-    from calidist_tasks import preflight
-    from calidist_tasks.runs import recovery
+    from calidist_tasks.runs import preflight, recovery
     from calidist_tasks.runs.planning import plan_runs
 
     if "task_manager" in simple_evaluate_kwargs:
@@ -228,9 +227,8 @@ def _evaluate_once(model: Any, model_args: Any, tasks: list[str], metadata: Mapp
     from lm_eval.tasks import TaskManager
 
     import calidist_tasks.backends.prefix_cache  # noqa: F401  registers the hf-prefix-cache model
-    from calidist_tasks import preflight
     from calidist_tasks.backends.api_replies import checked_replies
-    from calidist_tasks.runs import recovery
+    from calidist_tasks.runs import preflight, recovery
 
     merged = {**_model_metadata(model, model_args), **dict(metadata)}
     manager = TaskManager(include_path=task_folder(), include_defaults=include_defaults,

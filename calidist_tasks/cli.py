@@ -68,8 +68,8 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
         checked_replies,
         discard_unfinished_requests,
     )
-    from calidist_tasks.preflight import built_before_model
     from calidist_tasks.runs import recovery
+    from calidist_tasks.runs.preflight import built_before_model
     from calidist_tasks.runs.two_stage import FLAG_OUTPUT, flag_values
     from calidist_tasks.settings import BACKEND_KEY
 
@@ -440,7 +440,7 @@ def demo(args: argparse.Namespace, extra: Sequence[str]) -> None:
 def evaluate_command(argv: Sequence[str]) -> None:
     """``calidist eval`` (``argv`` starts with "eval"): its command line checked
     (``preflight.check_command``), then lm-eval, the reasoned tasks' replies first."""
-    from calidist_tasks.preflight import check_command
+    from calidist_tasks.runs.preflight import check_command
 
     if any(a in HELP_FLAGS for a in argv[1:]):
         print(metadata_help(), flush=True)  # then lm_eval's own help (it exits)
@@ -511,6 +511,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     wrapped.add_argument("--acc_norm", action=argparse.BooleanOptionalAction, default=None,
                          help="also write the length-normalised tasks (calidist_<task>_norm*); "
                          "default: when the task reports acc_norm")
+    pools = wrapped.add_mutually_exclusive_group()
+    pools.add_argument("--pool", help="make every task given one calibration pool of this name "
+                       "(default: each group given is one, named after it)")
+    pools.add_argument("--no-pool", dest="pool", action="store_false", default=None,
+                       help="no calibration pool: each task calibrates on its own documents")
     report = sub.add_parser("report", help="leaderboard, intervals, diagrams, cost and transfer "
                             "from lm-eval output folders (no model is run)")
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
@@ -533,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     report.add_argument("--models", metavar="PATTERN", help="only these models (the name in the "
                         "results file): comma-separated shell patterns, e.g. '*SmolLM2*'")
     argv = list(sys.argv[1:] if argv is None else argv)
-    from calidist_tasks.preflight import DEBUG_FLAG, debugging, refusals_reported
+    from calidist_tasks.runs.preflight import DEBUG_FLAG, debugging, refusals_reported
 
     if argv[:1] == ["eval"]:
         with refusals_reported(debugging(argv)):
@@ -571,7 +576,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         try:
             written = wrap(args.wrapped_tasks, args.out, include_path=args.include_path,
-                           answer_cue=args.answer_cue, acc_norm=args.acc_norm)
+                           answer_cue=args.answer_cue, acc_norm=args.acc_norm,
+                           pool=args.pool)
         except ValueError as error:
             sys.exit(f"calidist wrap: {error}")
         print("\n".join(map(str, written)))

@@ -27,6 +27,13 @@ make that reply's log-prob reading unreadable (the documented rule, wrong at 1/c
 warning naming the document; its stated reading stands
 (``letter_logprobs``, ``logprob_record``).
 
+Case forms: a letter's probability is that of its token in either case ("(a" and "(A" are two
+tokens of one vocabulary, both ways of writing option (a)): listed both, they are summed. Two
+listings conflict, and the reply's log-prob reading is unreadable in the same way, when one
+spelling of a letter is listed twice (a copy, not a second token), or when summing the case forms
+makes another letter the most likely than the one the most likely listed letter token names (the
+spellings disagree about the answer, so the reading would rest on the merge rule).
+
 Absent letters: a chat API lists only the K most likely tokens at a position. A letter not
 among them gets the floor ``min(smallest listed log-probability, log(remaining mass / absent
 letters))``: each absent token is at most as likely as the least likely listed one, and the
@@ -91,18 +98,25 @@ def letter_logprobs(tokens: Sequence[Token], position: int | None,
     "(a", "(A"; " B" -> " A"); both case forms listed are two tokens of one letter, summed.
     Letters not listed get the module's floor. Raises ValueError, saying which, when the listed
     values cannot be log-probabilities of one distribution: a value that is not a number, NaN,
-    positive or infinite, or probabilities adding up to more than 1 (a token listed twice)."""
+    positive or infinite, or probabilities adding up to more than 1 (a token listed twice); or
+    when the case forms conflict (``_case_conflict``)."""
     found_at = _token_at(tokens, position)
     if found_at is None:
         return None
     (text, logprob, listed), offset = found_at
     prefix, suffix = text[:offset], text[offset + 1:]
     alternatives = _checked(listed, text, logprob)
-    found = []
+    found, single = [], []
     for letter in LETTERS[:n_choices]:
-        forms = {prefix + letter + suffix, prefix + letter.upper() + suffix}
+        forms = {prefix + letter.lower() + suffix, prefix + letter.upper() + suffix}
         values = [value for token, value in alternatives if token in forms]
+        for form in forms:
+            if sum(token == form for token, _ in alternatives) > 1:
+                raise ValueError(f"the letter token {form!r} is listed twice at the answer token "
+                                 f"{text!r} (a copy: its probability would count twice)")
         found.append(_logsumexp(values) if values else None)
+        single.append(max(values) if values else None)
+    _case_conflict(found, single, text)
     absent = found.count(None)
     if absent:
         least = min(value for _, value in alternatives)
@@ -110,6 +124,23 @@ def letter_logprobs(tokens: Sequence[Token], position: int | None,
         floor = min(least, math.log(remaining / absent)) if remaining > 0 else least
         found = [floor if value is None else value for value in found]
     return tuple(found)
+
+
+def _case_conflict(merged: Sequence[float | None], single: Sequence[float | None],
+                   answer_token: str) -> None:
+    """ValueError when summing each letter's case forms (``merged``) makes a letter more likely
+    than the letter of the most likely listed letter token (``single``: each letter's likelier
+    form): the two spellings disagree about which option the model prefers."""
+    listed = [i for i, value in enumerate(single) if value is not None]
+    if not listed or merged == single:
+        return
+    top = max(listed, key=lambda i: single[i])
+    rival = max(listed, key=lambda i: merged[i])
+    if merged[rival] > merged[top]:
+        raise ValueError(
+            f"the case forms at the answer token {answer_token!r} conflict: option "
+            f"({LETTERS[top]}) has the most likely letter token, but ({LETTERS[rival]}) in both "
+            "cases together is likelier")
 
 
 # Listed probabilities may add up to a little over 1 by rounding; beyond this they are not one

@@ -99,10 +99,6 @@ class CaliDistTask(ConfigurableTask):
 
     confidence: str = LOGIT  # the confidence source (``registry.Variant``); subclasses set theirs
     answer_mode: AnswerMode = LETTER_LOGITS  # what an answer is (``answer_modes``)
-    # False: our loader reads the benchmark (``documents``) and our exemplars lead the prompt
-    # (``fewshot``). True (a wrapped lm-eval task, ``tasks.wrapped``): lm-eval loads the data,
-    # whose splits stay beside ours, and its sampler picks the exemplars.
-    lm_eval_data: bool = False
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         lm_eval_compat.cache_compiled_templates()  # our prompts render templates many times
@@ -158,12 +154,34 @@ class CaliDistTask(ConfigurableTask):
 
     # ------------------------------------------------------------------ data
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        loaded: dict[str, Any] = {}
-        if self.lm_eval_data:
-            super().download(dataset_kwargs, **kwargs)
-            loaded = dict(self.dataset)
-        self.dataset = datasets.DatasetDict({**loaded,
+        """Our documents under the config's test split, beside the splits ``kept_splits`` gives."""
+        kept = self.kept_splits(dataset_kwargs, **kwargs)
+        self.dataset = datasets.DatasetDict({**kept,
                                              self.config.test_split: self.document_table()})
+
+    def kept_splits(self, dataset_kwargs: dict[str, Any] | None = None,
+                    **kwargs: Any) -> dict[str, Any]:
+        """The loaded splits kept beside our documents: none, since our loader reads the
+        benchmark (``documents``). A subclass whose data lm-eval loads returns
+        ``lm_eval_splits``."""
+        return {}
+
+    # lm-eval's own behaviour, for a subclass that keeps it (``tasks.wrapped``: lm-eval loads
+    # the wrapped task's data and its sampler picks the exemplars); this class replaces each.
+    def lm_eval_splits(self, dataset_kwargs: dict[str, Any] | None = None,
+                       **kwargs: Any) -> dict[str, Any]:
+        """The splits lm-eval's ``download`` loads from the config (its dataset_path)."""
+        super().download(dataset_kwargs, **kwargs)
+        return dict(self.dataset)
+
+    def lm_eval_fewshot_docs(self) -> Any:
+        """lm-eval's exemplar documents (its fewshot_split, samples or fallback rule)."""
+        return super().fewshot_docs()
+
+    def lm_eval_fewshot_context(self, doc: dict[str, Any], num_fewshot: int,
+                                **kwargs: Any) -> Any:
+        """lm-eval's prompt, with its own sampler's ``num_fewshot`` exemplars."""
+        return super().fewshot_context(doc, num_fewshot, **kwargs)
 
     def document_table(self) -> datasets.Dataset:
         """``documents`` as the table lm-eval keeps them in."""
@@ -253,10 +271,7 @@ class CaliDistTask(ConfigurableTask):
     def fewshot_context(self, doc: dict[str, Any], num_fewshot: int, **kwargs: Any) -> Any:
         """lm-eval's prompt (chat template, system prompt, gen_prefix) with the paper's exemplars:
         ``num_fewshot`` per label, hinted in hinted prompts (``prompting.fewshot``); user/assistant
-        turns under a chat template with ``fewshot_as_multiturn``, else text before the question;
-        a wrapped task's are lm-eval's own (``lm_eval_data``)."""
-        if self.lm_eval_data:
-            return super().fewshot_context(doc, num_fewshot, **kwargs)
+        turns under a chat template with ``fewshot_as_multiturn``, else text before the question."""
         multiturn = self.exemplar_layout(kwargs) == MULTITURN
         if num_fewshot:
             turns = self.exemplar_turns(doc, num_fewshot, multiturn)
@@ -281,10 +296,7 @@ class CaliDistTask(ConfigurableTask):
                                        source.n_labels, source.choices_field)
 
     def fewshot_docs(self) -> list[dict[str, Any]] | None:
-        """The YAML's exemplar documents as lm-eval reads them (None where it has none); a
-        wrapped task's are lm-eval's own (``lm_eval_data``)."""
-        if self.lm_eval_data:
-            return super().fewshot_docs()
+        """The YAML's exemplar documents as lm-eval reads them (None where it has none)."""
         config = self.config.fewshot_config
         samples = config.get("samples") if isinstance(config, dict) else getattr(
             config, "samples", None)

@@ -16,7 +16,8 @@ from conftest import load_task
 
 import calidist_tasks
 from calidist_metrics import CaliDistCalibrator
-from calidist_tasks import cli, preflight
+from calidist_tasks import cli
+from calidist_tasks.runs import preflight
 from calidist_tasks.runs.earlier_runs import Logged, check_model
 from calidist_tasks.runs.two_stage import check_stage1_answer
 from calidist_tasks.scoring.joining import Outcome
