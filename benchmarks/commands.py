@@ -73,7 +73,8 @@ ABSOLUTE_PATH = re.compile(r"(?:^|(?<=[\s'\"=(`\[,:]))/[\w.~+-]+(?:/[\w.~+$-]+)+
 
 
 def available_tasks() -> set[str]:
-    out = subprocess.run([*CALIDIST, "tasks"], capture_output=True, text=True, check=True)
+    out = subprocess.run([*CALIDIST, "tasks", "--full"], capture_output=True, text=True,
+                         check=True)
     rows = [line.split("\t") for line in out.stdout.splitlines()]  # name, kind, ...
     return {row[0] for row in rows if row[1:2] == ["task"]}
 

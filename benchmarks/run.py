@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
                     for run_suffix, metadata, results, outs in runs:
                         task = f"calidist_{benchmark}{run_suffix}"
                         if task not in tasks:
+                            print(f"[bench] {task} is not among `calidist tasks --full`: "
+                                  "not run", flush=True)
                             state.missing.add(task)
                             continue
                         if records.matches(results, model, task, metadata):

@@ -796,3 +796,13 @@ def test_the_papers_numbers_are_data():
         "passes": "3", "output_tokens": "3 × 98", "input_tokens": "3 × 1402", "ece": 8.02}
     assert numbers["table1"]["models"]["Qwen-3 8B"]["CaliDist (Sa.)"]["ppdb"] == {
         "ece": 2.39, "brier": 21.38}
+
+
+def test_the_runner_finds_the_reasoned_tasks_it_runs():
+    """The runner skips a task `calidist tasks --full` does not list: every task of its steps
+    must be listed (a change of the listing's format once made it skip every task)."""
+    from benchmarks.commands import GENERATE, LOGIT, REASONED, available_tasks
+
+    listed = available_tasks()
+    wanted = {f"calidist_{b}{s}" for b in ("ppdb", "aqua") for s in (*LOGIT, *GENERATE, *REASONED)}
+    assert wanted <= listed, sorted(wanted - listed)
