@@ -57,7 +57,11 @@ def check_task_names(names: Sequence[str], include_paths: Sequence[str] = ()) ->
     for name in names:
         if name in ours or any(c in name for c in "/*?[") or name.endswith((".yaml", ".yml")):
             continue
-        close = difflib.get_close_matches(name, ours, n=3, cutoff=0.6)
+        # the user's own folders first: `calidist wrap` names its tasks calidist_<task>
+        theirs = folder_task_names(tuple(str(p) for p in include_paths))
+        if name in theirs:
+            continue
+        close = difflib.get_close_matches(name, sorted(theirs | set(ours)), n=3, cutoff=0.6)
         if name.startswith(PREFIX) or difflib.get_close_matches(name, ours, n=1, cutoff=0.85):
             hint = f"did you mean {' or '.join(close)}?" if close else "no task of ours is close"
             raise ValueError(f"unknown task {name!r}; {hint} (calidist tasks lists every "
@@ -81,7 +85,13 @@ def lm_eval_task_names(include_paths: tuple[str, ...] = ()) -> frozenset[str]:
     included), so that a name it knows is never refused."""
     import lm_eval
 
-    folders = [Path(lm_eval.__file__).parent / "tasks", *map(Path, include_paths)]
+    return folder_task_names((str(Path(lm_eval.__file__).parent / "tasks"), *include_paths))
+
+
+@functools.lru_cache(maxsize=8)
+def folder_task_names(folders: tuple[str, ...]) -> frozenset[str]:
+    """The task, group and tag names the YAML files under ``folders`` can define
+    (``lm_eval_task_names``)."""
     names: set[str] = set()
     for folder in folders:
         for where, _, files in os.walk(folder):

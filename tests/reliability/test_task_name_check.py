@@ -45,6 +45,17 @@ def test_a_name_of_an_include_path_folder_passes_only_with_it(tmp_path: Path) ->
     preflight.check_command(["--tasks", "my_own_task_xyz", "--include_path", str(tmp_path)])
 
 
+def test_a_wrapped_task_named_like_ours_passes_with_its_folder(tmp_path: Path) -> None:
+    """`calidist wrap` names its tasks calidist_<task>: in the user's --include_path folder
+    such a name is theirs, not a mistyped one of ours."""
+    (tmp_path / "calidist_aqua_mc.yaml").write_text('task: "calidist_aqua_mc_x"\n')
+    with pytest.raises(ValueError, match="unknown task 'calidist_aqua_mc_x'"):
+        preflight.check_task_names(["calidist_aqua_mc_x"])
+    preflight.check_task_names(["calidist_aqua_mc_x", "calidist_aqua_mc"], [str(tmp_path)])
+    with pytest.raises(ValueError, match="did you mean calidist_aqua_mc"):
+        preflight.check_task_names(["calidist_aqua_mcx"], [str(tmp_path)])
+
+
 def test_the_cli_refuses_a_mistyped_lm_eval_task_in_one_line_in_seconds() -> None:
     calidist = Path(sys.executable).parent / "calidist"
     if not calidist.exists():
