@@ -117,10 +117,12 @@ def _times(value: float, base: float | None) -> str:
 
 
 def table4_table(rows: Sequence[an.Table4Row], paper: Mapping[str, Mapping[str, Any]],
-                 before: Mapping[str, Mapping[str, Any]] | None = None) -> Table:
+                 before: Mapping[str, Mapping[str, Any]] | None = None,
+                 not_rerun: frozenset[str] = frozenset()) -> Table:
     """Our Table 4 rows of one model and benchmark, with the paper's beside (ratios to our
     Vanilla row, as the paper gives them) and ``before``'s (the one-line exemplars' rows,
-    ``ONE_LINE_EXEMPLARS``) for comparison."""
+    ``ONE_LINE_EXEMPLARS``) for comparison; a task in ``not_rerun`` is still the one-line
+    exemplars' run, said in its task cell."""
     table = Table(["method", "task", "documents", "forward passes/doc", "× Vanilla",
                    "input tokens/doc", "× Vanilla", "output tokens/doc", "× Vanilla",
                    "letter-scoring passes/doc", "scoring input tokens/doc", "ECE",
@@ -129,7 +131,8 @@ def table4_table(rows: Sequence[an.Table4Row], paper: Mapping[str, Mapping[str, 
     vanilla = rows[0].cost  # TABLE4 lists Vanilla first
     for row in rows:
         theirs = paper[row.method.label]
-        old = (before or {}).get(row.method.label)
+        stale = row.task in not_rerun
+        old = None if stale else (before or {}).get(row.method.label)
         theirs = [theirs["passes"], theirs["output_tokens"], theirs["input_tokens"],
                   f"{theirs['ece']:.2f}",
                   *([f"{old['output_tokens']:.0f}", "NaN" if old["ece"] is None
@@ -138,7 +141,8 @@ def table4_table(rows: Sequence[an.Table4Row], paper: Mapping[str, Mapping[str, 
             table.rows.append([row.method.label, row.why, *["-"] * 10, *theirs])
             continue
         cost = row.cost
-        task = row.task + (f" ({row.why})" if row.why else "")
+        task = row.task + (f" ({row.why})" if row.why else "") + (
+            " (one-line exemplars: not rerun yet)" if stale else "")
         ece = (f"{100 * row.ece:.2f}" if math.isfinite(row.ece)
                else "NaN (replies mostly unreadable)")
         table.rows.append([
@@ -180,8 +184,8 @@ def table4_section(result: an.Analysis, wanted: Sequence[tuple[str, str]],
                          "records of a reasoned `_cot` task).\n")
             continue
         parts += [f"**{model} / {bench(benchmark)}**\n",
-                  table4_table(rows, paper["rows"],
-                               before["rows"].get(f"{model}/{benchmark}")).markdown() + "\n"]
+                  table4_table(rows, paper["rows"], before["rows"].get(f"{model}/{benchmark}"),
+                               not_rerun(result, model, before)).markdown() + "\n"]
     shapes = reasoning_table(result)
     if shapes.rows:
         parts += ["**Does the model reason?** Over each reasoned run's evaluation replies "
@@ -191,6 +195,14 @@ def table4_section(result: an.Analysis, wanted: Sequence[tuple[str, str]],
                   "exemplar's reasoning, not the model's), and output tokens per reply beside "
                   "Table 4's 74.\n", shapes.markdown() + "\n"]
     return parts
+
+
+def not_rerun(result: an.Analysis, model: str, before: Mapping[str, Any]) -> frozenset[str]:
+    """``model``'s reasoned tasks whose records were made with the one-line exemplars
+    (finished before ``before["finished_before"]``, ``ONE_LINE_EXEMPLARS``)."""
+    return frozenset(stored.task for stored in result.stored if stored.model == model
+                     and stored.task.endswith(("_cot", "_consistency"))
+                     and (stored.header.get("finished") or 0) < before["finished_before"])
 
 
 def reasoning_table(result: an.Analysis) -> Table:
