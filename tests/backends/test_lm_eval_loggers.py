@@ -99,13 +99,14 @@ def wandb_tables(results: dict, monkeypatch: pytest.MonkeyPatch) -> dict[str, pd
 
     stub = types.ModuleType("wandb")
     stub.Artifact = StubArtifact  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "wandb", stub)
     logger = WandbLogger.__new__(WandbLogger)  # its __init__ starts a W&B run
     logger.run, logger.step = StubRun(), None
     data = {key: value for key, value in results.items() if key != "samples"}
     logger.post_init(data)
     logger._get_config()  # what log_eval_result does first: the task configs
-    logger.log_eval_samples(results["samples"])
+    with monkeypatch.context() as patched:
+        patched.setitem(sys.modules, "wandb", stub)
+        logger.log_eval_samples(results["samples"])
     return {name.removesuffix("_eval_results"): table
             for name, table in logger.run.logged.items()}
 
