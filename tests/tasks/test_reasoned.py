@@ -295,7 +295,7 @@ def test_evaluate_runs_the_replies_first_and_returns_every_selected_task(
         gen_kwargs="max_gen_toks=4", bootstrap_iters=0, replies_dir=str(tmp_path / "replies"))
     assert {"calidist_ppdb_cot", "calidist_ppdb_verbalized"} <= set(results["results"])
     assert list((tmp_path / "replies").rglob("samples_calidist_ppdb_verbalized_*.jsonl"))
-    record = results["samples"]["calidist_ppdb_cot"][0]["acc"]
+    record = line_record(results["samples"]["calidist_ppdb_cot"][0])
     assert set(record["replies"][0]) >= {"reply", "answer", "stated_confidence",
                                          "letter_logprobs"}
 
