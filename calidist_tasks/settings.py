@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from calidist_metrics import DELTA_MODES, FIT_METHODS, LAMBDA_SCALES
+from calidist_tasks.runs.prompt_logging import LOG_PROMPTS
 
 SAMPLINGS = ("auto", "top_k", "temperature")  # consistency decoding (confidence.consistency)
 BACKEND_KEY = "model_backend"  # the metadata key calidist_tasks.evaluate sets to the --model
@@ -45,6 +46,7 @@ SYNONYMS = {
     "lambda_scale": ("lambda_mode",),
     "delta_mode": ("instability", "delta_type"),
     "original_run": ("stage1_run", "stage1_output", "stage1_path"),
+    "log_prompts": ("prompt_logging", "prompts_logged"),
 }
 _MEANT = {name: key for key, names in SYNONYMS.items() for name in names}
 NESTED = "metadata"  # {"metadata": {...}}: our keys one level too deep, never read
@@ -120,6 +122,11 @@ class RunSettings:
                                   "_verbalized task whose replies they score (its --output_path "
                                   "folder or samples file); calidist eval runs it first itself",
                                   shown="none")
+    log_prompts: str = _option("all", "prompts kept in the samples file (--log_samples): all "
+                               "(lm-eval's copy of every request's), first (each document's "
+                               "first request in full, the others by their hash), hash (every "
+                               "prompt by its hash); calidist report reads each (docs/outputs.md)",
+                               choices=LOG_PROMPTS)
     # recorded in saved calibrators (from --model_args pretrained/model)
     model: str | None = _option(None, "the model, from --model_args pretrained= or model=",
                                 internal=True)
@@ -215,6 +222,9 @@ class RunSettings:
                              f"got {self.verbalized_prompt!r}")
         if self.stage not in SPLIT_STAGES:
             raise ValueError(f"--metadata stage must be one of {SPLIT_STAGES}, got {self.stage!r}")
+        if self.log_prompts not in LOG_PROMPTS:
+            raise ValueError(f"--metadata log_prompts must be one of {LOG_PROMPTS}, got "
+                             f"{self.log_prompts!r}")
         if self.delta_mode not in DELTA_MODES:
             raise ValueError(
                 f"--metadata delta_mode must be one of {DELTA_MODES}, got {self.delta_mode!r}"

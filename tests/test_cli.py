@@ -13,11 +13,13 @@ import pytest
 
 from calidist_metrics import DELTA_MODES, FIT_METHODS, LAMBDA_SCALES
 from calidist_tasks import cli, task_folder
+from calidist_tasks.runs.prompt_logging import LOG_PROMPTS
 from calidist_tasks.settings import SAMPLINGS, SPLIT_STAGES, VERBALIZED_PROMPTS, RunSettings
 
 # the option keys and the tuples RunSettings.validate checks them against
 CHOICES = {"lambda_scale": LAMBDA_SCALES, "delta_mode": DELTA_MODES, "fit": FIT_METHODS,
-           "verbalized_prompt": VERBALIZED_PROMPTS, "sampling": SAMPLINGS, "stage": SPLIT_STAGES}
+           "verbalized_prompt": VERBALIZED_PROMPTS, "sampling": SAMPLINGS, "stage": SPLIT_STAGES,
+           "log_prompts": LOG_PROMPTS}
 
 
 def tree(root: Path) -> list[str]:

@@ -27,6 +27,7 @@ from calidist_tasks.registry import metric_names
 from calidist_tasks.report.summary import calibration_table, latest_results
 from calidist_tasks.runs.reply_runs import REPLIES_FOLDER
 from calidist_tasks.scoring.aggregation import summarize_baselines, summarize_calidist
+from calidist_tasks.scoring.records import line_record
 from calidist_tasks.settings import RunSettings
 
 SIZES = {"calib_size": 6, "eval_size": 10}
@@ -127,7 +128,7 @@ def test_samples_carry_the_per_document_record(first_run):
     for task in TASKS:
         samples = samples_of(first_run, task)
         assert len(samples) == 16
-        records = [s["acc"] for s in samples]
+        records = [line_record(s) for s in samples]
         assert sorted(r["index"] for r in records) == list(range(16))
         for sample, r in zip(samples, records, strict=True):
             assert r["split"] == ("calibration" if r["index"] < 6 else "evaluation")

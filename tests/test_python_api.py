@@ -17,6 +17,7 @@ import pytest
 
 import calidist_tasks
 from calidist_tasks.report import write_report, write_report_from_results
+from calidist_tasks.scoring.records import line_record
 
 TASKS = ["calidist_ppdb", "calidist_ppdb_assertion"]
 SIZES = {"calib_size": 8, "eval_size": 10, "m": 1}
@@ -136,7 +137,7 @@ def test_the_samples_hold_every_methods_confidence_as_a_refit_gives_it(evaluated
 
     for task in TASKS:
         for line in evaluated["samples"][task]:
-            record = line["acc"]
+            record = line_record(line)
             if record["split"] == "calibration":
                 assert record["calibrated"] is None and record["calibrated_correct"] is None
     save_like_lm_eval(evaluated, tmp_path / "run")

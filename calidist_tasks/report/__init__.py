@@ -334,7 +334,7 @@ def _write(
     wide, long = (intervals(cells, names, n_resamples, seed, report.notes) if n_resamples
                   else (None, None))
     moved = transfer_table(pairs, loaded.runs, names, report.problems) if pairs else None
-    costs = cost_table(loaded.runs, names)
+    costs = cost_table(loaded.runs, names, report.notes)
     if figures:
         log.info("drawing the figures")
         report.figures = _figures(cells, loaded.runs, names, report.out / "figures")

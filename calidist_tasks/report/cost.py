@@ -9,23 +9,30 @@ A loglikelihood task sends each prompt once per option letter, a sampling task o
 counts the different texts (the forward passes a backend that scores every letter of a prompt
 in one pass needs). "× original prompt" gives both, in prompt tokens relative to one original
 prompt sent once: (forward passes) counts each distinct prompt once, (requests) every request.
+A run that logged some prompts by their hash only (``--metadata log_prompts``) has its requests
+and distinct prompts counted and its prompt tokens not (``HASHED``).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from calidist_tasks.registry import methods_of, task_variant
+from calidist_tasks.registry import SCORES, Method, Variant, methods_of, task_variant
 from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.report.tables import Table
+from calidist_tasks.runs.prompt_logging import is_prompt_marker
+from calidist_tasks.scoring.records import LOGPROB
 
 log = logging.getLogger(__name__)
 CHARS_PER_TOKEN = 4
+# "tokens counted as" of a run that logged prompts by their hash (--metadata log_prompts)
+HASHED = "not counted: prompts logged by their hash (log_prompts)"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
@@ -109,11 +116,39 @@ REPLY_COLUMNS = (("reasoned_rate", "replies with ≥ 2 steps"), ("cut_rate", "re
                  ("unreadable_hinted", "unreadable hinted replies"))
 
 
-def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
+def shown_methods(run: TaskRun, variant: Variant) -> tuple[list[Method], list[Method]]:
+    """(the rows a run has numbers for, the rows hidden): a row of the run's variant whose
+    metrics its results file lacks while it holds other rows' is hidden (a verbalized run whose
+    backend gave no log-probabilities has no log-prob reading). A results file without any
+    row's metrics (a recovered run, a plain lm-eval run) hides none."""
+    methods = methods_of(variant)
+    has = [m for m in methods if any(m.metric(score) in run.metrics for score in SCORES)]
+    if not has:
+        return methods, []
+    return has, [m for m in methods if m not in has]
+
+
+def hidden_note(run: TaskRun, hidden: list[Method]) -> str:
+    """The report's note naming the rows ``shown_methods`` hid for ``run``, and why."""
+    logprob = [m.label for m in hidden if m.reading == LOGPROB]
+    other = [m.label for m in hidden if m.reading != LOGPROB]
+    why = []
+    if logprob:
+        why.append(f"{', '.join(logprob)} (they need the log-probabilities of the replies' "
+                   "letters, which this backend did not return: a chat API with logprobs "
+                   "gives them)")
+    if other:
+        why.append(f"{', '.join(other)} (the run reports none of their metrics)")
+    return f"{run.name}: rows not listed for this run: {'; '.join(why)}"
+
+
+def cost_table(runs: list[TaskRun], names: dict[str, str],
+               notes: list[str] | None = None) -> Table:
     """One row per model and task: requests, distinct prompts, prompt tokens and generated
     tokens (generation tasks; – for tasks that score the letters) per document, and, for a run
     of replies, how they reasoned and how many were unreadable (``REPLY_COLUMNS``; empty for a
-    task that reports none)."""
+    task that reports none). Its "methods" are the rows the run has numbers for
+    (``shown_methods``); ``notes`` gets one line per run naming the rows hidden, and why."""
     table = Table(["model", "task", "methods", "documents", "requests / doc",
                    "distinct prompts / doc", "prompt tokens / doc",
                    "× original prompt (forward passes)", "× original prompt (requests)",
@@ -127,7 +162,10 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
     counters: dict[str, tuple[Callable[[str], float], str]] = {}
     for run in sorted(runs, key=lambda r: (names[r.group], r.task)):
         variant = task_variant(run.task, run.config)[1]
-        methods = ", ".join(m.label for m in methods_of(variant)) if variant else ""
+        shown, hidden = shown_methods(run, variant) if variant else ([], [])
+        methods = ", ".join(m.label for m in shown)
+        if hidden and notes is not None:
+            notes.append(hidden_note(run, hidden))
         if run.prompt_tokens:  # committed benchmark records: counted when they were written
             docs, how = run.prompt_tokens, run.token_count or "counted by the benchmark"
             costs, generated = [counted_cost(doc) for doc in docs], None
@@ -137,7 +175,10 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
                 counters[run.model] = (lru_cache(maxsize=None)(count), how)  # prompts repeat
             tokens, how = counters[run.model]
             docs = run.prompts
-            costs = [document_cost(doc, tokens) for doc in docs]
+            counted = tokens
+            if any(is_prompt_marker(p) for doc in docs for p, _ in doc):  # only hashes logged
+                counted, how = (lambda text: math.nan), HASHED
+            costs = [document_cost(doc, counted) for doc in docs]
             replies = run.generations or []  # a scored task logs its log-likelihoods there
             generated = (float(np.mean([sum(map(tokens, doc)) for doc in replies]))
                          if run.config.get("output_type") == "generate_until" and any(replies)
@@ -152,8 +193,11 @@ def cost_table(runs: list[TaskRun], names: dict[str, str]) -> Table:
             ("requests", "distinct_prompts", "prompt_tokens", "distinct_tokens"))
         original = np.mean([c["original_tokens"] for c, doc in zip(costs, docs, strict=True)
                             if doc])
+        if math.isnan(total):  # tokens not counted (HASHED)
+            total = passes = original = None
         table.rows.append([names[run.group], run.task, methods, str(len(docs)),
-                           float(requests), float(distinct), float(total),
+                           float(requests), float(distinct),
+                           None if total is None else float(total),
                            float(passes / original) if original else None,
                            float(total / original) if original else None, generated, how,
                            *replies_of(run)])

@@ -28,6 +28,7 @@ from calidist_tasks.runs.files import (
     model_name,
     stage1_folder,
 )
+from calidist_tasks.runs.prompt_logging import logged_prompts, resolved
 from calidist_tasks.scoring.records import (
     SOURCE_FIELD,
     STAGE1_FOLDER,
@@ -168,15 +169,15 @@ def _attach(sample_file: Path, runs: list[TaskRun], problems: list[str]) -> None
 
 
 def _prompts(line: Mapping[str, Any]) -> list[tuple[str, int]]:
-    """(prompt, times sent) per request of one logged document; repeats count each sample."""
-    arguments = line.get("arguments") or {}
-    values = list(arguments.values()) if isinstance(arguments, dict) else list(arguments)
+    """(prompt, times sent) per request of one logged document; repeats count each sample. A
+    prompt logged by its hash (``--metadata log_prompts``) is its text where the line logged
+    that text too, else its marker (``prompt_logging``)."""
+    logged = logged_prompts(line)
     resps = line.get("resps") or []
     prompts = []
-    for i, argument in enumerate(values):
-        prompt = argument.get("arg_0") if isinstance(argument, dict) else argument[0]
+    for i, (prompt, text) in enumerate(zip(logged, resolved(logged), strict=True)):
         times = len(resps[i]) if i < len(resps) and isinstance(resps[i], list) else 1
-        prompts.append((str(prompt), max(times, 1)))
+        prompts.append((str(prompt if text is None else text), max(times, 1)))
     return prompts
 
 

@@ -37,6 +37,7 @@ from calidist_tasks.runs.files import (
     read_jsonl,
     samples_file_of,
 )
+from calidist_tasks.runs.prompt_logging import same_prompt
 from calidist_tasks.scoring.records import (
     INDEX_FIELD,
     MODEL_KEY,
@@ -219,8 +220,9 @@ class EarlierRun:
                      which: str = "its prompt") -> None:
         """Refuse ``doc``'s prompt ``ours`` when the earlier run sent another (``theirs``: the
         logged prompt, or its hash; None: not logged). A chat prompt (not text) is not
-        compared."""
-        if theirs is None or not isinstance(ours, str) or ours == theirs:
+        compared. A prompt the earlier run logged by its hash (``--metadata log_prompts``) is
+        compared by its hash (``prompt_logging.same_prompt``)."""
+        if theirs is None or not isinstance(ours, str) or same_prompt(ours, theirs):
             return
         raise ValueError(
             f"{self.task}: {described(doc)}: {which} is not the prompt {self.earlier_task} "

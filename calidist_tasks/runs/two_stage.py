@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 from calidist_tasks.runs.earlier_runs import EarlierRun, Logged, described
 from calidist_tasks.runs.planning import ALL, HINTS, ORIGINAL, plan_runs
+from calidist_tasks.runs.prompt_logging import first_prompt_hash
 from calidist_tasks.scoring.joining import Outcome, PromptPlan, outcome_from_loglikelihoods
 from calidist_tasks.scoring.records import INDEX_FIELD, LOGPROB, STAGE1_FOLDER
 
@@ -115,7 +116,7 @@ def stage1_answer(run: EarlierRun, logged: Logged, logits: bool,
         raise ValueError(f"{where}: its record lacks {error} (not a {run.task} run)") from None
     check_stage1_answer(outcome, n_choices, where)
     # what the original prompt cost, also when stage 1 was a single-stage run
-    return Stage1(outcome, len(letters) if letters else 1, logged.sample.get("prompt_hash"),
+    return Stage1(outcome, len(letters) if letters else 1, first_prompt_hash(logged.sample),
                   logprob)
 
 

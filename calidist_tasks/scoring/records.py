@@ -108,18 +108,27 @@ def hints_of(record: Mapping[str, Any]) -> list[Hint]:
 def is_record(value: Any) -> bool:
     """Whether a value of a samples-file line is a record (lm-eval logs what
     ``process_results`` returned under each metric name, beside the document, the arguments
-    and the responses: the record under one metric, ``record_marker`` under the others; files
-    written before the marker hold the record under every metric)."""
+    and the responses: the record under ``RECORD_KEY``, the document's accuracy under ``acc``,
+    ``record_marker`` under the others; files written before held the record under ``acc``, and
+    before the marker under every metric)."""
     return isinstance(value, dict) and "split" in value and "index" in value
 
 
-RECORD_KEY = "acc"  # every task reports acc; lm-eval logs the record under each metric name
+# The metric whose per-document value is the record: its own key, so that every metric lm-eval's
+# loggers read per sample (the task config's ``metric_list``: ``acc``) holds a number. Its
+# aggregated value (lm-eval's table) is the number of records.
+RECORD_KEY = "calidist_record"
+# where runs logged before RECORD_KEY hold the record (every task reports acc)
+OLD_RECORD_KEY = "acc"
 RECORD_IN = "calidist_record_in"  # a marker's key: the metric whose value is the record
+# what lm-eval's W&B and Zeno loggers read per sample (``config["metric_list"]``): the metrics
+# whose per-document value is a number, each with lm-eval's aggregation of those numbers
+PER_DOCUMENT_METRICS = ({"metric": "acc", "aggregation": "mean", "higher_is_better": True},)
 
 
 def record_marker(carrier: str) -> dict[str, str]:
-    """What ``process_results`` returns under every metric but ``carrier``: the record is
-    stored once per samples line, not once per metric (one copy per metric name)."""
+    """What ``process_results`` returns under every metric but ``carrier`` and ``acc``: the
+    record is stored once per samples line, not once per metric (one copy per metric name)."""
     return {RECORD_IN: carrier}
 
 
@@ -127,11 +136,21 @@ def is_marker(value: Any) -> bool:
     return isinstance(value, dict) and RECORD_IN in value
 
 
+def document_accuracy(record: Mapping[str, Any]) -> int | None:
+    """A record's value under ``acc`` in the samples: 1 / 0 for an evaluation document's answer
+    (right / wrong), None for a calibration document (the fits are made on it; the task's acc
+    is over the evaluation documents) and for a ``failed_record``. Their mean is the task's
+    acc, as lm-eval's ``mean`` aggregation of ``PER_DOCUMENT_METRICS`` says."""
+    if record.get("split") != EVALUATION or "correct" not in record:
+        return None
+    return int(record["correct"])
+
+
 def line_record(line: Mapping[str, Any]) -> dict[str, Any] | None:
     """The record of a samples-file line, None when it holds none: the value of the first
     metric the line lists (``metrics``) that is a record or a marker pointing at one, else of
     any other key but the document (lines written without ``metrics``), else the dict under
-    ``acc`` (``RECORD_KEY``: every task reports it; GSM8K's stages read their records there)."""
+    ``RECORD_KEY`` or, in runs logged before it, ``acc`` (``OLD_RECORD_KEY``)."""
     names = [*(line.get("metrics") or ()), *(key for key in line if key != "doc")]
     for name in names:
         value = line.get(name) if isinstance(name, str) else None
@@ -139,8 +158,11 @@ def line_record(line: Mapping[str, Any]) -> dict[str, Any] | None:
             value = line.get(value[RECORD_IN])
         if is_record(value):
             return value
-    found = line.get(RECORD_KEY)
-    return found if isinstance(found, dict) else None
+    for key in (RECORD_KEY, OLD_RECORD_KEY):
+        found = line.get(key)
+        if isinstance(found, dict):
+            return found
+    return None
 
 
 # the lambda_raw of a fully stable document (mu = delta = 0), also logged in place of a

@@ -34,7 +34,7 @@ import pyarrow
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from calidist_tasks.backends import lm_eval_compat
+from calidist_tasks.backends import gathered_records, lm_eval_compat
 from calidist_tasks.data.documents import Source, build_documents
 from calidist_tasks.data.limits import DocumentLimit
 from calidist_tasks.prompting import distractors, fewshot
@@ -48,7 +48,7 @@ from calidist_tasks.prompting.parts import (  # the fields a prompt reads; other
 )
 from calidist_tasks.prompting.styles import DistractorStyle, content_key, distractor_style
 from calidist_tasks.registry import LOGIT, higher_is_better, metric_names
-from calidist_tasks.runs import recovery, two_stage
+from calidist_tasks.runs import prompt_logging, recovery, two_stage
 from calidist_tasks.scoring.aggregation import (
     interval_score,
     metric_stderr,
@@ -67,14 +67,18 @@ from calidist_tasks.scoring.records import (
     EVALUATION,
     INDEX_FIELD,
     MODEL_KEY,
+    PER_DOCUMENT_METRICS,
     RECORD_IN,
+    RECORD_KEY,
     SOURCE_FIELD,
     SPLIT_FIELD,
     Record,
     bookkeeping,
+    document_accuracy,
     failed_documents,
     failed_record,
     is_marker,
+    is_record,
     record_marker,
 )
 from calidist_tasks.scoring.warnings import warnings_named
@@ -141,8 +145,11 @@ class CaliDistTask(ConfigurableTask):
                               "distractor": self.distractor,
                               "confidence": self.registered_confidence()}
         super().__init__(config=config, **kwargs)
-        lm_eval_compat.set_task_metrics(self, self.reported_metrics(), self._aggregate,
-                                        higher_is_better, self._stderr)
+        lm_eval_compat.set_task_metrics(self, [RECORD_KEY, *self.reported_metrics()],
+                                        self._aggregate, higher_is_better, self._stderr)
+        # what lm-eval's W&B and Zeno loggers read per sample: acc, a number per document
+        self.config.metric_list = [dict(metric) for metric in PER_DOCUMENT_METRICS]
+        self._world_size = 1  # lm-eval's processes (doc_iterator): > 1 links gathered records
         if self.style.hinted:  # a saved fit that does not fit fails now, not after the run
             self.settings = settings_with_saved_fit(self.settings, config.get("metadata"),
                                                     self.calibrator_context())
@@ -420,6 +427,14 @@ class CaliDistTask(ConfigurableTask):
         )
 
     # ------------------------------------------------------------------ results
+    def apply_filters(self) -> Any:
+        """lm-eval's hook after the model answered, before it scores and logs the documents:
+        its filters, then each request's prompt shortened to its hash as ``--metadata
+        log_prompts`` says (``prompt_logging``; nothing scores a prompt after the model)."""
+        filtered = super().apply_filters()
+        prompt_logging.shorten(self.instances, self.settings.log_prompts)
+        return filtered
+
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         """lm-eval's hook: the document's record (``document_record``) under every metric name.
         Answers that cannot be used give a ``failed_record`` naming the document instead of an
@@ -470,21 +485,28 @@ class CaliDistTask(ConfigurableTask):
         return doc[self.config.doc_to_target]
 
     def metric_results(self, record: dict[str, Any]) -> dict[str, Any]:
-        """What ``process_results`` returns: the document's record under ``acc`` (the first
-        metric lm-eval aggregates), a small marker naming it under every other metric, so that
-        a samples line holds the record once (``_aggregate`` resolves the markers)."""
+        """What ``process_results`` returns: the document's record under ``RECORD_KEY`` (the
+        first metric lm-eval aggregates), the document's accuracy under ``acc`` (a number, or
+        None: ``document_accuracy``), and a small marker naming the record under every other
+        metric, so that a samples line holds the record once (``_aggregate`` resolves the
+        markers and the numbers to the record's metrics)."""
         names = tuple(self.metrics_of(record))
         found = self._markers.get(names)
         if found is None:  # once per set of names: a ~26-entry dict per document cost 2 us
-            carrier = "acc" if "acc" in names else names[0]
-            marker = record_marker(carrier)  # one object, shared: nothing changes a marker
-            found = self._markers[names] = (
-                carrier, {name: marker for name in names if name != carrier})
-        carrier, markers = found
-        return {carrier: record, **markers}
+            marker = record_marker(RECORD_KEY)  # one object, shared: nothing changes a marker
+            found = self._markers[names] = {name: marker for name in names
+                                            if name not in (RECORD_KEY, "acc")}
+        if self._world_size > 1:  # lm-eval gathers the samples and the metrics apart
+            record = gathered_records.linked(self.config.task, record)
+        results = {RECORD_KEY: record}
+        if "acc" in names:
+            results["acc"] = document_accuracy(record)
+        results.update(found)
+        return results
 
     def metrics_of(self, record: dict[str, Any]) -> list[str]:
-        """The metric names ``record`` is reported under: every metric the task reports."""
+        """The metric names ``record`` is reported under: every metric the task reports
+        (``RECORD_KEY`` among them)."""
         return lm_eval_compat.task_metric_names(self)
 
     def calibrator_context(self) -> dict[str, Any]:
@@ -501,19 +523,21 @@ class CaliDistTask(ConfigurableTask):
         # identity check recognises them. Records equal but not identical (copies) are hashed
         # then, never on the first call: hashing 100k records cost more than fitting on them.
         last = self._summary
-        if items and is_marker(items[0]):  # the carrier's records were aggregated just before
+        if items and not is_record(items[0]):  # markers, acc's numbers: of the records before
             if last is None or len(last[0]) != len(items):
+                held = (f"markers of the records under {items[0][RECORD_IN]!r}"
+                        if is_marker(items[0]) else f"numbers of the records under {RECORD_KEY!r}")
                 raise RuntimeError(
-                    f"{self.config.task}: metric {name} holds markers of the records under "
-                    f"{items[0][RECORD_IN]!r}, which lm-eval did not aggregate first (it "
-                    "aggregates the metrics in the order process_results returns them)")
-            return last[1][name]
+                    f"{self.config.task}: metric {name} holds {held}, which lm-eval did not "
+                    "aggregate first (it aggregates the metrics in the order process_results "
+                    "returns them)")
+            return _metric(name, last)
         if last is not None and len(last[0]) == len(items) and all(
                 map(operator.is_, last[0], items)):
-            return last[1][name]
+            return _metric(name, last)
         if last is not None and _fingerprint(items) == _fingerprint(last[0]):
             self._summary = (list(items), last[1])
-            return last[1][name]
+            return _metric(name, self._summary)
         with warnings_named(self.config.task):  # a group run fits one calibrator per task
             try:
                 refuse_failed_documents(items)
@@ -524,8 +548,11 @@ class CaliDistTask(ConfigurableTask):
                 if not recovery.deferred(failure):  # calidist eval: the other tasks go on
                     raise failure from error
                 summary = dict.fromkeys(self.reported_metrics(), math.nan)
+        # gathered from several processes: the samples' copies get the confidences too
+        gathered_records.share_calibrated(self.config.task, items,
+                                          (CALIBRATED, CALIBRATED_CORRECT))
         self._summary = (list(items), summary)
-        return summary[name]
+        return _metric(name, self._summary)
 
     def _stderr(self, name: str, iters: int) -> Any:
         """lm-eval's stderr function of metric ``name`` (None: none, N/A): lm-eval calls it right
@@ -565,6 +592,7 @@ class CaliDistTask(ConfigurableTask):
         """(index, document) pairs this rank sends and scores. lm-eval's ``limit`` takes the first
         N documents, which are all calibration documents here; this takes both splits in their
         proportion (``limits``). ``samples`` (lm-eval's --samples) are lm-eval's own."""
+        self._world_size = world_size
         if samples:
             docs = super().doc_iterator(rank=rank, limit=limit, world_size=world_size,
                                         samples=samples)
@@ -585,6 +613,13 @@ class CaliDistTask(ConfigurableTask):
                     "doc_to_choice": self.config.doc_to_choice},
             model=self.settings.model, instances=self.instances,
         )
+
+
+def _metric(name: str, summary: tuple[list, dict[str, float]]) -> Any:
+    """Metric ``name`` of an aggregation's (records, metrics): ``RECORD_KEY``'s value is the
+    number of records."""
+    records, metrics = summary
+    return len(records) if name == RECORD_KEY else metrics[name]
 
 
 def refuse_failed_documents(records: list[dict[str, Any]]) -> None:

@@ -273,7 +273,7 @@ def test_chat_api_runs_every_family(clean, tiny_model_dir, every_family_data):
     consistency = out["samples"]["calidist_csqa_consistency"][0]
     seeds = [args[1]["seed"] for args in consistency["arguments"]]
     assert seeds == list(range(15))  # an API fixes the seed: one request per sample
-    record = consistency["acc"]
+    record = consistency["calidist_record"]
     assert record["answers"] == [p["answer"] for p in expected_parse(consistency["arguments"])]
 
 

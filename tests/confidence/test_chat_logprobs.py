@@ -16,6 +16,7 @@ from openai_server import ModelServer
 from calidist_tasks.backends.api_replies import APIReplyError, checked_replies
 from calidist_tasks.confidence.chat_logprobs import ScoredReply, letter_logprobs
 from calidist_tasks.prompting.verbalized import answer_position, parse_response
+from calidist_tasks.scoring.records import line_record
 
 CHOICES = ["first", "second", "third"]
 
@@ -238,7 +239,7 @@ def test_calidist_logprob_end_to_end_through_local_chat_completions(
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     unreadable = total = 0
     for sample in out["samples"][TASK]:
-        record = sample["acc"]
+        record = line_record(sample)
         readings = [p for resp in sample["filtered_resps"] for p in resp]
         for (prompt, _), reading in zip(sample["arguments"], readings, strict=True):
             text = getattr(prompt, "prompt", prompt)  # lm-eval's JsonChatStr, or logged as a list
@@ -267,8 +268,8 @@ def test_calidist_logprob_end_to_end_through_local_chat_completions(
     again = run_chat(server, tiny_model_dir, ppdb_data_dir, gen_kwargs="top_logprobs=1000",
                      use_cache=cache)
     assert sum(server.requests.values()) == asked  # every answer from the cache
-    assert [s["acc"]["logprob"] for s in again["samples"][TASK]] == [
-        s["acc"]["logprob"] for s in out["samples"][TASK]]
+    assert [line_record(s)["logprob"] for s in again["samples"][TASK]] == [
+        line_record(s)["logprob"] for s in out["samples"][TASK]]
 
 
 def test_a_server_without_chat_logprobs_is_one_clear_error(server, tiny_model_dir,
@@ -315,10 +316,11 @@ def test_two_stage_gives_the_single_stage_logprob_records(server, tiny_model_dir
     pairs = list(zip(one["samples"][TASK], two["samples"][TASK], strict=True))
     assert len(pairs) == 6
     for single, staged in pairs:
-        want, got = single["acc"]["logprob"], staged["acc"]["logprob"]
+        want, got = line_record(single)["logprob"], line_record(staged)["logprob"]
         for key in keys:
             assert got[key] == pytest.approx(want[key]), key
-    assert sum(s["acc"]["requests"] for _, s in pairs) < sum(s["acc"]["requests"] for s, _ in pairs)
+    assert (sum(line_record(s)["requests"] for _, s in pairs)
+            < sum(line_record(s)["requests"] for s, _ in pairs))
     for name in ("ece_logprob,none", "mu_mean_logprob,none"):
         assert two["results"][TASK][name] == pytest.approx(one["results"][TASK][name])
 
@@ -357,7 +359,7 @@ def without_logprob_reading(results: dict) -> dict:
     found = copy.deepcopy(results)
     for task, samples in found["samples"].items():
         for sample in samples:
-            del sample["acc"]["logprob"]
+            del line_record(sample)["logprob"]
         found["results"][task] = {k: v for k, v in found["results"][task].items()
                                   if "_logprob," not in k}
     return found
@@ -388,7 +390,7 @@ def test_report_rebuilds_the_logprob_rows_as_lm_eval_reported_them(chat_run, tmp
                 assert math.isfinite(results[f"{score}_{suffix}"]), (label, score)
                 assert value == pytest.approx(results[f"{score}_{suffix}"], abs=1e-9), (
                     label, score)
-        evaluation = [s["acc"]["logprob"] for s in out["samples"][task]
+        evaluation = [line_record(s)["logprob"] for s in out["samples"][task]
                       if s["doc"]["calidist_split"] == "evaluation"]
         evaluation.sort(key=lambda record: record["index"])
         assert list(shown["Vanilla (log-prob)"].confidence) == pytest.approx(
@@ -419,7 +421,7 @@ def test_a_saved_fit_applies_to_the_logprob_rows_as_to_the_aggregation(chat_run,
     )
     from calidist_tasks.settings import RunSettings
 
-    records = [sample["acc"] for sample in chat_run["samples"][TASK]]
+    records = [line_record(sample) for sample in chat_run["samples"][TASK]]
     calibration, evaluation = split_records(records)
     context = calibrator_context(TASK, ["no", "yes"], "tiny")
     path = str(tmp_path / "fit.json")

@@ -17,7 +17,7 @@ from calidist_tasks.confidence import consistency, spuq
 from calidist_tasks.confidence.consistency import decoding, sample_requests, vote
 from calidist_tasks.prompting.styles import content_key
 from calidist_tasks.scoring.aggregation import UNREADABLE_LIMIT
-from calidist_tasks.scoring.records import CONSISTENCY_KINDS
+from calidist_tasks.scoring.records import CONSISTENCY_KINDS, line_record
 from calidist_tasks.tasks.generation import DUMMY
 
 # the YAMLs' until: end-of-turn strings, then where an invented next turn begins (issue #34)
@@ -116,13 +116,13 @@ def test_consistency_task_warns_once_on_identical_samples(metadata):
     for doc in docs:
         answers = [1 - doc["label"]] * 15  # what a server that ignores temperature returns
         parsed = [[{"answer": a, "confidence": None} for a in answers]]
-        records.append(task.process_results(doc, parsed)["acc"])
+        records.append(task.process_results(doc, parsed)["calidist_record"])
     with pytest.warns(CalibrationWarning, match="the samples all gave the same answer") as caught:
         summary = task.summarize(records)
     assert sum("the samples all gave the same answer" in str(w.message) for w in caught) == 1
     assert summary["identical_samples_rate"] == 1.0 and summary["ece_consistency"] == 1.0
     records[0] = task.process_results(docs[0], [[
-        {"answer": a, "confidence": None} for a in [0] * 8 + [1] * 7]])["acc"]
+        {"answer": a, "confidence": None} for a in [0] * 8 + [1] * 7]])["calidist_record"]
     with warnings.catch_warnings():
         warnings.filterwarnings("error", ".*the samples all gave")  # 3 of 4 (75%): no warning
         assert task.summarize(records)["identical_samples_rate"] == 0.75
@@ -215,7 +215,7 @@ def test_consistency_record(metadata):
     doc = task.eval_docs[4]
     answers = [doc["label"]] * 9 + [1 - doc["label"]] * 5 + [None]
     record = task.process_results(doc, [[{"answer": a, "confidence": None} for a in answers]])
-    record = record["acc"]  # the record once, under acc (markers under the others)
+    record = record["calidist_record"]  # the record once (acc a number, markers elsewhere)
     assert record["prediction"] == doc["label"] and record["correct"] == 1
     assert record["confidences"] == pytest.approx(
         {k: v for k, v in vote(answers, 2).items() if k in CONSISTENCY_KINDS})
@@ -241,11 +241,12 @@ def test_spuq_requests_and_record(metadata):
     label = doc["label"]
     answers = [label] + [label] * 6 + [1 - label, None, label]
     record = task.process_results(doc, [[{"answer": a, "confidence": None}] for a in answers])
-    record = record["acc"]
+    record = record["calidist_record"]
     assert record["prediction"] == label and record["confidence"] == pytest.approx(7 / 9)
     assert record["agreement"] == [1] * 6 + [0, 0, 1] and record["parse_failures"] == 1
     unreadable = task.process_results(doc, [[{"answer": None, "confidence": None}]] * 10)
-    assert unreadable["acc"]["prediction"] == -1 and unreadable["acc"]["confidence"] == 0.5
+    unread = line_record(unreadable)
+    assert unread["prediction"] == -1 and unread["confidence"] == 0.5
 
 
 def test_consistency_and_spuq_run_with_hf(tiny_model_dir, metadata):

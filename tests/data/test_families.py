@@ -24,7 +24,7 @@ from family_data import (
 )
 
 from calidist_tasks.registry import metric_names
-from calidist_tasks.scoring.records import hints_of
+from calidist_tasks.scoring.records import hints_of, line_record
 
 # benchmark -> number of labels (options per document)
 FAMILIES = {"mscinli": 4, "yahoo": 10, "hellaswag": 4, "csqa": 5, "aqua": 5, "contractnli": 3}
@@ -59,7 +59,7 @@ def test_every_family_end_to_end(tiny_model_dir: Path, data_dir: Path) -> None:
         assert results["requests_per_doc"] == (1 + c if distracted else 1) * c
         samples = out["samples"][task]
         assert len(samples) == 7
-        record = samples[-1]["acc"]
+        record = line_record(samples[-1])
         assert record["split"] == "evaluation" and len(record["letter_logprobs"]) == c
         if distracted:
             assert {"mu", "delta", "lambda_raw", "hints", "flipped"} <= set(record)
@@ -302,7 +302,8 @@ def test_gsm8k_prompt_snapshot(data_dir: Path, tmp_path: Path) -> None:
     for d in stage2.eval_docs:
         hinted = stage2.candidates(d)[1]
         chains = [f" The hint says {hinted}.\nThe answer is {hinted}."] * len(_prompts(stage2, d))
-        samples.append({"doc": dict(d), "acc": stage2.process_results(d, chains)["acc"]})
+        record = stage2.process_results(d, chains)["calidist_record"]
+        samples.append({"doc": dict(d), "acc": record})
     path = _write(tmp_path / "stage2.jsonl", samples)
     stage3 = load_task("calidist_gsm8k_assertion", {**metadata, "original_samples": str(path)})
     chains, scored = _prompts(stage2, stage2.eval_docs[3]), _prompts(stage3, stage3.eval_docs[3])

@@ -347,9 +347,10 @@ def test_records_and_metrics_follow_the_documented_rule(ppdb_tasks):
                     else {"answer": 0, "confidence": 0.9})
         hinted = [{"answer": 1, "confidence": 0.6}] * 3 + [{"answer": None, "confidence": 0.6}]
         metrics = task.process_results(doc, [[original]] + [[h] for h in hinted])
-        record = metrics["acc"]  # the record once; every other metric a marker naming it
+        # the record once; acc a number; every other metric a marker naming the record
+        record = metrics["calidist_record"]
         assert set(metrics) >= {"ece", "ece_vanilla", "brier", "auroc", "parse_fail_rate"}
-        assert metrics["ece"] == record_marker("acc")
+        assert metrics["ece"] == record_marker("calidist_record")
         records.append(record)
     last = records[-1]
     assert (last["prediction"], last["confidence"], last["parsed"]) == (-1, 0.5, False)
@@ -377,7 +378,8 @@ def test_original_only_task_reports_the_logit_free_baselines(ppdb_tasks):
     names = set(task.reported_metrics())
     assert {"acc", "ece_vanilla", "ece_platt", "ece_isotonic", "parse_fail_rate"} <= names
     assert not any(n.endswith(("_ts", "_vector")) for n in names)  # those need logits
-    records = [task.process_results(doc, [[{"answer": i % 2, "confidence": 0.7}]])["acc"]
+    records = [task.process_results(doc, [[{"answer": i % 2, "confidence": 0.7}]])
+               ["calidist_record"]
                for i, doc in enumerate(task.eval_docs)]
     summary = task.summarize(records)
     assert summary["parse_fail_rate"] == 0.0
@@ -482,7 +484,7 @@ def test_the_results_say_whether_the_model_reasons(ppdb_tasks):
     records = []
     for i, doc in enumerate(task.eval_docs):
         reading = VerbalizedFilter().apply([[replies[i % 4]]], [{CHOICES: PPDB}])[0]
-        records.append(task.process_results(doc, [reading])["acc"])
+        records.append(task.process_results(doc, [reading])["calidist_record"])
     evaluation = [r for r in records if r["split"] == "evaluation"]
     shares = [sum(s) / len(evaluation) for s in zip(*[
         (i % 4 < 2, i % 4 == 1, i % 4 < 3) for i, r in enumerate(records)

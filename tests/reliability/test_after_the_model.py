@@ -13,6 +13,8 @@ import pytest
 from conftest import run_lm_eval
 from family_data import aqua_rows
 
+from calidist_tasks.scoring.records import line_record
+
 
 def _aqua_with_four_option_rows(root: Path) -> Path:
     """AQuA files where every third row has 4 options instead of 5 (answers stay in range)."""
@@ -113,7 +115,8 @@ def test_a_failed_aggregation_saves_the_records_and_says_how_to_recompute(
     samples = list(folder.glob("samples_calidist_ppdb_assertion_*.jsonl"))
     lines = [json.loads(line) for line in samples[0].read_text(encoding="utf-8").splitlines()]
     assert [line["doc_id"] for line in lines] == list(range(9))  # every document, in order
-    assert [line["acc"]["split"] for line in lines] == ["calibration"] * 4 + ["evaluation"] * 5
+    splits = [line_record(line)["split"] for line in lines]
+    assert splits == ["calibration"] * 4 + ["evaluation"] * 5
     assert all(line["doc"]["calidist_index"] == line["doc_id"] and line["arguments"]
                for line in lines)
 

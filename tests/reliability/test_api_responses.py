@@ -21,6 +21,7 @@ import reliability.models  # noqa: F401  (registers calidist-fake)
 from calidist_tasks import cli
 from calidist_tasks.runs.recovery import AggregationError
 from calidist_tasks.scoring.joining import outcome_from_loglikelihoods
+from calidist_tasks.scoring.records import line_record
 
 NAN, INF = float("nan"), float("inf")
 
@@ -61,12 +62,12 @@ def test_process_results_names_document_source_and_prompt(ppdb_task, prompt, let
     n_prompts = len(ppdb_task.prompt_plans(doc))
     results = [(-1.0 - 0.1 * i, False) for i in range(n_prompts * 2)]
     results[prompt * 2 + letter] = (value, False)
-    record = ppdb_task.process_results(doc, results)["acc"]
+    record = ppdb_task.process_results(doc, results)["calidist_record"]
     where = f"calidist_ppdb_assertion document 3 ({doc['calidist_source']})"
     assert record["error"].startswith(f"{where} prompt {prompt}: the model returned ")
     assert (record["index"], record["split"], record["requests"]) == (3, "evaluation", 10)
     assert "confidence" not in record
-    short = ppdb_task.process_results(doc, results[:-1])["acc"]
+    short = ppdb_task.process_results(doc, results[:-1])["calidist_record"]
     assert short["error"] == f"{where}: expected 10 answers, got 9"
 
 
@@ -92,10 +93,11 @@ def test_a_backend_answering_nan_or_null_keeps_every_record(bad_value, ppdb_data
                      "non-finite", str(failed.value))
     lines = _recovered_lines(failed.value)
     assert [line["doc_id"] for line in lines] == [0, 1, 2, 3]
-    failed_docs = [line["doc_id"] for line in lines if "error" in line["acc"]]
-    good = [line for line in lines if "error" not in line["acc"]]
+    failed_docs = [line["doc_id"] for line in lines if "error" in line_record(line)]
+    good = [line for line in lines if "error" not in line_record(line)]
     assert failed_docs and f"{len(failed_docs)} of 4 documents" in str(failed.value)
-    assert all(0 <= line["acc"]["confidence"] <= 1 and line["acc"]["hints"] for line in good)
+    assert all(0 <= line_record(line)["confidence"] <= 1 and line_record(line)["hints"]
+               for line in good)
     if bad_value != "nan":
         return
     report = tmp_path / "report"
@@ -171,7 +173,7 @@ def test_any_error_joining_a_document_becomes_its_failed_record(ppdb_data_dir,
                      {"data_dir": str(ppdb_data_dir), "calib_size": 2, "eval_size": 2})
     doc = task.eval_docs[1]
     n_prompts = len(task.prompt_plans(doc))
-    record = task.process_results(doc, [["raw text"]] * n_prompts)["acc"]
+    record = task.process_results(doc, [["raw text"]] * n_prompts)["calidist_record"]
     assert record["error"] == ("calidist_ppdb_assertion_verbalized document 1: expected parsed "
                                "answers; the task's filter_list must use the calidist_verbalized "
                                "filter")
@@ -181,6 +183,7 @@ def test_any_error_joining_a_document_becomes_its_failed_record(ppdb_data_dir,
         raise KeyError("calidist_stage1")
 
     monkeypatch.setattr(task, "stage1_answer", bug)
-    record = task.process_results(doc, [[{"answer": 0, "confidence": 0.5}]] * n_prompts)["acc"]
+    record = task.process_results(doc, [[{"answer": 0, "confidence": 0.5}]] * n_prompts)[
+        "calidist_record"]
     assert record["error"] == (f"calidist_ppdb_assertion_verbalized document 1 "
                                f"({doc['calidist_source']}): KeyError: 'calidist_stage1'")

@@ -22,6 +22,7 @@ from conftest import doc_requests, load_task, run_lm_eval
 from family_data import gsm8k_rows, write_all
 
 from calidist_tasks.prompting.verbalized import VerbalizedFilter
+from calidist_tasks.scoring.records import line_record
 from calidist_tasks.tasks.gsm8k import MAX_DIGITS, parse_number, same_number
 from calidist_tasks.tasks.gsm8k_verbalized import NumberFilter
 from reliability.support import refused, write
@@ -83,7 +84,8 @@ def test_gsm8k_numbers_read_what_was_said(reply, number) -> None:
 def test_unicode_minus_is_not_scored_correct_against_the_positive_gold(tmp_path: Path) -> None:
     stage1 = load_task("calidist_gsm8k", _metadata(tmp_path))
     doc = stage1.eval_docs[0]
-    record = stage1.process_results(doc, [f"The answer is \u2212{doc['target']}."])["acc"]
+    record = stage1.process_results(doc, [f"The answer is \u2212{doc['target']}."])[
+        "calidist_record"]
     assert (record["prediction"], record["correct"]) == (f"-{doc['target']}", 0)
 
 
@@ -98,12 +100,13 @@ def test_a_huge_number_is_one_unreadable_document_in_stage_1(tmp_path: Path, num
     metadata = _metadata(tmp_path)
     stage1 = load_task("calidist_gsm8k", metadata)
     doc = stage1.eval_docs[0]
-    record = stage1.process_results(doc, [f"So: 2 + 2 = 4.\nThe answer is {number}."])["acc"]
+    record = stage1.process_results(doc, [f"So: 2 + 2 = 4.\nThe answer is {number}."])[
+        "calidist_record"]
     assert (record["prediction"], record["parsed"], record["parse_failures"]) == (None, False, 1)
     verbalized = load_task("calidist_gsm8k_verbalized", metadata)
     doc = verbalized.eval_docs[0]
     reading = NumberFilter().apply([[f"The answer is {number}. Confidence: 90%"]], [doc])[0]
-    record = verbalized.process_results(doc, [reading])["acc"]
+    record = verbalized.process_results(doc, [reading])["calidist_record"]
     assert (record["prediction"], record["parsed"], record["parse_failures"]) == (None, False, 1)
 
 
@@ -131,7 +134,7 @@ def test_a_huge_stage_1_answer_is_one_unreadable_document_in_stage_2(tmp_path: P
     assert [r.arguments[1]["max_gen_toks"] for r in doc_requests(stage2, unreadable)] == [1]
     assert len(doc_requests(stage2, other)) == 4  # m = 1: one prompt per hinted number
     reply = "x" if task.endswith("chains") else [{"answer": None, "confidence": None}]
-    result = stage2.process_results(unreadable, [reply])["acc"]
+    result = stage2.process_results(unreadable, [reply])["calidist_record"]
     assert (result["correct"], result["confidence"], result["parse_failures"]) == (0, 0.0, 1)
 
 
@@ -169,11 +172,11 @@ def test_a_huge_number_through_lm_eval_and_a_chat_api(tiny_model_dir: Path, tmp_
     finally:
         server.stop()
     samples = out["samples"]["calidist_gsm8k_verbalized"]
-    unread = [s for s in samples if s["acc"]["prediction"] is None]
+    unread = [s for s in samples if line_record(s)["prediction"] is None]
     assert [s["resps"][0][0][:20] for s in unread] == ["The answer is 999999"]
-    assert all(same_number(s["acc"]["prediction"], "7") for s in samples if s not in unread)
+    assert all(same_number(line_record(s)["prediction"], "7") for s in samples if s not in unread)
     results = out["results"]["calidist_gsm8k_verbalized"]
-    evaluation = [s for s in samples if s["acc"]["split"] == "evaluation"]
+    evaluation = [s for s in samples if line_record(s)["split"] == "evaluation"]
     assert results["parse_fail_rate,none"] == pytest.approx(
         sum(s in unread for s in evaluation) / len(evaluation))
 

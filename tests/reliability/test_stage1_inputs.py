@@ -13,7 +13,7 @@ import pytest
 from conftest import load_task, run_lm_eval
 
 from calidist_tasks.report import save_like_lm_eval
-from calidist_tasks.scoring.records import is_record
+from calidist_tasks.scoring.records import is_record, line_record
 from reliability.support import refused
 
 TASK = "calidist_ppdb_assertion"
@@ -54,7 +54,7 @@ def record_changed(**fields):
 def first_record(stage1) -> dict:
     (samples,) = stage1[0].rglob(f"samples_{TASK}_*.jsonl")
     line = json.loads(samples.read_text(encoding="utf-8").splitlines()[0])
-    return line["acc"]
+    return line_record(line)
 
 
 def test_a_good_stage1_folder_is_accepted(stage1):

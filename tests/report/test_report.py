@@ -53,7 +53,13 @@ from calidist_tasks.scoring.aggregation import (
     summarize_calidist,
     summarize_generations,
 )
-from calidist_tasks.scoring.records import RECORD_IN, SOURCE_FIELD, VERBALIZED, is_record
+from calidist_tasks.scoring.records import (
+    RECORD_IN,
+    SOURCE_FIELD,
+    VERBALIZED,
+    is_record,
+    line_record,
+)
 from calidist_tasks.settings import RunSettings
 
 STAMP_A, STAMP_B, STAMP_OTHER = ("2026-01-01T10-00-00.000001", "2026-01-02T10-00-00.000001",
@@ -866,13 +872,16 @@ def test_report_reads_real_lm_eval_output(tiny_model_dir: Path, ppdb_data_dir: P
     tracker.save_results_aggregated(results=results, samples=samples)
     for task in results["configs"]:
         tracker.save_results_samples(task_name=task, samples=samples[task])
-    # each samples line holds the record once (under acc), a small marker under every other
-    # metric, and lm-eval's aggregation of every metric still saw the records
+    # each samples line holds the record once (under calidist_record), the document's
+    # accuracy (a number or None) under acc, a small marker under every other metric, and
+    # lm-eval's aggregation of every metric still saw the records
     for path in (tmp_path / "lm").rglob("samples_calidist_ppdb_assertion_*.jsonl"):
         for line in read_jsonl(path):
             values = [line[m] for m in line["metrics"]]
-            assert sum(map(is_record, values)) == 1 and is_record(line["acc"])
-            assert all(v == {RECORD_IN: "acc"} for v in values if not is_record(v))
+            assert sum(map(is_record, values)) == 1 and is_record(line_record(line))
+            assert all(v == {RECORD_IN: "calidist_record"} for name, v in zip(
+                line["metrics"], values, strict=True) if not is_record(v) and name != "acc")
+            assert line["acc"] in (0, 1, None)
     assert not math.isnan(results["results"]["calidist_ppdb_assertion"]["ece_vanilla,none"])
     assert sorted(assert_report_rebuilds_results(tmp_path / "lm")) == [
         "calidist_ppdb", "calidist_ppdb_assertion"]

@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 from conftest import run_lm_eval
 
+from calidist_tasks.scoring.records import line_record
+
 METADATA = {"calib_size": 4, "eval_size": 4, "m": 1, "seed": 0, "split_seed": 0}
 MODEL = "tiny"
 
@@ -90,7 +92,7 @@ def expected_reasoned(sample: dict, reply_line: dict, tokens) -> dict[str, float
     (m=1: every hint is the first of its label; read: the original and the hints naming another
     label than the original answer), their prompts and texts, and the distinct scored contexts
     after them."""
-    record = sample["acc"]
+    record = line_record(sample)
     prompts = [argument[0] for argument in reply_line["arguments"]]
     texts = [resp[0] for resp in reply_line["resps"]]
     answer = record["replies"][0]["answer"]
@@ -125,7 +127,7 @@ def test_table4_counts_the_logged_replies_and_scorings_and_shows_the_aggregation
                                 ("CaliDist As. (m=1)", "calidist_ppdb_assertion_cot", "ece")):
         by_index = {line["doc"]["calidist_index"]: line for line in replies[task]}
         samples = results[task]["samples"][task]
-        expected = mean([expected_reasoned(s, by_index[s["acc"]["index"]], tokens)
+        expected = mean([expected_reasoned(s, by_index[line_record(s)["index"]], tokens)
                          for s in samples])
         row = rows[label]
         assert (row.task, row.documents) == (task, len(samples))

@@ -171,8 +171,9 @@ def test_a_wrong_stage1_run_is_refused_before_model_time(runs, tmp_path):
     # a document whose stage-1 answer was refused (a failed record, from a recovered folder)
     lines = other.read_text(encoding="utf-8").splitlines()
     first = json.loads(lines[0])
-    first["acc"] = {**{k: first["acc"][k] for k in ("index", "split", "requests")},
-                    "error": "calidist_ppdb_assertion document 0: NaN"}
+    first["calidist_record"] = {**{k: first["calidist_record"][k]
+                                   for k in ("index", "split", "requests")},
+                                "error": "calidist_ppdb_assertion document 0: NaN"}
     other.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"line 1: document 0 \(.*\) has no usable answer .*"
                                          r"\(calidist_ppdb_assertion document 0: NaN\)"):

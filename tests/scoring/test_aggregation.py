@@ -244,8 +244,9 @@ def test_task_aggregation_routes_every_metric_and_refits_on_new_records(ppdb_dat
     records = make_records()
     expected = summarize_calidist(records, task.settings, task.calibrator_context())
     aggregation = task.aggregation()
-    assert set(aggregation) == set(expected)
-    assert {name: fn(records) for name, fn in aggregation.items()} == expected
+    assert set(aggregation) == {"calidist_record", *expected}  # its value: the record count
+    assert {name: fn(records) for name, fn in aggregation.items()} == {
+        "calidist_record": len(records), **expected}
     assert task.higher_is_better()["auroc"] and task.higher_is_better()["acc"]
     assert not task.higher_is_better()["ece"] and not task.higher_is_better()["brier"]
     other = make_records(seed=5)
@@ -419,10 +420,10 @@ def test_markers_resolve_to_the_records_of_the_carrier(ppdb_data_dir):
     records = make_records()
     returned = [task.metric_results(record) for record in records]
     names = list(returned[0])
-    assert names[0] == "acc" and all(r["acc"] is rec for r, rec in zip(returned, records,
-                                                                        strict=True))
+    assert names[0] == "calidist_record" and all(
+        r["calidist_record"] is rec for r, rec in zip(returned, records, strict=True))
     assert not any(is_record(r[name]) for r in returned for name in names[1:])
-    expected = task.summarize(records)
+    expected = {"calidist_record": len(records), **task.summarize(records)}
     aggregation = task.aggregation()
     halves = (returned[:15], returned[15:])  # two ranks, gathered in rank order
     values = {name: aggregation[name]([r[name] for half in halves for r in half])

@@ -80,10 +80,14 @@ def test_process_results_computes_mu_delta_lambda_by_hand(mnli_data_dir):
     plans, results = hand_made(task, doc)
     record = task.process_results(doc, results)
 
-    # One record per document, under acc; every other metric name holds a marker naming it.
+    # One record per document, under calidist_record; acc the document's accuracy (an
+    # evaluation document's 0 or 1, None on a calibration document); every other metric name
+    # holds a marker naming the record.
     assert set(record) == set(task.aggregation())
-    rec = record["acc"]
-    assert all(value == record_marker("acc") for name, value in record.items() if name != "acc")
+    rec = record["calidist_record"]
+    assert record["acc"] == (rec["correct"] if rec["split"] == "evaluation" else None)
+    assert all(value == record_marker("calidist_record") for name, value in record.items()
+               if name not in ("calidist_record", "acc"))
 
     assert rec["prediction"] == 0
     assert rec["confidence"] == pytest.approx(0.6)
@@ -117,14 +121,14 @@ def test_requests_per_document_is_one_plus_c_times_m_prompts_of_c_letters(mnli_d
         assert len({r.arguments[0] for r in requests}) == prompts, name
         assert [r.arguments[1] for r in requests] == ["a", "b", "c"] * prompts
         assert [r.idx for r in requests] == list(range(prompts * c))
-        record = task.process_results(doc, [(-1.0, False)] * (prompts * c))["acc"]
+        record = task.process_results(doc, [(-1.0, False)] * (prompts * c))["calidist_record"]
         assert record["requests"] == prompts * c
 
 
 def test_worst_case_delta_mode(mnli_data_dir):
     task = mnli(mnli_data_dir, delta_mode="worst_case")
     doc = task.eval_docs[0]
-    rec = task.process_results(doc, hand_made(task, doc)[1])["acc"]
+    rec = task.process_results(doc, hand_made(task, doc)[1])["calidist_record"]
     assert rec["delta"] == pytest.approx(0.6 - 0.45)  # largest drop among kept hints
     assert rec["mu"] == pytest.approx(MU)
 
@@ -132,7 +136,7 @@ def test_worst_case_delta_mode(mnli_data_dir):
 def test_stable_document_has_finite_lambda_raw(mnli_data_dir):
     task = mnli(mnli_data_dir, "calidist_mnli_probe")
     doc = task.eval_docs[0]
-    rec = task.process_results(doc, [(-2.0, False)] * 12)["acc"]  # every prompt uniform
+    rec = task.process_results(doc, [(-2.0, False)] * 12)["calidist_record"]  # every prompt uniform
     assert rec["mu"] == 0 and rec["delta"] == 0 and rec["flipped"] == 0
     assert rec["lambda_raw"] == pytest.approx(1e10)
 
@@ -142,7 +146,8 @@ def test_non_finite_loglikelihood_names_task_document_and_source_row(mnli_data_d
     doc = task.eval_docs[6]
     results = hand_made(task, doc)[1]
     results[7] = (math.nan, False)  # prompt 2 (the second hinted prompt), letter b
-    message = task.process_results(doc, results)["acc"]["error"]  # refused at the aggregation
+    # refused at the aggregation
+    message = task.process_results(doc, results)["calidist_record"]["error"]
     assert "calidist_mnli_assertion" in message
     assert "document 6" in message
     assert doc["calidist_source"] in message
@@ -153,10 +158,10 @@ def test_non_finite_loglikelihood_names_task_document_and_source_row(mnli_data_d
 def test_wrong_number_of_answers_is_refused(mnli_data_dir):
     task = mnli(mnli_data_dir, "calidist_mnli_probe")
     doc = task.eval_docs[0]
-    record = task.process_results(doc, [(-1.0, False)] * 11)["acc"]
+    record = task.process_results(doc, [(-1.0, False)] * 11)["calidist_record"]
     assert record["error"] == (f"calidist_mnli_probe document 0 ({doc['calidist_source']}): "
                                "expected 12 answers, got 11")
-    good = task.process_results(task.eval_docs[1], [(-1.0, False)] * 12)["acc"]
+    good = task.process_results(task.eval_docs[1], [(-1.0, False)] * 12)["calidist_record"]
     with pytest.raises(ValueError, match=r"^1 of 2 documents have answers that cannot be used: "
                                          r"calidist_mnli_probe document 0 .*got 11$"):
         refuse_failed_documents([good, record])

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from calidist_tasks.registry import metric_names
 from calidist_tasks.runs.files import samples_file_of, save_like_lm_eval
-from calidist_tasks.scoring.records import hints_of
+from calidist_tasks.scoring.records import hints_of, line_record
 from calidist_tasks.tasks.gsm8k import (
     HINT_NUMBERS,
     READOUT,
@@ -137,7 +137,8 @@ def test_gsm8k_hinted_stage_reasons_again(tmp_path: Path) -> None:
     samples = []
     for i, doc in enumerate(stage1.eval_docs):  # ŷ = the gold number, except one unreadable
         chain = " I cannot tell." if i == 4 else f" 2 + 2 = 4.\nThe answer is {doc['target']}."
-        samples.append({"doc": dict(doc), "acc": stage1.process_results(doc, [chain])["acc"]})
+        record = stage1.process_results(doc, [chain])["calidist_record"]
+        samples.append({"doc": dict(doc), "acc": record})
     first = _jsonl(tmp_path / "s1.jsonl", samples)
     stage2 = load_task("calidist_gsm8k_assertion_chains",
                        {**metadata, "original_samples": str(first)})
@@ -160,9 +161,9 @@ def test_gsm8k_hinted_stage_reasons_again(tmp_path: Path) -> None:
     samples = []
     for d in stage2.eval_docs:
         n = len(stage2.prompt_plans(d)) - 1
-        record = stage2.process_results(d, chains if n else ["x"])["acc"]
+        record = stage2.process_results(d, chains if n else ["x"])["calidist_record"]
         samples.append({"doc": dict(d), "acc": record})
-    record = samples[3]["acc"]
+    record = line_record(samples[3])
     assert record["chains"] == chains and record["candidates"] == candidates
     assert record["answers"] == [h1, None, str(int(y) + 100), y]
     assert (record["generations"], record["parse_failures"]) == (5, 1)
@@ -187,7 +188,7 @@ def test_gsm8k_hinted_stage_reasons_again(tmp_path: Path) -> None:
     probs = [[0.6, 0.1, 0.1, 0.1, 0.1], [0.2, 0.5, 0.1, 0.1, 0.1], [0.7, 0.1, 0.1, 0.05, 0.05],
              [0.1, 0.1, 0.1, 0.1, 0.1, 0.5], [0.3, 0.4, 0.1, 0.1, 0.1]]
     results = [ll for p in probs for ll in _logprobs(p)]
-    record = stage3.process_results(doc, results)["acc"]
+    record = stage3.process_results(doc, results)["calidist_record"]
     assert record["prediction"] == y and record["correct"] == 1
     assert record["confidence"] == pytest.approx(0.6)  # p: C0's softmax at ŷ
     hints = hints_of(record)
@@ -201,7 +202,7 @@ def test_gsm8k_hinted_stage_reasons_again(tmp_path: Path) -> None:
     assert record["delta"] == pytest.approx(abs(0.6 - (0.5 + 0.5 + 0.3) / 3))
     assert record["flipped"] == 1 and record["requests"] == 26
     assert (record["generations"], record["parse_failures"], record["parsed"]) == (5, 1, False)
-    record = stage3.process_results(stage3.eval_docs[4], [(-1.0, False)])["acc"]
+    record = stage3.process_results(stage3.eval_docs[4], [(-1.0, False)])["calidist_record"]
     assert (record["confidence"], record["mu"], record["delta"], record["lambda_raw"],
             record["correct"], record["parse_failures"]) == (0.0, 1.0, 1.0, 0.0, 0, 1)
 
@@ -214,8 +215,8 @@ def test_three_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
                         gen_kwargs="max_gen_toks=16")
     samples = first["samples"]["calidist_gsm8k"]
     results = _results(first, "calidist_gsm8k")
-    assert [s["acc"]["chain"] for s in samples] == [s["resps"][0][0] for s in samples]
-    evaluation = [s for s in samples if s["acc"]["split"] == "evaluation"]
+    assert [line_record(s)["chain"] for s in samples] == [s["resps"][0][0] for s in samples]
+    evaluation = [s for s in samples if line_record(s)["split"] == "evaluation"]
     answers = [parse_number(s["resps"][0][0]) for s in evaluation]
     assert results["parse_fail_rate"] == pytest.approx(sum(a is None for a in answers) / 6)
     assert results["acc"] == pytest.approx(
@@ -230,7 +231,7 @@ def test_three_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
         target = int(sample["doc"]["target"])
         chain = [f" {target} in all.\nThe answer is {target}.",
                  f" Then {target + 1}", " I cannot tell."][i % 3]
-        sample["acc"].update(chain=chain, prediction=parse_number(chain))
+        line_record(sample).update(chain=chain, prediction=parse_number(chain))
         prompts[sample["doc"]["question"]] = sample["arguments"][0][0]
     _save_samples(tmp_path / "stage1", "calidist_gsm8k", samples)
 
@@ -243,7 +244,7 @@ def test_three_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
     assert set(results) >= {"acc", "parse_fail_rate", "requests_per_doc", "n_evaluation"}
     hinted = {}
     for sample in samples:
-        record = sample["acc"]
+        record = line_record(sample)
         if record["prediction"] is None:
             assert record["requests"] == 1 and sample["arguments"][0][1]["max_gen_toks"] == 1
             continue
@@ -258,7 +259,7 @@ def test_three_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
         # make two chains readable: one follows its hint, one keeps ŷ
         candidates = record["candidates"]
         record["chains"][:2] = [f" The answer is {candidates[1]}.", f" So {candidates[0]}."]
-    evaluation = [s["acc"] for s in samples if s["acc"]["split"] == "evaluation"]
+    evaluation = [line_record(s) for s in samples if line_record(s)["split"] == "evaluation"]
     assert results["parse_fail_rate"] == pytest.approx(
         sum(r["parse_failures"] for r in evaluation) / sum(r["generations"] for r in evaluation))
     _save_samples(tmp_path / "stage2", "calidist_gsm8k_assertion_chains", samples)
@@ -275,7 +276,7 @@ def test_three_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
             assert 0.0 <= results[name] <= 1.0, name
     records = []
     for sample in third["samples"]["calidist_gsm8k_assertion"]:
-        record, question = sample["acc"], sample["doc"]["question"]
+        record, question = line_record(sample), sample["doc"]["question"]
         records.append(record)
         if record["prediction"] is None:  # no number: wrong, confidence 0, one placeholder
             assert record["requests"] == 1 and record["confidence"] == 0.0
@@ -327,7 +328,7 @@ def test_later_stages_need_the_earlier_ones(tmp_path: Path) -> None:
             load_task(task, {**metadata, "original_samples": str(tmp_path)})
     stage1 = load_task("calidist_gsm8k", metadata)
     samples = [{"doc": dict(d), "acc": stage1.process_results(d, [f"The answer is {d['target']}"])
-                ["acc"]} for d in stage1.eval_docs]
+                ["calidist_record"]} for d in stage1.eval_docs]
 
     def chains_reading(file: Path) -> None:
         load_task("calidist_gsm8k_assertion_chains", {**metadata, "original_samples": str(file)})
@@ -354,7 +355,8 @@ def test_later_stages_need_the_earlier_ones(tmp_path: Path) -> None:
                        {**metadata, "m": 1, "original_samples": str(first)})
     # GSM8K's stages are its own: --metadata stage (two-stage runs) does not split them
     assert not stage2.splits_in_stages() and stage2.run_stage.stage == "all"
-    samples = [{"doc": dict(d), "acc": stage2.process_results(d, ["x"] * HINT_NUMBERS)["acc"]}
+    samples = [{"doc": dict(d),
+                "acc": stage2.process_results(d, ["x"] * HINT_NUMBERS)["calidist_record"]}
                for d in stage2.eval_docs]
     second = _jsonl(tmp_path / "s2.jsonl", samples)
     with pytest.raises(ValueError, match=r"calidist_gsm8k_assertion: original_samples .*s2.jsonl "
@@ -364,7 +366,7 @@ def test_later_stages_need_the_earlier_ones(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="hinted numbers .* same seed as stage 2"):
         load_task("calidist_gsm8k_assertion",
                   {**metadata, "m": 1, "seed": 7, "original_samples": str(second)})
-    samples[0]["acc"]["prediction"] = "123456"
+    line_record(samples[0])["prediction"] = "123456"
     with pytest.raises(ValueError, match=r"line 1: document 0 \(test.jsonl:\d+\): the answer "
                                          "'123456' is not the number of its logged worked answer"):
         load_task("calidist_gsm8k_assertion",
@@ -418,7 +420,7 @@ def test_stage2_reads_a_cli_output_folder(tiny_model_dir: Path, tmp_path: Path) 
           "--log_samples", "--metadata", json.dumps(metadata), "--output_path", "stage1"],
          cwd=tmp_path)
     (first,) = (tmp_path / "stage1").rglob("samples_calidist_gsm8k_2*.jsonl")
-    answers = {json.loads(line)["doc"]["question"]: json.loads(line)["acc"]
+    answers = {json.loads(line)["doc"]["question"]: line_record(json.loads(line))
                for line in first.read_text(encoding="utf-8").splitlines()}
     out = run_lm_eval(["calidist_gsm8k_assertion_chains"], tiny_model_dir,
                       {**metadata, "original_samples": str(tmp_path / "stage1")},
@@ -427,5 +429,5 @@ def test_stage2_reads_a_cli_output_folder(tiny_model_dir: Path, tmp_path: Path) 
     assert len(samples) == len(answers) == 5
     for sample in samples:
         stage1 = answers[sample["doc"]["question"]]
-        assert sample["acc"]["prediction"] == stage1["prediction"]
-        assert sample["acc"]["chain"] == stage1["chain"]
+        assert line_record(sample)["prediction"] == stage1["prediction"]
+        assert line_record(sample)["chain"] == stage1["chain"]

@@ -16,7 +16,7 @@ from family_data import write_all
 from calidist_tasks.registry import metric_names
 from calidist_tasks.report import write_report_from_results
 from calidist_tasks.scoring.aggregation import UNREADABLE_LIMIT
-from calidist_tasks.scoring.records import CONSISTENCY_KINDS
+from calidist_tasks.scoring.records import CONSISTENCY_KINDS, line_record
 from calidist_tasks.tasks.gsm8k_verbalized import NumberFilter, number_vote, parse_number_response
 
 TASK = "calidist_gsm8k_consistency"
@@ -79,7 +79,7 @@ def test_records_and_summary_by_hand(metadata):
                    [right] * 11 + [f"So {t}.0 in all."] + [wrong] * 3,  # t.0 is t
                    [wrong] * 10 + [right] * 5,
                    ["No idea."] * 15][i]
-        records.append(task.process_results(doc, _readings(doc, replies))["acc"])
+        records.append(task.process_results(doc, _readings(doc, replies))["calidist_record"])
     targets = [int(doc["target"]) for doc in docs]
     want = [  # prediction, correct, consistency, fsd, parse failures
         (str(targets[0]), 1, 1.0, 1.0, 0),
@@ -135,7 +135,7 @@ def test_requests_local_and_api(metadata):
 def test_replies_without_parsed_answers_name_the_document(metadata):
     task = load_task(TASK, metadata)
     doc = task.eval_docs[3]
-    record = task.process_results(doc, [["The answer is 4."] * 15])["acc"]
+    record = task.process_results(doc, [["The answer is 4."] * 15])["calidist_record"]
     assert record["error"].startswith(f"{TASK} document {doc['calidist_index']}: expected parsed")
 
 
@@ -154,7 +154,7 @@ def test_consistency_runs_with_hf(tiny_model_dir: Path, metadata):
     assert [s["filtered_resps"][0] for s in samples] == readings
     for sample, reading in zip(samples, readings, strict=True):
         votes = number_vote([r["answer"] for r in reading])
-        assert sample["acc"]["confidences"] == {k: votes[k] for k in CONSISTENCY_KINDS}
+        assert line_record(sample)["confidences"] == {k: votes[k] for k in CONSISTENCY_KINDS}
     unreadable = sum(r["answer"] is None for reading in readings for r in reading) / 45
     assert results["parse_fail_rate"] == pytest.approx(unreadable)
     for kind in CONSISTENCY_KINDS:  # NaN exactly when most samples were unreadable

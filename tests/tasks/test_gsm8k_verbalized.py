@@ -18,7 +18,7 @@ from calidist_tasks.prompting.verbalized import CONFIDENCE_INSTRUCTION
 from calidist_tasks.registry import metric_names
 from calidist_tasks.runs.files import save_like_lm_eval
 from calidist_tasks.scoring.aggregation import SCORES, UNREADABLE_LIMIT
-from calidist_tasks.scoring.records import hints_of
+from calidist_tasks.scoring.records import hints_of, line_record
 from calidist_tasks.tasks.base import HINT
 from calidist_tasks.tasks.gsm8k import HINT_NUMBERS, number_hint
 from calidist_tasks.tasks.gsm8k_verbalized import (
@@ -67,7 +67,7 @@ def test_join_of_scripted_replies_by_hand(tmp_path: Path) -> None:
         want.append([(str(t), 0.9, 1, True), (str(t + 1), 0.5, 0, True), (None, 0.0, 0, False),
                      (str(t), 0.0, 1, False)][i % 4])
         reading = NumberFilter().apply([[reply]], [doc])[0]
-        record = stage1.process_results(doc, [reading])["acc"]
+        record = stage1.process_results(doc, [reading])["calidist_record"]
         prediction, confidence, correct, parsed = want[i]
         assert (record["prediction"], record["confidence"], record["correct"], record["parsed"],
                 record["parse_failures"], record["generations"]) == (
@@ -84,7 +84,7 @@ def test_join_of_scripted_replies_by_hand(tmp_path: Path) -> None:
         if want[i][0] is None:  # no ŷ: no hints, one placeholder request
             assert len(plans) == 1
             reading = NumberFilter().apply([["anything"]], [doc])[0]
-            record = stage2.process_results(doc, [reading])["acc"]
+            record = stage2.process_results(doc, [reading])["calidist_record"]
             assert (record["mu"], record["delta"], record["lambda_raw"], record["correct"],
                     record["parse_failures"], record["generations"]) == (1.0, 1.0, 0.0, 0, 1, 1)
             records.append(record)
@@ -100,7 +100,7 @@ def test_join_of_scripted_replies_by_hand(tmp_path: Path) -> None:
                  "No idea.", f"The answer is {candidates[0]}."]
         readings = [NumberFilter().apply([[t]], [v])[0] for t, v in zip(texts, variants,
                                                                           strict=True)]
-        record = stage2.process_results(doc, readings)["acc"]
+        record = stage2.process_results(doc, readings)["calidist_record"]
         p = want[i][1]
         assert record["prediction"] == candidates[0] == want[i][0]
         assert record["confidence"] == p and record["correct"] == want[i][2]
@@ -151,7 +151,7 @@ def test_two_verbalized_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) 
     # right without a confidence) and save them as the CLI would
     for i, sample in enumerate(samples):
         target = int(sample["doc"]["target"])
-        sample["acc"].update([{"prediction": str(target), "confidence": 0.9, "parsed": True},
+        line_record(sample).update([{"prediction": str(target), "confidence": 0.9, "parsed": True},
                               {"prediction": str(target + 2), "confidence": 0.6, "parsed": True},
                               {"prediction": None, "confidence": 0.0, "parsed": False},
                               {"prediction": str(target), "confidence": 0.0, "parsed": False},
@@ -174,7 +174,7 @@ def test_two_verbalized_stages_end_to_end(tiny_model_dir: Path, tmp_path: Path) 
             results[name]), name
     records = []
     for sample in second["samples"][task]:
-        record, doc = sample["acc"], sample["doc"]
+        record, doc = line_record(sample), sample["doc"]
         records.append(record)
         if record["prediction"] is None:
             assert record["requests"] == 1 and record["lambda_raw"] == 0.0
@@ -206,7 +206,8 @@ def test_stage2_verbalized_needs_its_own_first_stage(tmp_path: Path) -> None:
     logit = tmp_path / "logit.jsonl"  # calidist_gsm8k's samples: no stated confidence
     stage1 = load_task("calidist_gsm8k", metadata)
     logit.write_text("".join(json.dumps({"doc": dict(d), "acc": stage1.process_results(
-        d, ["The answer is 1"])["acc"]}) + "\n" for d in stage1.eval_docs), encoding="utf-8")
+        d, ["The answer is 1"])["calidist_record"]}) + "\n" for d in stage1.eval_docs),
+        encoding="utf-8")
     with pytest.raises(ValueError, match=r"logit.jsonl line 1: the record of document 0 .* lacks "
                                          r"'confidence' \(not a record of "
                                          r"calidist_gsm8k_verbalized\)"):

@@ -15,7 +15,7 @@ import pytest
 from conftest import run_lm_eval
 
 from calidist_tasks.prompting import verbalized
-from calidist_tasks.scoring.records import MODEL_KEY
+from calidist_tasks.scoring.records import MODEL_KEY, line_record
 from calidist_tasks.tasks.reasoned import read_reply, reasoned_metric_names
 
 OPTIONS = ["Sentence2 is a paraphrase of Sentence1.", "Sentence2 is not a paraphrase of Sentence1."]
@@ -179,7 +179,7 @@ def test_a_reasoned_task_scores_the_letters_of_each_reply_through_lm_eval(
     by_index = {line["doc"]["calidist_index"]: line for line in logged}
     unreadable = checked = 0
     for sample in samples:
-        record = sample["acc"]
+        record = line_record(sample)
         line = by_index[record["index"]]
         prompts = [arg["arg_0"] for arg in line["arguments"].values()]
         assert [r["reply"] for r in record["replies"]] == [r[0] for r in line["resps"]]
@@ -264,7 +264,7 @@ def test_calidist_eval_runs_the_replies_and_the_scoring_in_one_command(
     generated = {json.loads(line)["doc"]["calidist_index"]: json.loads(line)["resps"]
                  for line in replies.read_text().splitlines()}
     for line in scored.read_text().splitlines():
-        record = json.loads(line)["acc"]
+        record = line_record(json.loads(line))
         assert [r["reply"] for r in record["replies"]] == [
             r[0] for r in generated[record["index"]]]
     # calidist report finds both runs' rows in the registry and rebuilds lm-eval's numbers
@@ -295,7 +295,7 @@ def test_evaluate_runs_the_replies_first_and_returns_every_selected_task(
         gen_kwargs="max_gen_toks=4", bootstrap_iters=0, replies_dir=str(tmp_path / "replies"))
     assert {"calidist_ppdb_cot", "calidist_ppdb_verbalized"} <= set(results["results"])
     assert list((tmp_path / "replies").rglob("samples_calidist_ppdb_verbalized_*.jsonl"))
-    record = results["samples"]["calidist_ppdb_cot"][0]["acc"]
+    record = line_record(results["samples"]["calidist_ppdb_cot"][0])
     assert set(record["replies"][0]) >= {"reply", "answer", "stated_confidence",
                                          "letter_logprobs"}
 
@@ -340,8 +340,8 @@ def cot_records(samples: list[dict]) -> dict[int, dict]:
     """The records of a run's samples, as its samples file holds them (lists, not tuples), less
     the model they name (a run through ``run_lm_eval`` does not merge --model_args into the
     metadata, so its records name none)."""
-    return {sample["acc"]["index"]: json.loads(json.dumps(
-        {k: v for k, v in sample["acc"].items() if k != MODEL_KEY})) for sample in samples}
+    return {line_record(sample)["index"]: json.loads(json.dumps(
+        {k: v for k, v in line_record(sample).items() if k != MODEL_KEY})) for sample in samples}
 
 
 def without_counts(record: dict) -> dict:
@@ -453,7 +453,8 @@ def test_calidist_eval_two_stage_runs_reasoned_tasks_in_one_command_or_two(
     assert cot_records(results["samples"][COT]) == cot_records(two["samples"][COT])
     plain = run_lm_eval(["calidist_ppdb_cot"], tiny_model_dir,
                         {**metadata, "replies": str(replies)}, num_fewshot=0)
-    assert [len(s["acc"]["replies"]) for s in plain["samples"]["calidist_ppdb_cot"]] == [1] * 8
+    assert [len(line_record(s)["replies"])
+            for s in plain["samples"]["calidist_ppdb_cot"]] == [1] * 8
 
 
 def test_a_two_stage_reply_run_missing_a_hint_it_sends_is_refused_naming_the_document(

@@ -16,6 +16,7 @@ import pytest
 from calidist_tasks import cli
 from calidist_tasks.backends import lm_eval_compat
 from calidist_tasks.data.limits import DocumentLimit, limit_sizes
+from calidist_tasks.scoring.records import line_record
 
 
 @pytest.mark.parametrize(("limit", "calibration", "evaluation", "sizes"), [
@@ -91,7 +92,8 @@ def test_limit_through_calidist_eval(monkeypatch, tmp_path, tiny_model_dir, ppdb
     assert (scored["n_calibration,none"], scored["n_evaluation,none"]) == (2, 4)
     samples = [json.loads(line) for line in next(out.rglob(
         "samples_calidist_ppdb_assertion_*.jsonl")).read_text(encoding="utf-8").splitlines()]
-    splits = [(s["doc_id"], s["acc"]["split"]) for s in sorted(samples, key=lambda s: s["doc_id"])]
+    splits = [(s["doc_id"], line_record(s)["split"])
+              for s in sorted(samples, key=lambda s: s["doc_id"])]
     # the first documents of each split: calibration 0-1, evaluation 20-23
     assert splits == [(0, "calibration"), (1, "calibration"), *((i, "evaluation")
                                                                for i in range(20, 24))]

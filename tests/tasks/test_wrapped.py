@@ -224,7 +224,7 @@ def test_process_results_joins_the_choices_answers(wrapped_dir, data_files):
     for plan in plans:  # the original answers gold; each hint pulls the answer to its label
         pick = gold if plan.hint_label is None else plan.hint_label
         results += [(-0.1 if k == pick else -3.0, False) for k in range(4)]
-    record = task.process_results(doc, results)["acc"]
+    record = task.process_results(doc, results)["calidist_record"]
     assert record["label"] == gold and record["prediction"] == gold and record["correct"] == 1
     assert record["mu"] > 0 and record["flipped"] == 1
     assert [hint[0] for hint in record["hints"]] == [p.hint_label for p in plans[1:]]
