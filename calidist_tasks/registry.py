@@ -13,7 +13,7 @@ A new method or variant is one more entry (``register``); see docs/architecture.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any
@@ -49,6 +49,7 @@ from calidist_tasks.scoring.records import (
     VERBALIZED,
     metric_name,
 )
+from calidist_tasks.settings import RunSettings
 
 # ------------------------------------------------------------------ scores
 # How ``ece`` and ``ece_adaptive`` bin (calidist_metrics.reliability_bins), printed wherever
@@ -207,7 +208,20 @@ class Method:
     variants: tuple[str, ...]  # the Variant names that report it, preferred first
     # the suffix its metrics are named with: ``records.metric_name(score, suffix)``
     suffix: str
-    fit: fits.Fit  # calibration records -> its confidence per evaluation document
+    # calibration records -> its confidence per evaluation document; called through ``fit``
+    function: fits.Fit
+
+    def fit(self, calibration: Sequence[Mapping[str, Any]],
+            evaluation: Sequence[Mapping[str, Any]], settings: RunSettings,
+            context: Mapping[str, Any]) -> fits.Fitted | None:
+        """This row's confidence per evaluation document (None where it is undefined for these
+        records): its ``function`` on the records, then the unreadable rule (``fits.as_scored``:
+        an evaluation document whose original reply was unreadable is scored wrong at 1/c by
+        every method; ``fits.split_records`` leaves such calibration documents out of every
+        fit). The one fit path: the task's aggregation, ``calidist report`` and the transfer
+        table all call it."""
+        fitted = self.function(calibration, evaluation, settings, context)
+        return fitted and fits.as_scored(fitted, evaluation)
 
     def metric(self, score: str) -> str:
         """The results-file name of ``score`` for this row."""
@@ -216,13 +230,13 @@ class Method:
     @property
     def own(self) -> bool:
         """Whether this row is the model's own confidence (no fit): the vanilla rows."""
-        return self.fit is fits.own_confidence
+        return self.function is fits.own_confidence
 
     @property
     def reading(self) -> str:
         """The record key of the second reading this row is fitted on (``fits.of_reading``),
         "" for the record's own: a second reading's metrics are the task's suffixed ones."""
-        return getattr(self.fit, "reading", "")
+        return getattr(self.function, "reading", "")
 
 
 def _names(confidence: str) -> tuple[str, ...]:

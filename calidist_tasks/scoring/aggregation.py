@@ -31,7 +31,6 @@ from calidist_tasks.registry import (
     unreadable_metrics,
 )
 from calidist_tasks.scoring.fits import (
-    as_scored,
     column,
     reading_settings,
     save_fit,
@@ -109,8 +108,7 @@ def summarize_calidist(
 ) -> dict[str, float]:
     """CaliDist metrics on the evaluation documents, fitted on the calibration documents."""
     calibration, evaluation = split_records(records)
-    fitted = as_scored(calidist_method().fit(calibration, evaluation, settings, context),
-                       evaluation)
+    fitted = calidist_method().fit(calibration, evaluation, settings, context)
     calibrator = fitted.estimator
     save_fit(calibrator, settings, context)
     log_confidences(evaluation, CALIDIST, fitted.confidence, fitted.correct)
@@ -168,8 +166,7 @@ def fitted_scores(
     for method in methods:
         if method.own:
             continue
-        found = method.fit(calibration, evaluation, settings, context)
-        fitted[method.suffix] = found = found and as_scored(found, evaluation)
+        fitted[method.suffix] = found = method.fit(calibration, evaluation, settings, context)
         if found is None:  # skipped (vector scaling on documents with different option counts)
             results.update({method.metric(score): math.nan for score in SCORES})
         else:
