@@ -31,7 +31,6 @@ from benchmarks.commands import (
     BENCH_NAMES,
     DIRECT_READOUT,
     GENERATE,
-    TWO_STAGE_SUFFIXES,
     default_documents,
     parse_args,
 )
@@ -503,7 +502,7 @@ def cost_rows(analysis: Analysis) -> dict[tuple[str, str, str], dict[str, Any]]:
             if stored is None:
                 continue
             try:
-                if suffix in TWO_STAGE_SUFFIXES and stored.two_stage:
+                if stored.two_stage:
                     rows += two_stage_cost_rows(stored, suffix)
                 elif suffix == "_assertion":
                     m_run = hints_per_label(stored.run.records[0])

@@ -153,6 +153,13 @@ LOGIT = "logit"  # CaliDistTask's confidence source: the option letters' probabi
 # reply's stated confidence (calidist_tasks.tasks.reasoned); the paper's protocol
 REASONED = "reasoned"
 NONE = "none"  # the distractor style of a task without hints
+# The confidence sources whose hinted tasks run in two stages under --two-stage
+# (``runs/two_stage.py``): stage 1 sends the original prompts, stage 2 only the hints naming a
+# label other than stage 1's answer, and the record joins the two. The option letters'
+# probabilities and one stated confidence per reply can; a sampling source (consistency, SPUQ)
+# sends no hints, and a reasoned task reads its replies' run, which splits instead
+# (``Variant.two_stage``). A new source whose record can take stage 1's answer joins here.
+TWO_STAGE_SOURCES: set[str] = {LOGIT, VERBALIZED}
 
 
 @dataclass(frozen=True)
@@ -174,6 +181,21 @@ class Variant:
     @property
     def distracted(self) -> bool:
         return self.distractor != NONE
+
+    @property
+    def splits_in_stages(self) -> bool:
+        """Whether a task of this variant sends its original and its hinted prompts in two runs
+        (``--metadata stage``, ``calidist eval --two-stage``): a hinted variant of a
+        ``TWO_STAGE_SOURCES`` source. The one definition: the task class
+        (``CaliDistTask.splits_in_stages``), the planner (``runs.planning``) and the benchmark
+        runner read it."""
+        return self.distracted and self.source in TWO_STAGE_SOURCES
+
+    @property
+    def two_stage(self) -> bool:
+        """Whether ``--two-stage`` shortens this variant's runs: it splits in stages itself, or
+        (a reading of replies, ``reply``) its reply run does."""
+        return self.splits_in_stages or bool(self.reply) and variant_named(self.reply).two_stage
 
 
 # The group calidist_<b>_all lists the variants in this order.
@@ -468,6 +490,19 @@ def task_variant(task: str, config: Mapping[str, Any] | None = None
     confidence = keys.get("confidence") or LOGIT
     if confidence == LOGIT and keys.get("output_type") == "generate_until":
         return str(keys.get("benchmark") or task), None  # a generation stage (GSM8K's first two)
-    variant = next((v for v in VARIANTS
-                    if v.distractor == distractor and v.source == confidence), None)
-    return str(keys.get("benchmark") or task), variant
+    return str(keys.get("benchmark") or task), variant_of(distractor, confidence)
+
+
+def variant_of(distractor: str, source: str) -> Variant | None:
+    """The registered variant sending style ``distractor`` with confidence ``source``."""
+    return next((v for v in VARIANTS if v.distractor == distractor and v.source == source), None)
+
+
+def splits_in_stages(task: str, config: Mapping[str, Any]) -> bool:
+    """Whether the task of YAML ``config`` runs in two stages under ``--two-stage``: its
+    variant splits (``Variant.splits_in_stages``) and its YAML names no stage of its own
+    (GSM8K's ``stage``, docs/gsm8k.md; ``OpenEndedTask.splits_in_stages``)."""
+    if config.get("stage"):
+        return False
+    _, variant = task_variant(task, config)
+    return variant is not None and variant.splits_in_stages

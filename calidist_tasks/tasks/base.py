@@ -47,7 +47,7 @@ from calidist_tasks.prompting.parts import (  # the fields a prompt reads; other
     render,
 )
 from calidist_tasks.prompting.styles import DistractorStyle, content_key, distractor_style
-from calidist_tasks.registry import LOGIT, higher_is_better, metric_names
+from calidist_tasks.registry import LOGIT, higher_is_better, metric_names, variant_of
 from calidist_tasks.runs import recovery, two_stage
 from calidist_tasks.scoring.aggregation import (
     interval_score,
@@ -135,8 +135,8 @@ class CaliDistTask(ConfigurableTask):
         self._markers: dict[tuple[str, ...], tuple[str, dict[str, Any]]] = {}
         # Two-stage runs (calidist_tasks.runs.two_stage): which prompts this run sends; tasks that
         # cannot split (no hints, GSM8K's own stages) run whole whatever --metadata stage says.
-        split = self.style.hinted and self.splits_in_stages()
-        self.run_stage = two_stage.RunStage(name, self.settings.stage if split else two_stage.ALL)
+        stage = self.settings.stage if self.splits_in_stages() else two_stage.ALL
+        self.run_stage = two_stage.RunStage(name, stage)
         if self.run_stage.stage == two_stage.HINTS and not self.settings.original_run:
             raise ValueError(f"{name}: --metadata stage hints needs original_run, the stage-1 "
                              "run of this task (its --output_path folder or samples file)")
@@ -194,8 +194,10 @@ class CaliDistTask(ConfigurableTask):
     # ------------------------------------------------------------------ two-stage runs
     def splits_in_stages(self) -> bool:
         """Whether this task can send its original and hinted prompts in two runs (``--metadata
-        stage``): the log-likelihood CaliDist task; subclasses say for themselves."""
-        return True
+        stage``): whether its variant (its style and ``registered_confidence``) does,
+        ``registry.Variant.splits_in_stages``, the definition the planner reads too."""
+        variant = variant_of(self.distractor, self.registered_confidence())
+        return variant is not None and variant.splits_in_stages
 
     def sends_hints(self) -> bool:
         """Whether this run sends hinted prompts (a hinted task, not stage 1 of two)."""

@@ -105,10 +105,6 @@ class GenerationTask(CaliDistTask):
                                                        self.settings)
         return {**summary, **extras}
 
-    def splits_in_stages(self) -> bool:
-        """Verbalized tasks run in two stages too: stage 1's outcome is the parsed reply."""
-        return self.confidence_source.splits_in_stages
-
     # ------------------------------------------------------------------ prompts
     def reply_form(self) -> verbalized.ReplyForm:
         """What the prompts ask for: the option and a confidence in the form --metadata

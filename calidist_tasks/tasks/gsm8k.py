@@ -262,7 +262,9 @@ class OpenEndedTask(CaliDistTask):
         super().__init__(config=config, **kwargs)
 
     def splits_in_stages(self) -> bool:
-        """GSM8K runs in stages of its own (``stage``; docs/gsm8k.md), not ``--metadata stage``."""
+        """GSM8K runs in the stages its YAML names (``stage``; docs/gsm8k.md), not in those of
+        ``--metadata stage``: ``registry.splits_in_stages``, which the planner reads, says so
+        from the same YAML key."""
         return False
 
     @property

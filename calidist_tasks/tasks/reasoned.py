@@ -172,10 +172,6 @@ class ReasonedTask(GenerationTask):
         """Registered (and logged) as ``registry.REASONED``, though its replies are verbalized."""
         return REASONED
 
-    def splits_in_stages(self) -> bool:
-        """Reasoned tasks are staged by their replies' run, not by ``--metadata stage``."""
-        return False
-
     def letter_logprobs_source(self) -> str:
         """Where a reply's letter log-probabilities come from: ``SCORING``, a later stage (this
         task) that scores the c letters after the prompt and the reply up to its answer, for the
