@@ -261,9 +261,9 @@ class Method:
         return getattr(self.function, "reading", "")
 
 
-def _names(confidence: str) -> tuple[str, ...]:
-    """The variants sending ``confidence``, in VARIANTS order."""
-    return tuple(v.name for v in VARIANTS if v.source == confidence)
+def _names(source: str) -> tuple[str, ...]:
+    """The variants of confidence source ``source``, in VARIANTS order."""
+    return tuple(v.name for v in VARIANTS if v.source == source)
 
 
 def _calidist(variant: Variant) -> Method:
@@ -284,16 +284,17 @@ def _reasoned(variant: Variant) -> list[Method]:
                    VERBALIZED, fits.of_reading(VERBALIZED, fits.calidist_fit))]
 
 
-def _stated(label: str, confidence: str, fit: fits.Fit, variants: tuple[str, ...]) -> Method:
-    """The row of a reasoned task's stated-confidence reading (``_reasoned``)."""
-    return Method(label, variants, confidence + STATED, fits.of_reading(VERBALIZED, fit))
+def _stated(label: str, suffix: str, fit: fits.Fit, variants: tuple[str, ...]) -> Method:
+    """The row of a reasoned task's stated-confidence reading (``_reasoned``): the logit row of
+    metric suffix ``suffix``, its suffix + STATED."""
+    return Method(label, variants, suffix + STATED, fits.of_reading(VERBALIZED, fit))
 
 
-def _logprob(label: str, confidence: str, fit: fits.Fit, variants: tuple[str, ...]) -> Method:
+def _logprob(label: str, suffix: str, fit: fits.Fit, variants: tuple[str, ...]) -> Method:
     """The row of a verbalized task's log-prob reading of its replies on a chat API (the
     record's ``logprob``, ``answer_logprobs``): the logit task's metric + "_logprob"; a run
     whose records hold no such reading (``hf``, ``vllm``) reports none of these rows."""
-    return Method(label, variants, f"{confidence}_{LOGPROB}" if confidence else LOGPROB,
+    return Method(label, variants, f"{suffix}_{LOGPROB}" if suffix else LOGPROB,
                   fits.of_reading(LOGPROB, fit, saved_fit=True))
 
 
@@ -417,12 +418,12 @@ def paired_variants() -> set[str]:
     return {v for m in METHODS if m.own for v in m.variants}
 
 
-def fitted_methods(distracted: bool, confidence: str = LOGIT) -> list[Method]:
+def fitted_methods(distracted: bool, source: str = LOGIT) -> list[Method]:
     """One method per confidence a task of this kind reports (every variant sending the same
     kind reports the same metric names), in METHODS order, CaliDist's first; not the rows of a
     second reading (``Method.reading``), whose suffixed metrics the task names and summarizes
     itself (``aggregation.logprob_metric_names``, ``reasoned.reasoned_metric_names``)."""
-    names = {v.name for v in VARIANTS if v.distracted == distracted and v.source == confidence}
+    names = {v.name for v in VARIANTS if v.distracted == distracted and v.source == source}
     found: dict[str, Method] = {}
     for method in METHODS:
         if names & set(method.variants) and not method.reading:
@@ -455,16 +456,16 @@ def unreadable_metrics(distracted: bool) -> tuple[str, ...]:
 SAMPLING_EXTRAS = {CONSISTENCY: ("identical_samples_rate", "sampling_temperature"), SPUQ: ()}
 
 
-def metric_names(distracted: bool, confidence: str = LOGIT) -> list[str]:
+def metric_names(distracted: bool, source: str = LOGIT) -> list[str]:
     """The metrics a task reports (README, "Metrics"): accuracy, every score of each of its
     methods' confidences (``fitted_methods``), then its diagnostics."""
-    names = ["acc", *(m.metric(s) for m in fitted_methods(distracted, confidence)
+    names = ["acc", *(m.metric(s) for m in fitted_methods(distracted, source)
                       for s in SCORES)]
     if distracted:
-        return [*names, *DIAGNOSTICS, *(UNREADABLE_EXTRAS if confidence != LOGIT else ())]
-    if confidence == LOGIT:
+        return [*names, *DIAGNOSTICS, *(UNREADABLE_EXTRAS if source != LOGIT else ())]
+    if source == LOGIT:
         return [*names, *BASELINE_EXTRAS]
-    return [*names, *GENERATION_EXTRAS, *SAMPLING_EXTRAS.get(confidence, ())]
+    return [*names, *GENERATION_EXTRAS, *SAMPLING_EXTRAS.get(source, ())]
 
 
 # ------------------------------------------------------------------ a task's variant

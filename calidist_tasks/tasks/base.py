@@ -380,7 +380,7 @@ class CaliDistTask(ConfigurableTask):
         n_choices = len(continuations)
         self.run_stage.check_prompt(doc, ctx)
         prompts = [ctx if plan.hint_label is None
-                   else self.variant_prompt(self.distracted_doc(doc, plan))
+                   else self.copy_prompt(self.distracted_doc(doc, plan))
                    for plan in self.sent_plans(doc)]
         self.run_stage.count(len(prompts), len(self.prompt_plans(doc)))
         return [
@@ -399,13 +399,14 @@ class CaliDistTask(ConfigurableTask):
         """What each prompt's requests score, one per option: the option letters."""
         return list(distractors.LETTERS[:len(self.doc_to_choice(doc))])
 
-    def variant_prompt(self, variant: dict[str, Any], **context: Any) -> Any:
-        """The prompt of a variant of a document (a hinted copy), built as lm-eval built the
-        original's: same few-shot, chat template and system prompt unless ``context`` says."""
+    def copy_prompt(self, copy: dict[str, Any], **context: Any) -> Any:
+        """The prompt of a copy of a document (a hinted copy, a SPUQ perturbation), built as
+        lm-eval built the original's: same few-shot, chat template and system prompt unless
+        ``context`` says."""
         return self.fewshot_context(
-            variant,
+            copy,
             num_fewshot=self.config.num_fewshot or 0,
-            gen_prefix=self.doc_to_prefix(variant),
+            gen_prefix=self.doc_to_prefix(copy),
             **{**self._context_kwargs, **context},
         )
 

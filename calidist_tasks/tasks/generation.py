@@ -188,10 +188,10 @@ class GenerationTask(CaliDistTask):
         if ask.prompt_doc is None:
             return ctx
         if ask.system is None:
-            return self.variant_prompt(ask.prompt_doc)
+            return self.copy_prompt(ask.prompt_doc)
         own = self._context_kwargs.get("system_instruction")
         system = f"{ask.system}\n{own}" if own else ask.system
-        return self.variant_prompt(ask.prompt_doc, system_instruction=system)
+        return self.copy_prompt(ask.prompt_doc, system_instruction=system)
 
     def _request_doc(self, variant: dict[str, Any], choices: list[str]) -> dict[str, Any]:
         """What the parser needs to know of a prompt: the options' own texts (not a corrupted

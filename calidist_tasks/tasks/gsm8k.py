@@ -375,7 +375,7 @@ class OpenEndedTask(CaliDistTask):
 
     def hinted_prompts(self, doc: dict[str, Any]) -> list[Any]:
         """The hinted prompts, in ``prompt_plans`` order, built as lm-eval built the original."""
-        return [self.variant_prompt(self.distracted_doc(doc, plan))
+        return [self.copy_prompt(self.distracted_doc(doc, plan))
                 for plan in self.prompt_plans(doc)[1:]]
 
     def scorings(self, doc: dict[str, Any]) -> list[Scoring]:

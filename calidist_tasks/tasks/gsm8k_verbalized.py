@@ -151,7 +151,7 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
             requests = [(ctx, {**base, "max_gen_toks": 1}, doc)]
         else:
             hinted_copies = [self.distracted_doc(doc, plan) for plan in self.prompt_plans(doc)[1:]]
-            requests = [(self.variant_prompt(copy), base, copy) for copy in hinted_copies]
+            requests = [(self.copy_prompt(copy), base, copy) for copy in hinted_copies]
         return [Instance(request_type="generate_until", doc=request_doc,
                          arguments=(prompt, deepcopy(gen_kwargs)), idx=i, **kwargs)
                 for i, (prompt, gen_kwargs, request_doc) in enumerate(requests)]

@@ -275,7 +275,7 @@ class ReasonedTask(GenerationTask):
         kwargs = lm_eval_compat.instance_kwargs(kwargs)
         logged = self.logged(doc)
         prompts = [ctx if plan.hint_label is None
-                   else self.variant_prompt(self.distracted_doc(doc, plan))
+                   else self.copy_prompt(self.distracted_doc(doc, plan))
                    for plan in logged.plans]
         for j, (ours, theirs) in enumerate(zip(prompts, logged.prompts, strict=True)):
             self._replies.check_prompt(doc, ours, theirs, f"prompt {j}")
