@@ -1,10 +1,10 @@
 """Benchmark analysis on the committed records: the report's numbers plus what is the benchmark's.
 
 Everything ``calidist report`` computes comes from ``calidist_tasks.report``: the per-method
-confidences (``methods.leaderboard_cells``: vanilla, the logit baselines, CaliDist per style
+confidences (``report.cells.leaderboard_cells``: vanilla, the logit baselines, CaliDist per style
 refitted with the run's own logged settings, verbalized, consistency), the CaliDist refit
-(``methods.calidist_confidences``), mu / delta / lambda_raw of a record for another m or delta
-mode (``methods.instability``, the same calidist_metrics functions the task's joining uses),
+(``cells.calidist_confidences``), mu / delta / lambda_raw of a record for another m or delta
+mode (``cells.instability``, the same calidist_metrics functions the task's joining uses),
 bootstrap intervals and paired differences (``tables.score_intervals`` /
 ``tables.paired_difference``) and the per-document prompt counts (``cost``). Added here, and only
 here: the paired comparisons against Vanilla and temperature scaling across tasks (documents
@@ -578,7 +578,7 @@ class Table4Method:
 
     label: str
     suffix: str  # the task variant whose records hold it
-    scored: str  # the leaderboard row (``methods.METHODS``) whose ECE it shows
+    scored: str  # the leaderboard row (``registry.METHODS``) whose ECE it shows
     m: int | None = None  # hints per label kept (None: as logged)
 
 

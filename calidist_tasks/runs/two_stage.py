@@ -57,7 +57,7 @@ def hints_sent(plans: Sequence[PromptPlan], stage: str,
 # ---------------------------------------------------------------------- reading stage 1
 class Stage1Answers:
     """Stage 1's answers of one task (stage ``hints``), read once from its run
-    (``staging.EarlierRun``, key ``original_run``)."""
+    (``earlier_runs.EarlierRun``, key ``original_run``)."""
 
     def __init__(self, run: EarlierRun, answers: dict[int, Stage1]) -> None:
         self.run, self.answers = run, answers

@@ -11,7 +11,7 @@ The class keeps lm-eval's hooks and hands each concern to a collaborator (docs/a
 the distractor style (``styles``, chosen once from the YAML's ``distractor``), the answer mode
 (``answer_modes``: option letters or open numbers), the stage of a two-stage run
 (``two_stage.RunStage``, reading stage 1 through ``staging``) and the ``--limit`` policy
-(``limits``). Every prompt is rendered from its parts by ``prompts.render``; the few-shot
+(``limits``). Every prompt is rendered from its parts by ``prompting.parts.render``; the few-shot
 exemplars are the YAML's (``fewshot_config: samples:``), checked, selected and laid out by
 ``fewshot``, each rendered by ``exemplar_turn`` with the style's misleading plan; lm-eval's
 internals are reached through ``lm_eval_compat`` only.
@@ -174,7 +174,7 @@ class CaliDistTask(ConfigurableTask):
                              f"({error}); give each field one type in every row") from None
 
     def documents(self) -> list[dict[str, Any]]:
-        """Calibration documents first, then evaluation documents (``dataset.build_documents``).
+        """Calibration documents first, then evaluation documents (``documents.build_documents``).
         Stage hints also reads (and checks) stage 1's answers to them now, before model time."""
         docs = self.built_documents()
         if self.run_stage.stage == two_stage.HINTS:
@@ -249,7 +249,7 @@ class CaliDistTask(ConfigurableTask):
         return super().doc_to_text(doc, doc_to_text)
 
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
-        """The prompt rendered from ``prompt_parts`` (``prompts.render``)."""
+        """The prompt rendered from ``prompt_parts`` (``prompting.parts.render``)."""
         return render(self.prompt_parts(doc, doc_to_text))
 
     def fewshot_context(self, doc: dict[str, Any], num_fewshot: int, **kwargs: Any) -> Any:

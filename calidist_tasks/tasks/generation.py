@@ -12,9 +12,9 @@ so it runs on any lm-eval backend that generates, chat APIs included. Its YAML (
 - ``consistency``: N sampled answers to the original prompt (``confidence.consistency``);
 - ``spuq``: the original answer and its perturbed copies (``calidist_tasks.confidence.spuq``).
 
-The confidence source is a strategy object (``confidence_sources.SOURCES``) chosen once from
+The confidence source is a strategy object (``confidence.sources.SOURCES``) chosen once from
 ``confidence:``; the prompt is the logit prompt's parts (``CaliDistTask.prompt_parts``) with the
-source's reply form added, rendered by ``prompts.render``.
+source's reply form added, rendered by ``prompting.parts.render``.
 
 Few-shot exemplars are answered in the form the prompt asks for (``exemplar_reply``): the paper's
 prompt shows Appendix F's reasoned reply and asks no more, the one-line forms end the prompt with

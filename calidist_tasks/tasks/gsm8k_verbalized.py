@@ -15,7 +15,7 @@ see docs/gsm8k.md.
 
 3. ``calidist_gsm8k_consistency``: the consistency baselines (paper, Appendix D), N = 15 worked
    answers sampled for stage 1's prompt, within its budget and with the classification families'
-   decoding (``confidence_sources.Consistency``, Appendix I). Each reply's number is read as in
+   decoding (``confidence.sources.Consistency``, Appendix I). Each reply's number is read as in
    stage 1; the votes over their values (``number_vote``) give the prediction (the majority
    number, right when it equals the gold number) and the self-consistency, entropy and FSD
    confidences. Reports what every family's ``*_consistency`` task reports.
@@ -203,7 +203,7 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
 class ConsistencyOpenEndedTask(VerbalizedOpenEndedTask):
     """``calidist_gsm8k_consistency``: N sampled worked answers to stage 1's prompt, voted by
     number (``number_vote``). The requests and the reported sampling temperature are the
-    classification families' (``confidence_sources.Consistency``)."""
+    classification families' (``confidence.sources.Consistency``)."""
 
     confidence = CONSISTENCY
     confidence_source = SOURCES[CONSISTENCY]

@@ -205,7 +205,7 @@ class ReasonedTask(GenerationTask):
                   ) -> EarlierRun | None:
         """The original replies of a two-stage reply run, whose samples (stage 2's) hold the
         hints only: its stage 1, in the folder its results file names
-        (``run_files.stage1_folder``); None for a one-stage run, and for replies without hints
+        (``runs.files.stage1_folder``); None for a one-stage run, and for replies without hints
         (their task ran whole in stage 2)."""
         metadata = replies.metadata()
         if metadata.get("stage") != HINTS or not self.style.hinted:
