@@ -6,8 +6,9 @@ of the same command: a reasoned (``_cot``) task reads its ``_verbalized`` task's
 (``two_stage``). ``plan_runs`` decides it once, as data: the reply run first (two-stage itself
 with ``--two-stage``), then the rest of the selection, each split into stage 1 (the hinted
 tasks' original prompts) and stage 2 under ``--two-stage``. The executors only carry the plan
-out: ``calidist_tasks.evaluate`` (Python) and ``calidist eval`` (``reply_runs.reply_stages``,
-``two_stage.plan_two_stage``: lm-eval command lines). A run's folders are named by role
+out: ``calidist_tasks.evaluate`` (Python: one ``simple_evaluate`` per run) and ``calidist eval``
+(``cli.run_plan``: one lm-eval command line per run, ``command_lines.planned_command_lines``),
+neither deciding anything the plan does not say. A run's folders are named by role
 (``REPLIES``, ``REPLIES_STAGE1``, ``STAGE1``, ``OUTPUT``); each executor says where they are.
 """
 
