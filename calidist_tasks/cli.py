@@ -513,15 +513,22 @@ def run_plan(argv: Sequence[str], two_stage: bool = False) -> dict[str, Any] | N
                 except (Exception, SystemExit) as error:  # noqa: BLE001 - reported, re-raised
                     if not done or (isinstance(error, SystemExit) and not error.code):
                         raise
-                    resume = (f"rerun the same command: the earlier runs are answered from the "
-                              f"cache {cache[-1]}" if cache else "rerun the same command with "
-                              "--use_cache PATH (this run was not cached, so the earlier runs "
-                              "run once more)")
-                    kept = ", ".join(str(d.folder) for d in done if d.folder is not None)
-                    print(f"calidist: {run.role or 'the last run'} failed "
-                          f"({type(error).__name__}: {error}); the samples of the runs before it "
-                          f"are kept in {kept}; to resume, {resume}", file=sys.stderr,
-                          flush=True)
+                    earlier = ("stage 1 is", "this run's stage 1 was", "it runs") if stage1 \
+                        else ("the earlier runs are", "the earlier runs were", "they run")
+                    resume = (f"rerun the same command: {earlier[0]} answered from the cache "
+                              f"{cache[-1]}" if cache else "rerun the same command with "
+                              f"--use_cache PATH ({earlier[1]} not cached, so {earlier[2]} once "
+                              "more)")
+                    if stage1 is not None:
+                        print(f"calidist two-stage: stage 2 failed ({type(error).__name__}: "
+                              f"{error}); stage 1's samples are kept in {stage1.folder}; to "
+                              f"resume, {resume}", file=sys.stderr, flush=True)
+                    else:
+                        kept = ", ".join(str(d.folder) for d in done if d.folder is not None)
+                        print(f"calidist: {run.role or 'the last run'} failed "
+                              f"({type(error).__name__}: {error}); the samples of the runs "
+                              f"before it are kept in {kept}; to resume, {resume}",
+                              file=sys.stderr, flush=True)
                     raise
                 done.append(line)
                 if stage == ORIGINAL:
