@@ -244,14 +244,18 @@ def interval(value: tuple[float, float, float] | None, digits: int = 2) -> str:
 
 
 @dataclass
-class Variant:
+class CalibratorChoice:
+    """One way of calibrating a run's records (a CaliDist lambda_scale and fit, or the behaviour
+    calibrator), not a task variant (``registry.Variant``)."""
+
     label: str
     confidence: np.ndarray
     fit: str = ""
     as_run: bool = False
 
 
-def variants(stored: Stored, notes: list[str]) -> tuple[list[Variant], np.ndarray, list[str]]:
+def variants(stored: Stored, notes: list[str]
+             ) -> tuple[list[CalibratorChoice], np.ndarray, list[str]]:
     """CaliDist with each lambda_scale and fit, and the behaviour calibrator, on one run's
     documents; the first is the paper's default (lambda_scale=minmax, fit=grid)."""
     run = stored.run
@@ -274,10 +278,11 @@ def variants(stored: Stored, notes: list[str]) -> tuple[list[Variant], np.ndarra
                  + (" EDGE" if getattr(calibrator, "grid_edge_", False) else "")
                  + f"; {100 * np.mean(scaled < 1):.0f}% lambda<1")
         as_run = (chosen.lambda_scale, chosen.fit) == (settings.lambda_scale, settings.fit)
-        found.append(Variant(label, confidence, shown, as_run))
+        found.append(CalibratorChoice(label, confidence, shown, as_run))
     behaviour = quietly(behaviour_calibrated, notes, f"{run.name} behaviour")(
         calibration, evaluation, settings, context)
-    found.append(Variant("behaviour calibrator (LR on logit p, mu, delta)", behaviour.confidence))
+    found.append(CalibratorChoice("behaviour calibrator (LR on logit p, mu, delta)",
+                                  behaviour.confidence))
     return found, column(evaluation, "correct"), evaluation_sources(run)
 
 
