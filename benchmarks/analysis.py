@@ -1,10 +1,10 @@
 """Benchmark analysis on the committed records: the report's numbers plus what is the benchmark's.
 
 Everything ``calidist report`` computes comes from ``calidist_tasks.report``: the per-method
-confidences (``methods.leaderboard_cells``: vanilla, the logit baselines, CaliDist per style
+confidences (``report.cells.leaderboard_cells``: vanilla, the logit baselines, CaliDist per style
 refitted with the run's own logged settings, verbalized, consistency), the CaliDist refit
-(``methods.calidist_confidences``), mu / delta / lambda_raw of a record for another m or delta
-mode (``methods.instability``, the same calidist_metrics functions the task's joining uses),
+(``cells.calidist_confidences``), mu / delta / lambda_raw of a record for another m or delta
+mode (``cells.instability``, the same calidist_metrics functions the task's joining uses),
 bootstrap intervals and paired differences (``tables.score_intervals`` /
 ``tables.paired_difference``) and the per-document prompt counts (``cost``). Added here, and only
 here: the paired comparisons against Vanilla and temperature scaling across tasks (documents
@@ -31,7 +31,6 @@ from benchmarks.commands import (
     BENCH_NAMES,
     DIRECT_READOUT,
     GENERATE,
-    TWO_STAGE_SUFFIXES,
     default_documents,
     parse_args,
 )
@@ -245,14 +244,18 @@ def interval(value: tuple[float, float, float] | None, digits: int = 2) -> str:
 
 
 @dataclass
-class Variant:
+class CalibratorChoice:
+    """One way of calibrating a run's records (a CaliDist lambda_scale and fit, or the behaviour
+    calibrator), not a task variant (``registry.Variant``)."""
+
     label: str
     confidence: np.ndarray
     fit: str = ""
     as_run: bool = False
 
 
-def variants(stored: Stored, notes: list[str]) -> tuple[list[Variant], np.ndarray, list[str]]:
+def variants(stored: Stored, notes: list[str]
+             ) -> tuple[list[CalibratorChoice], np.ndarray, list[str]]:
     """CaliDist with each lambda_scale and fit, and the behaviour calibrator, on one run's
     documents; the first is the paper's default (lambda_scale=minmax, fit=grid)."""
     run = stored.run
@@ -275,10 +278,11 @@ def variants(stored: Stored, notes: list[str]) -> tuple[list[Variant], np.ndarra
                  + (" EDGE" if getattr(calibrator, "grid_edge_", False) else "")
                  + f"; {100 * np.mean(scaled < 1):.0f}% lambda<1")
         as_run = (chosen.lambda_scale, chosen.fit) == (settings.lambda_scale, settings.fit)
-        found.append(Variant(label, confidence, shown, as_run))
+        found.append(CalibratorChoice(label, confidence, shown, as_run))
     behaviour = quietly(behaviour_calibrated, notes, f"{run.name} behaviour")(
         calibration, evaluation, settings, context)
-    found.append(Variant("behaviour calibrator (LR on logit p, mu, delta)", behaviour.confidence))
+    found.append(CalibratorChoice("behaviour calibrator (LR on logit p, mu, delta)",
+                                  behaviour.confidence))
     return found, column(evaluation, "correct"), evaluation_sources(run)
 
 
@@ -503,7 +507,7 @@ def cost_rows(analysis: Analysis) -> dict[tuple[str, str, str], dict[str, Any]]:
             if stored is None:
                 continue
             try:
-                if suffix in TWO_STAGE_SUFFIXES and stored.two_stage:
+                if stored.two_stage:
                     rows += two_stage_cost_rows(stored, suffix)
                 elif suffix == "_assertion":
                     m_run = hints_per_label(stored.run.records[0])
@@ -579,7 +583,7 @@ class Table4Method:
 
     label: str
     suffix: str  # the task variant whose records hold it
-    scored: str  # the leaderboard row (``methods.METHODS``) whose ECE it shows
+    scored: str  # the leaderboard row (``registry.METHODS``) whose ECE it shows
     m: int | None = None  # hints per label kept (None: as logged)
 
 

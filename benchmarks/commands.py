@@ -51,13 +51,16 @@ REASONED = (*(v.suffix for v in VARIANTS if v.source == REASONED_CONFIDENCE),
 # the reasoned step runs it on the reasoned documents too (records in <results>/same-documents).
 DIRECT_READOUT = {v.suffix: direct_readout(v.name).suffix
                   for v in VARIANTS if v.source == REASONED_CONFIDENCE}
-# Logit tasks the runner's --two-stage runs in two stages: stage 2 sends only the prompts aimed
-# at a label other than the prediction (the cost table also estimates corruption's two-stage cost)
-TWO_STAGE_SUFFIXES = ("_assertion", "_probe")
-# Reasoned tasks whose reply runs --two-stage shortens the same way: hinted replies only for the
-# labels other than the original reply's answer (CaliDist reads no other)
-REASONED_TWO_STAGE = tuple(v.suffix for v in VARIANTS
-                           if v.source == REASONED_CONFIDENCE and v.distracted)
+# The tasks the runner's --two-stage runs through calidist eval --two-stage. Which tasks --two-stage
+# shortens is the registry's (``registry.Variant.two_stage``: stage 2 sends only the hints naming
+# a label other than the prediction; a reasoned task's reply run the same, hinted replies only
+# for the labels other than the original reply's answer). Of those the runner splits, by its own
+# choice, the logit and reasoned steps' tasks but the corruption logit task (the cost table
+# estimates its two-stage cost from its single-stage records); the generation step runs
+# single-stage.
+SINGLE_STAGE_BY_CHOICE = ("_corruption", *GENERATE)
+TWO_STAGE_SUFFIXES = tuple(v.suffix for v in VARIANTS
+                           if v.two_stage and v.suffix not in SINGLE_STAGE_BY_CHOICE)
 # The --metadata keys that decide which documents and prompts a task ran (a committed record
 # file is reused only when they match the request; data_dir is where, not what).
 SIZE_KEYS = ("calib_size", "eval_size", "m", "seed", "split_seed")
@@ -215,7 +218,7 @@ def task_command(args: argparse.Namespace, model: str, model_dir: str, task: str
         # task of a benchmark sends are computed once
         "--use_cache", str(out.parent / "lm_cache"),
     ]
-    if args.two_stage and suffix in TWO_STAGE_SUFFIXES + REASONED_TWO_STAGE:
+    if args.two_stage and suffix in TWO_STAGE_SUFFIXES:
         command.append("--two-stage")
     if suffix not in LOGIT:
         # REASONED holds consistency: its samples are reasoned replies (Table 4: 15 x Vanilla)

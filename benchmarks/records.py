@@ -65,7 +65,7 @@ class Stored:
 
     @property
     def suffix(self) -> str:
-        """The task's variant's suffix (``methods.Variant``), from its config."""
+        """The task's variant's suffix (``registry.Variant``), from its config."""
         variant = task_variant(self.task, self.run.config)[1]
         return variant.suffix if variant else ""
 

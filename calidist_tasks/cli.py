@@ -17,7 +17,7 @@ from typing import Any
 from calidist_tasks import task_folder
 from calidist_tasks.data.yaml_configs import task_configs
 from calidist_tasks.registry import LOGIT, REASONED
-from calidist_tasks.runs.two_stage import FLAG_TWO_STAGE as TWO_STAGE_FLAG
+from calidist_tasks.runs.command_lines import FLAG_TWO_STAGE as TWO_STAGE_FLAG
 from calidist_tasks.scoring.records import CONSISTENCY, SPUQ, VERBALIZED
 
 MARKER = ".calidist-link.json"
@@ -69,8 +69,8 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
         discard_unfinished_requests,
     )
     from calidist_tasks.runs import recovery
+    from calidist_tasks.runs.command_lines import FLAG_OUTPUT, flag_values
     from calidist_tasks.runs.preflight import built_before_model
-    from calidist_tasks.runs.two_stage import FLAG_OUTPUT, flag_values
     from calidist_tasks.settings import BACKEND_KEY
 
     for output in flag_values(argv, FLAG_OUTPUT)[-1:]:  # before any model time
@@ -451,24 +451,94 @@ def evaluate_command(argv: Sequence[str]) -> None:
     if any(a in HELP_FLAGS for a in rest):
         lm_eval_help(rest)
         return
-    from calidist_tasks.runs.reply_runs import run_with_replies
-    from calidist_tasks.runs.two_stage import run_two_stage
-
-    two_stage = len(rest) < len(argv) - 1
-
-    def run(stage_argv: list[str]) -> Any:  # two-stage: the reasoned tasks' replies too
-        return (run_two_stage(stage_argv, lm_eval_main) if two_stage
-                else lm_eval_main(stage_argv))
-
-    def then(stage_argv: list[str]) -> None:  # the reasoned tasks' replies have run
-        print_summary(run(stage_argv))
-
     from calidist_tasks.backends.lm_eval_compat import models_reused
 
     # models_reused stops an in-process vLLM engine when the run ends: a live engine process
     # would keep Python from exiting after the results are printed
     with models_reused():
-        run_with_replies(with_include_path(rest), run, then, two_stage)
+        print_summary(run_plan(with_include_path(rest), two_stage=len(rest) < len(argv) - 1))
+
+
+def run_plan(argv: Sequence[str], two_stage: bool = False) -> dict[str, Any] | None:
+    """``calidist eval``'s executor: the runs ``runs.planning.plan_runs`` plans for ``argv``'s
+    selection, each through lm-eval's CLI in this process (``lm_eval_main``) as
+    ``runs.command_lines.planned_command_lines`` writes it, in order, the model loaded once:
+    the reasoned tasks' reply run first, stage 1 (no results table: its numbers are
+    original-prompt baselines under the hinted tasks' names) before stage 2 with
+    ``two_stage``. Every folder is checked before the first run's model time; a failing run
+    keeps the earlier runs' folders and says how to resume. Returns the last run's results."""
+    import tempfile
+
+    from calidist_tasks.backends.lm_eval_compat import models_reused
+    from calidist_tasks.runs import two_stage as staged
+    from calidist_tasks.runs.command_lines import FLAG_CACHE, flag_values, planned_command_lines
+    from calidist_tasks.runs.planning import HINTS, ORIGINAL, OUTPUT, REPLIES, REPLIES_STAGE1
+    from calidist_tasks.runs.recovery import check_writable
+
+    command = "calidist eval --two-stage" if two_stage else "calidist eval"
+    with tempfile.TemporaryDirectory(prefix="calidist-replies-") as scratch:
+        lines = planned_command_lines(argv, two_stage, scratch)
+        if len(lines) == 1 and not two_stage:
+            return lm_eval_main(lines[0].argv)
+        folders = {line.run.folder: line.folder for line in lines}
+        for role, folder in sorted(folders.items(), key=lambda item: item[0] != OUTPUT):
+            if folder is not None and not str(folder).startswith(scratch):
+                try:  # before any model time
+                    check_writable(folder, "--output_path" if role == OUTPUT else
+                                   f"the {role} folder")
+                except OSError as error:
+                    raise SystemExit(f"{command}: {error}") from None
+        cache = flag_values(argv, FLAG_CACHE)
+        replies = [line for line in lines if line.run.folder in (REPLIES, REPLIES_STAGE1)]
+        results, stage1, done = None, None, []
+        with models_reused():
+            for line in lines:
+                run = line.run
+                stage = run.metadata.get("stage")
+                if replies and line is replies[0]:
+                    print(f"calidist reasoned tasks: replies first ({', '.join(run.tasks)}), "
+                          f"samples in {folders[REPLIES]}", flush=True)
+                elif replies and done and done[-1] is replies[-1]:
+                    print(f"calidist reasoned tasks: scoring the replies "
+                          f"({', '.join(lines[-1].run.tasks)}); the reply tasks' own results "
+                          f"are in {folders[REPLIES]}", flush=True)
+                if stage == ORIGINAL:
+                    staged.TALLIES.clear()
+                    print(f"calidist two-stage: stage 1 ({', '.join(run.tasks)}): original "
+                          f"prompts, samples in {line.folder}", flush=True)
+                elif stage == HINTS and stage1 is None:
+                    print("calidist two-stage: no hinted task selected; one stage", flush=True)
+                try:
+                    results = lm_eval_main(line.argv, table=stage != ORIGINAL)
+                except (Exception, SystemExit) as error:  # noqa: BLE001 - reported, re-raised
+                    if not done or (isinstance(error, SystemExit) and not error.code):
+                        raise
+                    earlier = ("stage 1 is", "this run's stage 1 was", "it runs") if stage1 \
+                        else ("the earlier runs are", "the earlier runs were", "they run")
+                    resume = (f"rerun the same command: {earlier[0]} answered from the cache "
+                              f"{cache[-1]}" if cache else "rerun the same command with "
+                              f"--use_cache PATH ({earlier[1]} not cached, so {earlier[2]} once "
+                              "more)")
+                    if stage1 is not None:
+                        print(f"calidist two-stage: stage 2 failed ({type(error).__name__}: "
+                              f"{error}); stage 1's samples are kept in {stage1.folder}; to "
+                              f"resume, {resume}", file=sys.stderr, flush=True)
+                    else:
+                        kept = ", ".join(str(d.folder) for d in done if d.folder is not None)
+                        print(f"calidist: {run.role or 'the last run'} failed "
+                              f"({type(error).__name__}: {error}); the samples of the runs "
+                              f"before it are kept in {kept}; to resume, {resume}",
+                              file=sys.stderr, flush=True)
+                    raise
+                done.append(line)
+                if stage == ORIGINAL:
+                    stage1 = line
+                elif stage == HINTS:
+                    counts = staged.count_lines(stage1.run.tasks) if stage1 else []
+                    if counts:
+                        print("calidist two-stage prompt counts:", *counts, sep="\n", flush=True)
+                    stage1 = None
+    return results
 
 
 def main(argv: Sequence[str] | None = None) -> None:

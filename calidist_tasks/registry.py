@@ -13,7 +13,7 @@ A new method or variant is one more entry (``register``); see docs/architecture.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any
@@ -49,6 +49,7 @@ from calidist_tasks.scoring.records import (
     VERBALIZED,
     metric_name,
 )
+from calidist_tasks.settings import RunSettings
 
 # ------------------------------------------------------------------ scores
 # How ``ece`` and ``ece_adaptive`` bin (calidist_metrics.reliability_bins), printed wherever
@@ -152,6 +153,13 @@ LOGIT = "logit"  # CaliDistTask's confidence source: the option letters' probabi
 # reply's stated confidence (calidist_tasks.tasks.reasoned); the paper's protocol
 REASONED = "reasoned"
 NONE = "none"  # the distractor style of a task without hints
+# The confidence sources whose hinted tasks run in two stages under --two-stage
+# (``runs/two_stage.py``): stage 1 sends the original prompts, stage 2 only the hints naming a
+# label other than stage 1's answer, and the record joins the two. The option letters'
+# probabilities and one stated confidence per reply can; a sampling source (consistency, SPUQ)
+# sends no hints, and a reasoned task reads its replies' run, which splits instead
+# (``Variant.two_stage``). A new source whose record can take stage 1's answer joins here.
+TWO_STAGE_SOURCES: set[str] = {LOGIT, VERBALIZED}
 
 
 @dataclass(frozen=True)
@@ -173,6 +181,21 @@ class Variant:
     @property
     def distracted(self) -> bool:
         return self.distractor != NONE
+
+    @property
+    def splits_in_stages(self) -> bool:
+        """Whether a task of this variant sends its original and its hinted prompts in two runs
+        (``--metadata stage``, ``calidist eval --two-stage``): a hinted variant of a
+        ``TWO_STAGE_SOURCES`` source. The one definition: the task class
+        (``CaliDistTask.splits_in_stages``), the planner (``runs.planning``) and the benchmark
+        runner read it."""
+        return self.distracted and self.source in TWO_STAGE_SOURCES
+
+    @property
+    def two_stage(self) -> bool:
+        """Whether ``--two-stage`` shortens this variant's runs: it splits in stages itself, or
+        (a reading of replies, ``reply``) its reply run does."""
+        return self.splits_in_stages or bool(self.reply) and variant_named(self.reply).two_stage
 
 
 # The group calidist_<b>_all lists the variants in this order.
@@ -207,7 +230,20 @@ class Method:
     variants: tuple[str, ...]  # the Variant names that report it, preferred first
     # the suffix its metrics are named with: ``records.metric_name(score, suffix)``
     suffix: str
-    fit: fits.Fit  # calibration records -> its confidence per evaluation document
+    # calibration records -> its confidence per evaluation document; called through ``fit``
+    function: fits.Fit
+
+    def fit(self, calibration: Sequence[Mapping[str, Any]],
+            evaluation: Sequence[Mapping[str, Any]], settings: RunSettings,
+            context: Mapping[str, Any]) -> fits.Fitted | None:
+        """This row's confidence per evaluation document (None where it is undefined for these
+        records): its ``function`` on the records, then the unreadable rule (``fits.as_scored``:
+        an evaluation document whose original reply was unreadable is scored wrong at 1/c by
+        every method; ``fits.split_records`` leaves such calibration documents out of every
+        fit). The one fit path: the task's aggregation, ``calidist report`` and the transfer
+        table all call it."""
+        fitted = self.function(calibration, evaluation, settings, context)
+        return fitted and fits.as_scored(fitted, evaluation)
 
     def metric(self, score: str) -> str:
         """The results-file name of ``score`` for this row."""
@@ -216,18 +252,18 @@ class Method:
     @property
     def own(self) -> bool:
         """Whether this row is the model's own confidence (no fit): the vanilla rows."""
-        return self.fit is fits.own_confidence
+        return self.function is fits.own_confidence
 
     @property
     def reading(self) -> str:
         """The record key of the second reading this row is fitted on (``fits.of_reading``),
         "" for the record's own: a second reading's metrics are the task's suffixed ones."""
-        return getattr(self.fit, "reading", "")
+        return getattr(self.function, "reading", "")
 
 
-def _names(confidence: str) -> tuple[str, ...]:
-    """The variants sending ``confidence``, in VARIANTS order."""
-    return tuple(v.name for v in VARIANTS if v.source == confidence)
+def _names(source: str) -> tuple[str, ...]:
+    """The variants of confidence source ``source``, in VARIANTS order."""
+    return tuple(v.name for v in VARIANTS if v.source == source)
 
 
 def _calidist(variant: Variant) -> Method:
@@ -248,16 +284,17 @@ def _reasoned(variant: Variant) -> list[Method]:
                    VERBALIZED, fits.of_reading(VERBALIZED, fits.calidist_fit))]
 
 
-def _stated(label: str, confidence: str, fit: fits.Fit, variants: tuple[str, ...]) -> Method:
-    """The row of a reasoned task's stated-confidence reading (``_reasoned``)."""
-    return Method(label, variants, confidence + STATED, fits.of_reading(VERBALIZED, fit))
+def _stated(label: str, suffix: str, fit: fits.Fit, variants: tuple[str, ...]) -> Method:
+    """The row of a reasoned task's stated-confidence reading (``_reasoned``): the logit row of
+    metric suffix ``suffix``, its suffix + STATED."""
+    return Method(label, variants, suffix + STATED, fits.of_reading(VERBALIZED, fit))
 
 
-def _logprob(label: str, confidence: str, fit: fits.Fit, variants: tuple[str, ...]) -> Method:
+def _logprob(label: str, suffix: str, fit: fits.Fit, variants: tuple[str, ...]) -> Method:
     """The row of a verbalized task's log-prob reading of its replies on a chat API (the
     record's ``logprob``, ``answer_logprobs``): the logit task's metric + "_logprob"; a run
     whose records hold no such reading (``hf``, ``vllm``) reports none of these rows."""
-    return Method(label, variants, f"{confidence}_{LOGPROB}" if confidence else LOGPROB,
+    return Method(label, variants, f"{suffix}_{LOGPROB}" if suffix else LOGPROB,
                   fits.of_reading(LOGPROB, fit, saved_fit=True))
 
 
@@ -381,12 +418,12 @@ def paired_variants() -> set[str]:
     return {v for m in METHODS if m.own for v in m.variants}
 
 
-def fitted_methods(distracted: bool, confidence: str = LOGIT) -> list[Method]:
+def fitted_methods(distracted: bool, source: str = LOGIT) -> list[Method]:
     """One method per confidence a task of this kind reports (every variant sending the same
     kind reports the same metric names), in METHODS order, CaliDist's first; not the rows of a
     second reading (``Method.reading``), whose suffixed metrics the task names and summarizes
     itself (``aggregation.logprob_metric_names``, ``reasoned.reasoned_metric_names``)."""
-    names = {v.name for v in VARIANTS if v.distracted == distracted and v.source == confidence}
+    names = {v.name for v in VARIANTS if v.distracted == distracted and v.source == source}
     found: dict[str, Method] = {}
     for method in METHODS:
         if names & set(method.variants) and not method.reading:
@@ -420,16 +457,16 @@ def unreadable_metrics(distracted: bool) -> tuple[str, ...]:
 SAMPLING_EXTRAS = {CONSISTENCY: ("identical_samples_rate", "sampling_temperature"), SPUQ: ()}
 
 
-def metric_names(distracted: bool, confidence: str = LOGIT) -> list[str]:
+def metric_names(distracted: bool, source: str = LOGIT) -> list[str]:
     """The metrics a task reports (README, "Metrics"): accuracy, every score of each of its
     methods' confidences (``fitted_methods``), then its diagnostics."""
-    names = ["acc", *(m.metric(s) for m in fitted_methods(distracted, confidence)
+    names = ["acc", *(m.metric(s) for m in fitted_methods(distracted, source)
                       for s in SCORES)]
     if distracted:
-        return [*names, *DIAGNOSTICS, *(UNREADABLE_EXTRAS if confidence != LOGIT else ())]
-    if confidence == LOGIT:
+        return [*names, *DIAGNOSTICS, *(UNREADABLE_EXTRAS if source != LOGIT else ())]
+    if source == LOGIT:
         return [*names, *BASELINE_EXTRAS]
-    return [*names, *GENERATION_EXTRAS, *SAMPLING_EXTRAS.get(confidence, ())]
+    return [*names, *GENERATION_EXTRAS, *SAMPLING_EXTRAS.get(source, ())]
 
 
 # ------------------------------------------------------------------ a task's variant
@@ -455,6 +492,19 @@ def task_variant(task: str, config: Mapping[str, Any] | None = None
     confidence = keys.get("confidence") or LOGIT
     if confidence == LOGIT and keys.get("output_type") == "generate_until":
         return str(keys.get("benchmark") or task), None  # a generation stage (GSM8K's first two)
-    variant = next((v for v in VARIANTS
-                    if v.distractor == distractor and v.source == confidence), None)
-    return str(keys.get("benchmark") or task), variant
+    return str(keys.get("benchmark") or task), variant_of(distractor, confidence)
+
+
+def variant_of(distractor: str, source: str) -> Variant | None:
+    """The registered variant sending style ``distractor`` with confidence ``source``."""
+    return next((v for v in VARIANTS if v.distractor == distractor and v.source == source), None)
+
+
+def splits_in_stages(task: str, config: Mapping[str, Any]) -> bool:
+    """Whether the task of YAML ``config`` runs in two stages under ``--two-stage``: its
+    variant splits (``Variant.splits_in_stages``) and its YAML names no stage of its own
+    (GSM8K's ``stage``, docs/gsm8k.md; ``OpenEndedTask.splits_in_stages``)."""
+    if config.get("stage"):
+        return False
+    _, variant = task_variant(task, config)
+    return variant is not None and variant.splits_in_stages

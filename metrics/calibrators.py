@@ -64,8 +64,11 @@ _MISSING = object()
 # The columns of X, in order, of the estimators whose inputs are named per document
 # (``stack_columns`` builds X from named arrays).
 CONFIDENCE_COLUMNS = ("confidence",)  # Platt scaling, isotonic regression
-CALIDIST_COLUMNS = ("reliability_raw", "confidence")
+# lambda_raw: a document's raw reliability score (1 - mu) / (delta + eps), ``reliability_score``
+CALIDIST_COLUMNS = ("lambda_raw", "confidence")
 BEHAVIOUR_COLUMNS = ("confidence", "mu", "delta")
+# Earlier names of a column, still read by ``stack_columns``
+COLUMN_ALIASES = {"reliability_raw": "lambda_raw"}
 
 
 @runtime_checkable
@@ -88,7 +91,8 @@ class Calibrator(Protocol):
 
 def stack_columns(columns: Sequence[str], **values: ArrayLike) -> np.ndarray:
     """X for an estimator whose ``columns`` are these: the named 1-D arrays side by side in
-    that order, e.g. ``stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=p)``.
+    that order, e.g. ``stack_columns(CALIDIST_COLUMNS, lambda_raw=raw, confidence=p)``. A
+    column's earlier name (``COLUMN_ALIASES``: ``reliability_raw``) is read as its name.
 
     Parameters
     ----------
@@ -102,6 +106,8 @@ def stack_columns(columns: Sequence[str], **values: ArrayLike) -> np.ndarray:
     ndarray of shape (n, len(columns))
         The estimator's X.
     """
+    columns = [COLUMN_ALIASES.get(name, name) for name in columns]
+    values = {COLUMN_ALIASES.get(name, name): value for name, value in values.items()}
     if set(values) != set(columns):
         raise ValueError(f"expected the columns {', '.join(columns)}; got "
                          f"{', '.join(values) or 'none'}")
@@ -118,7 +124,7 @@ def _nonnegative(values, name: str) -> np.ndarray:
 
 
 # How each named column of X is checked: mu is a confidence-weighted share, in [0, 1] too.
-_COLUMN_CHECKS = {"reliability_raw": as_float_array, "confidence": check_confidence,
+_COLUMN_CHECKS = {"lambda_raw": as_float_array, "confidence": check_confidence,
                   "mu": check_confidence, "delta": _nonnegative}
 
 
@@ -399,13 +405,13 @@ class CaliDistCalibrator:
         low, high = self._transform(np.array([self.lambda_min_, self.lambda_max_]))
         return np.clip((self._transform(raw) - low) / (high - low), 0.0, 1.0) * LAMBDA_RANGE
 
-    def scaled_reliability(self, reliability_raw: ArrayLike) -> np.ndarray:
-        """lambda in [0, 10] for raw reliabilities, using the fitted bounds.
+    def scaled_reliability(self, lambda_raw: ArrayLike) -> np.ndarray:
+        """lambda in [0, 10] for raw reliability scores, using the fitted bounds.
 
         Parameters
         ----------
-        reliability_raw : array-like
-            lambda_raw >= 0.
+        lambda_raw : array-like
+            The raw reliability scores (1 - mu) / (delta + eps), >= 0.
 
         Returns
         -------
@@ -413,7 +419,7 @@ class CaliDistCalibrator:
             lambda in [0, 10].
         """
         _check_fitted(self, "alpha_")
-        return self._scale(as_float_array(reliability_raw, "reliability_raw"))
+        return self._scale(as_float_array(lambda_raw, "lambda_raw"))
 
     # -- fit / predict ----------------------------------------------------------------------
 
@@ -1466,5 +1472,5 @@ def calibrate_answers(
         mu = prediction_instability(answer, list(answers), [float(c) for c in confidences])
         delta = confidence_instability(p, [float(c) for c in confidences], mode=mode)
         raw[i] = reliability_score(float(mu), float(delta))
-    return calibrator.predict(stack_columns(CALIDIST_COLUMNS, reliability_raw=raw,
+    return calibrator.predict(stack_columns(CALIDIST_COLUMNS, lambda_raw=raw,
                                             confidence=confidence))

@@ -345,8 +345,10 @@ def test_eval_prints_calidist_summary_and_two_stage_one_table(capsys, monkeypatc
         return results if table else None
 
     monkeypatch.setattr(two_stage, "count_lines", lambda tasks: [])
-    returned = two_stage.run_two_stage(
-        ["--model", "hf", "--tasks", "calidist_ppdb_assertion", "--output_path", "out"], run)
+    monkeypatch.setattr(cli, "lm_eval_main", run)
+    returned = cli.run_plan(
+        ["--model", "hf", "--tasks", "calidist_ppdb_assertion", "--output_path", "out"],
+        two_stage=True)
     assert calls == [False, True] and returned is results
 
 

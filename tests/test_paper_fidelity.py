@@ -74,7 +74,7 @@ def test_delta_default_is_the_mean_and_worst_case_is_opt_in() -> None:
 def test_minmax_lambda_on_the_calibration_set_clipped_to_0_10() -> None:
     assert RunSettings().lambda_scale == "minmax"
     raw = np.array([1.0, 3.0, 5.0, 2.0, 4.0, 2.5])
-    X = stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=np.full(6, 0.9))
+    X = stack_columns(CALIDIST_COLUMNS, lambda_raw=raw, confidence=np.full(6, 0.9))
     fit = CaliDistCalibrator().fit(X, [1, 0, 1, 1, 0, 1])
     assert fit.scaled_reliability([1.0, 3.0, 5.0, -7.0, 99.0]).tolist() == [0, 5, 10, 0, 10]
 
@@ -82,7 +82,7 @@ def test_minmax_lambda_on_the_calibration_set_clipped_to_0_10() -> None:
 def test_calibrated_confidence_is_sigmoid_times_p() -> None:
     rng = np.random.default_rng(0)
     raw, conf = rng.uniform(0, 10, 40), rng.uniform(0.3, 1, 40)
-    X = stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=conf)
+    X = stack_columns(CALIDIST_COLUMNS, lambda_raw=raw, confidence=conf)
     fit = CaliDistCalibrator().fit(X, rng.integers(0, 2, 40))
     lam = fit.scaled_reliability(raw)
     expected = conf / (1 + np.exp(-fit.beta_ * (lam - fit.alpha_)))
@@ -109,7 +109,7 @@ def test_fit_is_the_papers_grid_search_alone(seed: int) -> None:
     conf = rng.uniform(0.3, 1, 60)
     correct = (rng.uniform(size=60) < conf * 0.8).astype(float)
     fit = CaliDistCalibrator().fit(
-        stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=conf), correct)
+        stack_columns(CALIDIST_COLUMNS, lambda_raw=raw, confidence=conf), correct)
     alpha, beta = _paper_grid_search(raw, conf, correct)
     assert (fit.alpha_, fit.beta_) == pytest.approx((alpha, beta), abs=1e-12)
     assert fit.alpha_ in np.linspace(-5, 5, 100) and fit.beta_ in np.linspace(0.1, 5, 100)
@@ -117,7 +117,7 @@ def test_fit_is_the_papers_grid_search_alone(seed: int) -> None:
 
 def test_default_sigmoid_ablation_is_alpha_0_beta_1() -> None:
     rng = np.random.default_rng(3)
-    X = stack_columns(CALIDIST_COLUMNS, reliability_raw=rng.uniform(0, 9, 30),
+    X = stack_columns(CALIDIST_COLUMNS, lambda_raw=rng.uniform(0, 9, 30),
                       confidence=rng.uniform(0.4, 1, 30))
     fit = CaliDistCalibrator(method="default_sigmoid").fit(X, rng.integers(0, 2, 30))
     assert (fit.alpha_, fit.beta_) == (0.0, 1.0)
@@ -208,7 +208,7 @@ def test_hinted_exemplars_in_distractor_prompts(ppdb_data_dir: Path) -> None:
     task = load_task("calidist_ppdb_assertion", metadata)
     doc = task.eval_docs[8]
     original = task.fewshot_context(doc, 1, gen_prefix=task.doc_to_prefix(doc))
-    hinted = task.variant_prompt(task.distracted_doc(doc, task.prompt_plans(doc)[1]))
+    hinted = task.copy_prompt(task.distracted_doc(doc, task.prompt_plans(doc)[1]))
     assert original.count("Hint:") == 0 and original.count("The answer is (") == 3
     assert hinted.count("Hint:") == 3  # two exemplars and the query
 

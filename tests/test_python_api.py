@@ -198,7 +198,7 @@ def test_the_documented_saved_fit_example_runs(tmp_path: Path, monkeypatch) -> N
     # document 1 kept its answer (mu 0, delta |0.9 - 0.85|); document 2 flipped (mu 0.6, delta
     # |0.8 - 0.6|): lambda_raw = (1 - mu) / (delta + 1e-10)
     raw = [1 / (0.05 + 1e-10), 0.4 / (0.2 + 1e-10)]
-    expected = fit.predict(stack_columns(("reliability_raw", "confidence"),
-                                         reliability_raw=raw, confidence=[0.9, 0.8]))
+    expected = fit.predict(stack_columns(("lambda_raw", "confidence"),
+                                         lambda_raw=raw, confidence=[0.9, 0.8]))
     np.testing.assert_allclose(namespace["calibrated"], expected, rtol=1e-9)
     assert namespace["calibrated"][1] < namespace["calibrated"][0]

@@ -32,7 +32,7 @@ parser counts as unreadable (``parse_fail_rate``).
 
 Chat generations also ask for token log-probabilities (``logprobs: true``, ``top_logprobs:
 answer_logprobs.TOP_LOGPROBS``; ``--gen_kwargs logprobs=false`` asks for none) and each reply
-comes back as an ``answer_logprobs.ScoredReply`` carrying its tokens, for CaliDist (log-prob). A
+comes back as an ``chat_logprobs.ScoredReply`` carrying its tokens, for CaliDist (log-prob). A
 reply without them (``logprobs.content``) raises ``APIReplyError`` (``NO_CHAT_LOGPROBS``).
 """
 

@@ -62,7 +62,6 @@ class ConfidenceSource:
     name = ""
     evaluation_only = False  # whether only the evaluation documents are sent
     takes_distractor = True  # whether the task may have a distractor style
-    splits_in_stages = False  # whether a hinted task can run in two stages (``two_stage``)
 
     def reply_form(self, settings: RunSettings) -> verbalized.ReplyForm:
         """What the prompts ask the reply to hold (and how few-shot exemplars answer)."""
@@ -118,7 +117,6 @@ class Verbalized(_ReasonedReply, ConfidenceSource):
     """The option and a 0-100% confidence stated in one greedy reply per prompt."""
 
     name = VERBALIZED
-    splits_in_stages = True
 
     def asks(self, doc: dict[str, Any], hinted_copies: list[dict[str, Any]], base: dict[str, Any],
              repeats: int, settings: RunSettings, original: bool = True) -> list[Ask]:

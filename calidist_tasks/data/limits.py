@@ -1,7 +1,7 @@
 """lm-eval's ``--limit`` on a calidist task: documents of both splits, in their proportion.
 
 lm-eval's ``limit`` takes the first N documents, which are all calibration documents here
-(calibration first, ``dataset.build_documents``): nothing would be left to score. A calidist task
+(calibration first, ``documents.build_documents``): nothing would be left to score. A calidist task
 takes the first ones of each split instead (``limit_sizes``), says so once (``DocumentLimit.
 message``) and leaves lm-eval's ``--samples`` (documents named by index) as lm-eval's.
 """

@@ -185,8 +185,7 @@ def refit(run: TaskRun, methods: Sequence[Method]) -> dict[str, fits.Fitted | No
     found: dict[str, fits.Fitted | None] = {}
     for method in methods:
         try:
-            fitted = method.fit(calibration, evaluation, settings, context)
-            found[method.label] = fitted and fits.as_scored(fitted, evaluation)
+            found[method.label] = method.fit(calibration, evaluation, settings, context)
         except fits.NoCalibration:
             found[method.label] = None
     return found

@@ -15,7 +15,7 @@ a *later stage*: a run that reads the samples file an *earlier run* logged with
   2's and, through the ``original_run`` its results file logged (``EarlierRun.metadata``), stage
   1's.
 
-``EarlierRun.read`` finds the file (``run_files.samples_file_of``), refuses a run another model
+``EarlierRun.read`` finds the file (``files.samples_file_of``), refuses a run another model
 answered or one that names no model (``check_model``: the records' own ``model``, else the
 results file beside them), and matches every logged line to this run's document of the same
 index, refusing another document (``same_document``); ``get`` / ``record`` give one document's

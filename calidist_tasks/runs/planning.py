@@ -6,8 +6,9 @@ of the same command: a reasoned (``_cot``) task reads its ``_verbalized`` task's
 (``two_stage``). ``plan_runs`` decides it once, as data: the reply run first (two-stage itself
 with ``--two-stage``), then the rest of the selection, each split into stage 1 (the hinted
 tasks' original prompts) and stage 2 under ``--two-stage``. The executors only carry the plan
-out: ``calidist_tasks.evaluate`` (Python) and ``calidist eval`` (``reply_runs.reply_stages``,
-``two_stage.plan_two_stage``: lm-eval command lines). A run's folders are named by role
+out: ``calidist_tasks.evaluate`` (Python: one ``simple_evaluate`` per run) and ``calidist eval``
+(``cli.run_plan``: one lm-eval command line per run, ``command_lines.planned_command_lines``),
+neither deciding anything the plan does not say. A run's folders are named by role
 (``REPLIES``, ``REPLIES_STAGE1``, ``STAGE1``, ``OUTPUT``); each executor says where they are.
 """
 
@@ -17,15 +18,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from calidist_tasks.data.yaml_configs import task_configs
+from calidist_tasks.registry import splits_in_stages
 from calidist_tasks.settings import SPLIT_STAGES
 
 ALL, ORIGINAL, HINTS = SPLIT_STAGES
-LOGIT_CLASS = "calidist_tasks.tasks.base.CaliDistTask"
-WRAPPED_CLASS = "calidist_tasks.tasks.wrapped.WrappedTask"  # a CaliDistTask (``calidist wrap``)
-GENERATION_CLASS = "calidist_tasks.tasks.generation.GenerationTask"
 ONE_STAGE = {"stage": ALL}  # a reply run without --two-stage sends every prompt
-# (task, kind) kinds that run in two stages under --two-stage (``expand_tasks``)
-SPLIT_KINDS = ("logit", "verbalized")
+# (task, kind) kinds of ``expand_tasks``
+SPLIT = "split"  # runs in two stages under --two-stage (``registry.splits_in_stages``)
+REASONED = "reasoned"  # reads its replies' run (``reply_task``)
+SINGLE = "single"  # ours, one run: no hints, or staged itself like GSM8K
+OTHER = "other"  # not ours: stage 2 only
 
 # The folders of a plan's runs, by role
 OUTPUT = "output"  # the command's own output (--output_path; Python: the returned results)
@@ -47,18 +49,18 @@ class PlannedRun(NamedTuple):
 def expand_tasks(names: Iterable[str], include_path: Sequence[str] = ()
                  ) -> list[tuple[str, str]]:
     """(task, kind) of every task ``names`` selects, our groups expanded (with the reasoned
-    variants a family group lists under ``metadata: reasoned``): kind ``logit`` (a
-    hinted log-likelihood task: two stages), ``verbalized`` (a hinted verbalized task: two
-    stages), ``reasoned`` (a reasoned task: runs after its replies' run), ``single`` (ours, one
-    stage: no hints, or staged itself like GSM8K), ``other`` (not ours: stage 2 only).
-    ``include_path``: the run's other task folders (wrapped tasks, ``calidist wrap``)."""
+    variants a family group lists under ``metadata: reasoned``): kind ``SPLIT`` (two stages
+    under --two-stage: its variant splits, ``registry.splits_in_stages``), ``REASONED`` (a
+    reasoned task: runs after its replies' run), ``SINGLE`` (ours, one stage: no hints, or
+    staged itself like GSM8K), ``OTHER`` (not ours: stage 2 only). ``include_path``: the run's
+    other task folders (wrapped tasks, ``calidist wrap``)."""
     configs = task_configs(include_path)
     found: list[tuple[str, str]] = []
 
     def visit(name: str) -> None:
         config = configs.get(name)
         if config is None:
-            found.append((name, "other"))
+            found.append((name, OTHER))
         elif "group" in config:
             # a family group's reasoned variants are under its metadata (plain lm-eval runs the
             # group without them: they need their replies' run first)
@@ -67,17 +69,9 @@ def expand_tasks(names: Iterable[str], include_path: Sequence[str] = ()
             for member in members:
                 visit(member if isinstance(member, str) else member.get("task"))
         elif "reply_task" in config:
-            found.append((name, "reasoned"))
+            found.append((name, REASONED))
         else:
-            hinted = config.get("distractor", "none") != "none"
-            kind = str(config.get("class", "")).split()[-1]
-            if hinted and kind in (LOGIT_CLASS, WRAPPED_CLASS):
-                found.append((name, "logit"))
-            elif hinted and kind == GENERATION_CLASS and config.get(
-                    "confidence", "verbalized") == "verbalized":
-                found.append((name, "verbalized"))
-            else:
-                found.append((name, "single"))
+            found.append((name, SPLIT if splits_in_stages(name, config) else SINGLE))
 
     for name in names:
         visit(name)
@@ -91,7 +85,7 @@ def staged_selection(names: Iterable[str]) -> tuple[list[str], list[str]]:
     expanded = expand_tasks(names)
     configs = task_configs()
     replies = list(dict.fromkeys(configs[name]["reply_task"] for name, kind in expanded
-                                 if kind == "reasoned"))
+                                 if kind == REASONED))
     if not replies:
         return [], names
     return replies, [name for name, _ in expanded if name not in replies]
@@ -99,8 +93,7 @@ def staged_selection(names: Iterable[str]) -> tuple[list[str], list[str]]:
 
 def _two_stage(tasks: list[str], role: str, stage1: str, folder: str,
                reads: Mapping[str, str], include_path: Sequence[str] = ()) -> list[PlannedRun]:
-    hinted = tuple(name for name, kind in expand_tasks(tasks, include_path)
-                   if kind in SPLIT_KINDS)
+    hinted = tuple(name for name, kind in expand_tasks(tasks, include_path) if kind == SPLIT)
     first = [PlannedRun(f"{role} stage 1".strip(), hinted, {"stage": ORIGINAL}, reads, stage1)]
     return [*(first if hinted else []),
             PlannedRun(role, tuple(tasks), {"stage": HINTS}, {**reads, "original_run": stage1},

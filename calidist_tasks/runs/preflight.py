@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from calidist_tasks.data.yaml_configs import task_configs
-from calidist_tasks.runs.two_stage import FLAG_CACHE, FLAG_TASKS, flag_values
+from calidist_tasks.runs.command_lines import FLAG_CACHE, FLAG_TASKS, flag_values
 from calidist_tasks.settings import RunSettings
 
 PREFIX = "calidist"  # every task and group of ours is named calidist_...

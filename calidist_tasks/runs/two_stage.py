@@ -14,21 +14,21 @@ prompts needs ŷ first, so the run is split (``--metadata stage``, ``settings.SP
    have the single-stage form (its ``hints`` lack the hints naming ŷ, which never count).
 
 ``calidist eval --two-stage`` and ``calidist_tasks.evaluate(..., two_stage=True)`` run both stages
-in one process with one model load (``lm_eval_compat.models_reused``); ``--use_cache`` answers a
-rerun's stage 1 from the cache. docs/method.md, "Two-stage runs".
+in one process with one model load (``lm_eval_compat.models_reused``), as ``planning.plan_runs``
+plans them; ``--use_cache`` answers a rerun's stage 1 from the cache. docs/method.md, "Two-stage
+runs".
 """
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from calidist_tasks.runs.command_lines import FLAG_OUTPUT, flag_values, planned_command_lines
 from calidist_tasks.runs.earlier_runs import EarlierRun, Logged, described
-from calidist_tasks.runs.planning import ALL, HINTS, ORIGINAL, plan_runs
+from calidist_tasks.runs.planning import ALL, HINTS, ORIGINAL
 from calidist_tasks.runs.prompt_logging import first_prompt_hash
 from calidist_tasks.scoring.joining import Outcome, PromptPlan, outcome_from_loglikelihoods
 from calidist_tasks.scoring.records import INDEX_FIELD, LOGPROB, STAGE1_FOLDER
@@ -58,7 +58,7 @@ def hints_sent(plans: Sequence[PromptPlan], stage: str,
 # ---------------------------------------------------------------------- reading stage 1
 class Stage1Answers:
     """Stage 1's answers of one task (stage ``hints``), read once from its run
-    (``staging.EarlierRun``, key ``original_run``)."""
+    (``earlier_runs.EarlierRun``, key ``original_run``)."""
 
     def __init__(self, run: EarlierRun, answers: dict[int, Stage1]) -> None:
         self.run, self.answers = run, answers
@@ -218,7 +218,7 @@ class Tally(NamedTuple):
 
 
 # (task, stage) -> Tally, added to as requests are built (``count_prompts``); read and reset by
-# ``run_two_stage`` to print each stage's exact counts.
+# ``cli.run_plan`` to print each stage's exact counts.
 TALLIES: dict[tuple[str, str], Tally] = {}
 
 
@@ -230,55 +230,6 @@ def count_prompts(task: str, stage: str, sent: int, single_stage: int) -> None:
 
 
 # ---------------------------------------------------------------------- calidist eval --two-stage
-FLAG_TASKS = ("--tasks", "-t")
-FLAG_OUTPUT = ("--output_path", "-o")
-FLAG_SAMPLES = ("--log_samples", "-s")
-FLAG_CACHE = ("--use_cache", "-c")
-FLAG_TWO_STAGE = "--two-stage"  # calidist eval's own flag: this module's runner
-
-
-def flag_values(argv: Sequence[str], flags: tuple[str, ...], many: bool = False) -> list[str]:
-    """The values given to ``flags`` in an lm-eval argv (``--flag v``, ``--flag=v``)."""
-    values: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        name, eq, value = arg.partition("=")
-        if name in flags and eq:
-            values.append(value)
-        elif arg in flags:
-            j = i + 1
-            while j < len(argv) and not argv[j].startswith("-"):
-                values.append(argv[j])
-                j += 1
-                if not many:
-                    break
-            i = j - 1
-        i += 1
-    return values
-
-
-def without_flags(argv: Sequence[str], flags: tuple[str, ...], many: bool = False) -> list[str]:
-    """``argv`` without ``flags`` and their values."""
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg.partition("=")[0] in flags and "=" in arg:
-            i += 1
-            continue
-        if arg in flags:
-            i += 1
-            while i < len(argv) and not argv[i].startswith("-"):
-                i += 1
-                if not many:
-                    break
-            continue
-        out.append(arg)
-        i += 1
-    return out
-
-
 class TwoStagePlan(NamedTuple):
     """What ``calidist eval --two-stage`` runs: stage 1's argv (None: no hinted task) and
     stage 2's, and where stage 1's output goes."""
@@ -292,38 +243,15 @@ class TwoStagePlan(NamedTuple):
 
 def plan_two_stage(argv: Sequence[str]) -> TwoStagePlan:
     """Stage 1 (the selection's hinted tasks, original prompts only, samples logged in
-    ``<output_path>/stage1``) and stage 2 (the whole selection, hints only) from an lm-eval argv.
-    Refuses (SystemExit) what two stages cannot run."""
-    argv = list(argv)
-    outputs = flag_values(argv, FLAG_OUTPUT)
-    names = [n.strip() for value in flag_values(argv, FLAG_TASKS, many=True)
-             for n in value.split(",") if n.strip()]
-    if not names:
-        raise SystemExit("calidist eval --two-stage: give the tasks with --tasks (a --config file "
-                         "is not read for them)")
-    if not outputs:
-        raise SystemExit("calidist eval --two-stage needs --output_path: stage 1's samples are "
-                         f"kept in <output_path>/{STAGE1_FOLDER} and read by stage 2")
-    if flag_values(argv, ("--metadata",), many=True) and any(
-            '"stage"' in v or "stage=" in v or "original_run" in v
-            for v in flag_values(argv, ("--metadata",), many=True)):
-        raise SystemExit("calidist eval --two-stage sets --metadata stage and original_run "
-                         "itself; leave them out")
-    output = Path(outputs[-1])
-    stage1_dir = output / STAGE1_FOLDER
-    folders = [p for value in flag_values(argv, ("--include_path",), many=True)
-               for p in value.split(",")]  # wrapped tasks' folders (calidist wrap)
-    runs = plan_runs(names, two_stage=True, replies_given=True, include_path=folders)
-    hinted = list(runs[0].tasks) if len(runs) > 1 else []  # the replies: not here
-    stage1 = None
-    if hinted:
-        stage1 = [*without_flags(without_flags(argv, FLAG_TASKS, many=True), FLAG_OUTPUT),
-                  "--tasks", ",".join(hinted), "--output_path", str(stage1_dir),
-                  *([] if flag_values(argv, FLAG_SAMPLES) or any(a in FLAG_SAMPLES for a in argv)
-                    else ["--log_samples"]),
-                  "--metadata", json.dumps({"stage": ORIGINAL})]
-    stage2 = [*argv, "--metadata", json.dumps({"stage": HINTS, "original_run": str(stage1_dir)})]
-    return TwoStagePlan(stage1, stage2, stage1_dir, output, hinted)
+    ``<output_path>/stage1``) and stage 2 (the whole selection, hints only) of an lm-eval argv
+    whose replies are given or not needed: the plan's command lines
+    (``command_lines.planned_command_lines``). Refuses (SystemExit) what two stages cannot
+    run."""
+    lines = planned_command_lines(argv, two_stage=True, replies_given=True)
+    output = Path(flag_values(argv, FLAG_OUTPUT)[-1])
+    first = lines[0] if len(lines) > 1 else None
+    return TwoStagePlan(first and first.argv, lines[-1].argv, output / STAGE1_FOLDER, output,
+                        list(first.run.tasks) if first else [])
 
 
 def count_lines(tasks: Sequence[str]) -> list[str]:
@@ -338,44 +266,3 @@ def count_lines(tasks: Sequence[str]) -> list[str]:
                      f"documents), stage 2 {second.sent} ({second.documents}): {per_doc:g} per "
                      f"document; single-stage: {second.single_stage / second.documents:g}")
     return lines
-
-
-def run_two_stage(argv: Sequence[str], run: Any) -> Any:
-    """``calidist eval --two-stage``: stage 1 then stage 2 through ``run`` (lm-eval's CLI in this
-    process, ``cli.lm_eval_main``), the model loaded once; stage 1 prints no results table (its
-    numbers are original-prompt baselines under the hinted task's name). A failing stage 2
-    keeps stage 1's folder and says how to resume. Returns what stage 2's ``run`` returned."""
-    from calidist_tasks.backends.lm_eval_compat import models_reused
-    from calidist_tasks.runs.recovery import check_writable
-
-    plan = plan_two_stage(argv)
-    for folder in (plan.output, plan.stage1_dir):  # before stage 1's model time
-        try:
-            check_writable(folder, "--output_path" if folder == plan.output else "stage 1 folder")
-        except OSError as error:
-            raise SystemExit(f"calidist eval --two-stage: {error}") from None
-    cache = flag_values(argv, FLAG_CACHE)
-    TALLIES.clear()
-    with models_reused():
-        if plan.stage1 is not None:
-            print(f"calidist two-stage: stage 1 ({', '.join(plan.hinted)}): original prompts, "
-                  f"samples in {plan.stage1_dir}", flush=True)
-            run(plan.stage1, table=False)
-        else:
-            print("calidist two-stage: no hinted task selected; one stage", flush=True)
-        try:
-            results = run(plan.stage2)
-        except (Exception, SystemExit) as error:  # noqa: BLE001 - reported, then re-raised
-            if plan.stage1 is None or (isinstance(error, SystemExit) and not error.code):
-                raise
-            resume = (f"rerun the same command: stage 1 is answered from the cache {cache[-1]}"
-                      if cache else "rerun the same command with --use_cache PATH (this run's "
-                      "stage 1 was not cached, so it runs once more)")
-            print(f"calidist two-stage: stage 2 failed ({type(error).__name__}: {error}); stage "
-                  f"1's samples are kept in {plan.stage1_dir}; to resume, {resume}",
-                  file=sys.stderr, flush=True)
-            raise
-    lines = count_lines(plan.hinted)
-    if lines:
-        print("calidist two-stage prompt counts:", *lines, sep="\n", flush=True)
-    return results

@@ -31,7 +31,6 @@ from calidist_tasks.registry import (
     unreadable_metrics,
 )
 from calidist_tasks.scoring.fits import (
-    as_scored,
     column,
     reading_settings,
     save_fit,
@@ -57,9 +56,9 @@ from calidist_tasks.scoring.records import (
 from calidist_tasks.settings import RunSettings
 
 
-def _scores(confidence: np.ndarray, correct: np.ndarray, name: str = "") -> dict[str, float]:
-    """Every score of one confidence (``name``: its metric suffix, "" for CaliDist's)."""
-    return {metric_name(score, name): float(fn(confidence, correct))
+def _scores(confidence: np.ndarray, correct: np.ndarray, suffix: str = "") -> dict[str, float]:
+    """Every score of one confidence (``suffix``: its metric suffix, "" for CaliDist's)."""
+    return {metric_name(score, suffix): float(fn(confidence, correct))
             for score, fn in SCORES.items()}
 
 
@@ -111,8 +110,7 @@ def summarize_calidist(
 ) -> dict[str, float]:
     """CaliDist metrics on the evaluation documents, fitted on the calibration documents."""
     calibration, evaluation = split_records(records)
-    fitted = as_scored(calidist_method().fit(calibration, evaluation, settings, context),
-                       evaluation)
+    fitted = calidist_method().fit(calibration, evaluation, settings, context)
     calibrator = fitted.estimator
     save_fit(calibrator, settings, context)
     log_confidences(evaluation, CALIDIST, fitted.confidence, fitted.correct)
@@ -163,15 +161,14 @@ def fitted_scores(
     context: Mapping[str, Any],
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """Every score of each method's fit (its ``fit``, as ``calidist report`` calls it), but the
-    model's own confidence (``_common`` scores it): (metrics, {confidence: fits.Fitted or None}).
+    model's own confidence (``_common`` scores it): (metrics, {suffix: fits.Fitted or None}).
     A method undefined for these records (None) has NaN scores."""
     results: dict[str, float] = {}
     fitted: dict[str, Any] = {}
     for method in methods:
         if method.own:
             continue
-        found = method.fit(calibration, evaluation, settings, context)
-        fitted[method.suffix] = found = found and as_scored(found, evaluation)
+        fitted[method.suffix] = found = method.fit(calibration, evaluation, settings, context)
         if found is None:  # skipped (vector scaling on documents with different option counts)
             results.update({method.metric(score): math.nan for score in SCORES})
         else:
@@ -212,14 +209,15 @@ def summarize_generations(
     records: Sequence[Mapping[str, Any]],
     settings: RunSettings,
     context: Mapping[str, Any],
-    confidence: str,
+    source: str,
     distracted: bool,
 ) -> dict[str, float]:
-    """Metrics of a generation task; a distracted verbalized task is CaliDist's summary."""
-    results = _summarize_generations(records, settings, context, confidence, distracted)
+    """Metrics of a generation task of confidence source ``source``; a distracted verbalized
+    task is CaliDist's summary."""
+    results = _summarize_generations(records, settings, context, source, distracted)
     results.update(reasoning_metrics(split_records(records)[1]))
     logprobs = summarize_logprobs(records, settings, context, distracted)
-    if confidence == CONSISTENCY:  # samples that were not sampled (a server, greedy)
+    if source == CONSISTENCY:  # samples that were not sampled (a server, greedy)
         message = consistency.identical_samples_warning(split_records(records)[1])
         if message:
             warnings.warn(message, CalibrationWarning, stacklevel=2)
@@ -289,7 +287,7 @@ def _summarize_generations(
     records: Sequence[Mapping[str, Any]],
     settings: RunSettings,
     context: Mapping[str, Any],
-    confidence: str,
+    source: str,
     distracted: bool,
 ) -> dict[str, float]:
     calibration, evaluation = split_records(records)
@@ -298,23 +296,24 @@ def _summarize_generations(
     if distracted:
         return {**summarize_calidist(records, settings, context), **results}
     results.update(_common(calibration, evaluation))
-    if confidence not in SAMPLING_KINDS and not calibration:  # verbalized: Platt, isotonic
+    if source not in SAMPLING_KINDS and not calibration:  # verbalized: Platt, isotonic
         raise ValueError(f"{context['task']}: no calibration documents to fit the baselines on")
-    scores, _ = fitted_scores(fitted_methods(False, confidence), calibration, evaluation,
+    scores, _ = fitted_scores(fitted_methods(False, source), calibration, evaluation,
                               settings, context)
     results.update(scores)
-    if confidence == CONSISTENCY:
+    if source == CONSISTENCY:
         results["identical_samples_rate"] = consistency.identical_samples_rate(evaluation)
     return results
 
 
 # ------------------------------------------------- per-document confidences (records.CALIBRATED)
-def log_confidences(evaluation: Sequence[Record], confidence: str, values: Any,
+def log_confidences(evaluation: Sequence[Record], suffix: str, values: Any,
                     correct: Any) -> None:
-    """Log ``confidence``'s value and correctness on each evaluation record, in their order: in
+    """Log the value and correctness of the confidence of metric suffix ``suffix`` on each
+    evaluation record, in their order: in
     one process these are the very dicts lm-eval logs in its samples file after the aggregation
     (docs/python_api.md, "Per-answer calibrated confidence")."""
-    key = confidence_key(confidence)
+    key = confidence_key(suffix)
     for record, value, right in zip(evaluation, np.asarray(values, dtype=float).tolist(),
                                     np.asarray(correct, dtype=float).tolist(), strict=True):
         record.setdefault(CALIBRATED, {})[key] = value

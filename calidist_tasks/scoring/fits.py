@@ -107,7 +107,7 @@ def column(records: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
 
 def calidist_inputs(records: Sequence[Mapping[str, Any]]) -> np.ndarray:
     """``CaliDistCalibrator``'s X of the records: their lambda_raw and confidence."""
-    return stack_columns(CALIDIST_COLUMNS, reliability_raw=column(records, "lambda_raw"),
+    return stack_columns(CALIDIST_COLUMNS, lambda_raw=column(records, "lambda_raw"),
                          confidence=column(records, "confidence"))
 
 

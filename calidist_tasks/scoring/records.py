@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, TypedDict
 from calidist_metrics import STABILITY_EPSILON
 
 # ------------------------------------------------------------------ document fields
-# Every document carries these (``dataset.build_documents``); a benchmark's rows may not.
+# Every document carries these (``documents.build_documents``); a benchmark's rows may not.
 SPLIT_FIELD = "calidist_split"  # CALIBRATION or EVALUATION
 MODEL_KEY = "model"  # a record's model (``Record.model``)
 INDEX_FIELD = "calidist_index"  # position in the task's document list (calibration first)

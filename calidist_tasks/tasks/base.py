@@ -11,7 +11,7 @@ The class keeps lm-eval's hooks and hands each concern to a collaborator (docs/a
 the distractor style (``styles``, chosen once from the YAML's ``distractor``), the answer mode
 (``answer_modes``: option letters or open numbers), the stage of a two-stage run
 (``two_stage.RunStage``, reading stage 1 through ``staging``) and the ``--limit`` policy
-(``limits``). Every prompt is rendered from its parts by ``prompts.render``; the few-shot
+(``limits``). Every prompt is rendered from its parts by ``prompting.parts.render``; the few-shot
 exemplars are the YAML's (``fewshot_config: samples:``), checked, selected and laid out by
 ``fewshot``, each rendered by ``exemplar_turn`` with the style's misleading plan; lm-eval's
 internals are reached through ``lm_eval_compat`` only.
@@ -47,7 +47,7 @@ from calidist_tasks.prompting.parts import (  # the fields a prompt reads; other
     render,
 )
 from calidist_tasks.prompting.styles import DistractorStyle, content_key, distractor_style
-from calidist_tasks.registry import LOGIT, higher_is_better, metric_names
+from calidist_tasks.registry import LOGIT, higher_is_better, metric_names, variant_of
 from calidist_tasks.runs import prompt_logging, recovery, two_stage
 from calidist_tasks.scoring.aggregation import (
     interval_score,
@@ -135,8 +135,8 @@ class CaliDistTask(ConfigurableTask):
         self._markers: dict[tuple[str, ...], tuple[str, dict[str, Any]]] = {}
         # Two-stage runs (calidist_tasks.runs.two_stage): which prompts this run sends; tasks that
         # cannot split (no hints, GSM8K's own stages) run whole whatever --metadata stage says.
-        split = self.style.hinted and self.splits_in_stages()
-        self.run_stage = two_stage.RunStage(name, self.settings.stage if split else two_stage.ALL)
+        stage = self.settings.stage if self.splits_in_stages() else two_stage.ALL
+        self.run_stage = two_stage.RunStage(name, stage)
         if self.run_stage.stage == two_stage.HINTS and not self.settings.original_run:
             raise ValueError(f"{name}: --metadata stage hints needs original_run, the stage-1 "
                              "run of this task (its --output_path folder or samples file)")
@@ -199,7 +199,7 @@ class CaliDistTask(ConfigurableTask):
                              f"({error}); give each field one type in every row") from None
 
     def documents(self) -> list[dict[str, Any]]:
-        """Calibration documents first, then evaluation documents (``dataset.build_documents``).
+        """Calibration documents first, then evaluation documents (``documents.build_documents``).
         Stage hints also reads (and checks) stage 1's answers to them now, before model time."""
         docs = self.built_documents()
         if self.run_stage.stage == two_stage.HINTS:
@@ -219,8 +219,10 @@ class CaliDistTask(ConfigurableTask):
     # ------------------------------------------------------------------ two-stage runs
     def splits_in_stages(self) -> bool:
         """Whether this task can send its original and hinted prompts in two runs (``--metadata
-        stage``): the log-likelihood CaliDist task; subclasses say for themselves."""
-        return True
+        stage``): whether its variant (its style and ``registered_confidence``) does,
+        ``registry.Variant.splits_in_stages``, the definition the planner reads too."""
+        variant = variant_of(self.distractor, self.registered_confidence())
+        return variant is not None and variant.splits_in_stages
 
     def sends_hints(self) -> bool:
         """Whether this run sends hinted prompts (a hinted task, not stage 1 of two)."""
@@ -272,7 +274,7 @@ class CaliDistTask(ConfigurableTask):
         return super().doc_to_text(doc, doc_to_text)
 
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
-        """The prompt rendered from ``prompt_parts`` (``prompts.render``)."""
+        """The prompt rendered from ``prompt_parts`` (``prompting.parts.render``)."""
         return render(self.prompt_parts(doc, doc_to_text))
 
     def fewshot_context(self, doc: dict[str, Any], num_fewshot: int, **kwargs: Any) -> Any:
@@ -397,7 +399,7 @@ class CaliDistTask(ConfigurableTask):
         n_choices = len(continuations)
         self.run_stage.check_prompt(doc, ctx)
         prompts = [ctx if plan.hint_label is None
-                   else self.variant_prompt(self.distracted_doc(doc, plan))
+                   else self.copy_prompt(self.distracted_doc(doc, plan))
                    for plan in self.sent_plans(doc)]
         self.run_stage.count(len(prompts), len(self.prompt_plans(doc)))
         return [
@@ -416,13 +418,14 @@ class CaliDistTask(ConfigurableTask):
         """What each prompt's requests score, one per option: the option letters."""
         return list(distractors.LETTERS[:len(self.doc_to_choice(doc))])
 
-    def variant_prompt(self, variant: dict[str, Any], **context: Any) -> Any:
-        """The prompt of a variant of a document (a hinted copy), built as lm-eval built the
-        original's: same few-shot, chat template and system prompt unless ``context`` says."""
+    def copy_prompt(self, copy: dict[str, Any], **context: Any) -> Any:
+        """The prompt of a copy of a document (a hinted copy, a SPUQ perturbation), built as
+        lm-eval built the original's: same few-shot, chat template and system prompt unless
+        ``context`` says."""
         return self.fewshot_context(
-            variant,
+            copy,
             num_fewshot=self.config.num_fewshot or 0,
-            gen_prefix=self.doc_to_prefix(variant),
+            gen_prefix=self.doc_to_prefix(copy),
             **{**self._context_kwargs, **context},
         )
 

@@ -12,9 +12,9 @@ so it runs on any lm-eval backend that generates, chat APIs included. Its YAML (
 - ``consistency``: N sampled answers to the original prompt (``confidence.consistency``);
 - ``spuq``: the original answer and its perturbed copies (``calidist_tasks.confidence.spuq``).
 
-The confidence source is a strategy object (``confidence_sources.SOURCES``) chosen once from
+The confidence source is a strategy object (``confidence.sources.SOURCES``) chosen once from
 ``confidence:``; the prompt is the logit prompt's parts (``CaliDistTask.prompt_parts``) with the
-source's reply form added, rendered by ``prompts.render``.
+source's reply form added, rendered by ``prompting.parts.render``.
 
 Few-shot exemplars are answered in the form the prompt asks for (``exemplar_reply``): the paper's
 prompt shows Appendix F's reasoned reply and asks no more, the one-line forms end the prompt with
@@ -105,10 +105,6 @@ class GenerationTask(CaliDistTask):
                                                        self.settings)
         return {**summary, **extras}
 
-    def splits_in_stages(self) -> bool:
-        """Verbalized tasks run in two stages too: stage 1's outcome is the parsed reply."""
-        return self.confidence_source.splits_in_stages
-
     # ------------------------------------------------------------------ prompts
     def reply_form(self) -> verbalized.ReplyForm:
         """What the prompts ask for: the option and a confidence in the form --metadata
@@ -192,10 +188,10 @@ class GenerationTask(CaliDistTask):
         if ask.prompt_doc is None:
             return ctx
         if ask.system is None:
-            return self.variant_prompt(ask.prompt_doc)
+            return self.copy_prompt(ask.prompt_doc)
         own = self._context_kwargs.get("system_instruction")
         system = f"{ask.system}\n{own}" if own else ask.system
-        return self.variant_prompt(ask.prompt_doc, system_instruction=system)
+        return self.copy_prompt(ask.prompt_doc, system_instruction=system)
 
     def _request_doc(self, variant: dict[str, Any], choices: list[str]) -> dict[str, Any]:
         """What the parser needs to know of a prompt: the options' own texts (not a corrupted

@@ -262,7 +262,9 @@ class OpenEndedTask(CaliDistTask):
         super().__init__(config=config, **kwargs)
 
     def splits_in_stages(self) -> bool:
-        """GSM8K runs in stages of its own (``stage``; docs/gsm8k.md), not ``--metadata stage``."""
+        """GSM8K runs in the stages its YAML names (``stage``; docs/gsm8k.md), not in those of
+        ``--metadata stage``: ``registry.splits_in_stages``, which the planner reads, says so
+        from the same YAML key."""
         return False
 
     @property
@@ -373,7 +375,7 @@ class OpenEndedTask(CaliDistTask):
 
     def hinted_prompts(self, doc: dict[str, Any]) -> list[Any]:
         """The hinted prompts, in ``prompt_plans`` order, built as lm-eval built the original."""
-        return [self.variant_prompt(self.distracted_doc(doc, plan))
+        return [self.copy_prompt(self.distracted_doc(doc, plan))
                 for plan in self.prompt_plans(doc)[1:]]
 
     def scorings(self, doc: dict[str, Any]) -> list[Scoring]:

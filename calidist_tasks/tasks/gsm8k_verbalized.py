@@ -15,7 +15,7 @@ see docs/gsm8k.md.
 
 3. ``calidist_gsm8k_consistency``: the consistency baselines (paper, Appendix D), N = 15 worked
    answers sampled for stage 1's prompt, within its budget and with the classification families'
-   decoding (``confidence_sources.Consistency``, Appendix I). Each reply's number is read as in
+   decoding (``confidence.sources.Consistency``, Appendix I). Each reply's number is read as in
    stage 1; the votes over their values (``number_vote``) give the prediction (the majority
    number, right when it equals the gold number) and the self-consistency, entropy and FSD
    confidences. Reports what every family's ``*_consistency`` task reports.
@@ -151,7 +151,7 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
             requests = [(ctx, {**base, "max_gen_toks": 1}, doc)]
         else:
             hinted_copies = [self.distracted_doc(doc, plan) for plan in self.prompt_plans(doc)[1:]]
-            requests = [(self.variant_prompt(copy), base, copy) for copy in hinted_copies]
+            requests = [(self.copy_prompt(copy), base, copy) for copy in hinted_copies]
         return [Instance(request_type="generate_until", doc=request_doc,
                          arguments=(prompt, deepcopy(gen_kwargs)), idx=i, **kwargs)
                 for i, (prompt, gen_kwargs, request_doc) in enumerate(requests)]
@@ -203,7 +203,7 @@ class VerbalizedOpenEndedTask(OpenEndedTask):
 class ConsistencyOpenEndedTask(VerbalizedOpenEndedTask):
     """``calidist_gsm8k_consistency``: N sampled worked answers to stage 1's prompt, voted by
     number (``number_vote``). The requests and the reported sampling temperature are the
-    classification families' (``confidence_sources.Consistency``)."""
+    classification families' (``confidence.sources.Consistency``)."""
 
     confidence = CONSISTENCY
     confidence_source = SOURCES[CONSISTENCY]

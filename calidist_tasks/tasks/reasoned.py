@@ -172,10 +172,6 @@ class ReasonedTask(GenerationTask):
         """Registered (and logged) as ``registry.REASONED``, though its replies are verbalized."""
         return REASONED
 
-    def splits_in_stages(self) -> bool:
-        """Reasoned tasks are staged by their replies' run, not by ``--metadata stage``."""
-        return False
-
     def letter_logprobs_source(self) -> str:
         """Where a reply's letter log-probabilities come from: ``SCORING``, a later stage (this
         task) that scores the c letters after the prompt and the reply up to its answer, for the
@@ -209,7 +205,7 @@ class ReasonedTask(GenerationTask):
                   ) -> EarlierRun | None:
         """The original replies of a two-stage reply run, whose samples (stage 2's) hold the
         hints only: its stage 1, in the folder its results file names
-        (``run_files.stage1_folder``); None for a one-stage run, and for replies without hints
+        (``runs.files.stage1_folder``); None for a one-stage run, and for replies without hints
         (their task ran whole in stage 2)."""
         metadata = replies.metadata()
         if metadata.get("stage") != HINTS or not self.style.hinted:
@@ -279,7 +275,7 @@ class ReasonedTask(GenerationTask):
         kwargs = lm_eval_compat.instance_kwargs(kwargs)
         logged = self.logged(doc)
         prompts = [ctx if plan.hint_label is None
-                   else self.variant_prompt(self.distracted_doc(doc, plan))
+                   else self.copy_prompt(self.distracted_doc(doc, plan))
                    for plan in logged.plans]
         for j, (ours, theirs) in enumerate(zip(prompts, logged.prompts, strict=True)):
             self._replies.check_prompt(doc, ours, theirs, f"prompt {j}")

@@ -412,7 +412,6 @@ def test_a_saved_fit_applies_to_the_logprob_rows_as_to_the_aggregation(chat_run,
     from calidist_tasks.registry import METHODS, SCORES
     from calidist_tasks.scoring.aggregation import summarize_logprobs
     from calidist_tasks.scoring.fits import (
-        as_scored,
         calibrator_context,
         calidist_inputs,
         column,
@@ -431,8 +430,9 @@ def test_a_saved_fit_applies_to_the_logprob_rows_as_to_the_aggregation(chat_run,
     row = next(m for m in METHODS if m.label == "CaliDist log-prob (As.)")
     for settings, moved in ((RunSettings(calibrator=path), True), (RunSettings(), False)):
         reported = summarize_logprobs(records, settings, context, distracted=True)
-        # scored as the aggregation and the report score it: an unreadable original at its 1/c
-        fitted = as_scored(row.fit(calibration, evaluation, settings, context), evaluation)
+        # the row's fit, as the aggregation and the report call it: an unreadable original at
+        # its 1/c (``Method.fit`` applies the unreadable rule)
+        fitted = row.fit(calibration, evaluation, settings, context)
         for score, fn in SCORES.items():
             assert fn(fitted.confidence, fitted.correct) == pytest.approx(
                 reported[f"{score}_logprob"], abs=1e-12), score

@@ -232,7 +232,7 @@ def test_spuq_requests_and_record(metadata):
     for request, plan in zip(requests[1:], plans, strict=True):
         prompt, kwargs = request.arguments
         if plan.kind == "dummy_token":
-            expected = task.variant_prompt({**doc, DUMMY: [plan.text, plan.position]})
+            expected = task.copy_prompt({**doc, DUMMY: [plan.text, plan.position]})
             assert prompt == expected and prompt != ctx and plan.text in prompt
         elif plan.kind == "system_message":
             assert prompt.startswith(plan.text) and prompt.endswith(ctx)

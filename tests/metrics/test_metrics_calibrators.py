@@ -48,7 +48,7 @@ def _calidist_data(n=200, seed=0):
 
 def _x(raw, confidence):
     """CaliDistCalibrator's X of these lambda_raw and confidences."""
-    return stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=confidence)
+    return stack_columns(CALIDIST_COLUMNS, lambda_raw=raw, confidence=confidence)
 
 
 def _fit_quietly(calibrator, X, y):
@@ -299,12 +299,12 @@ GOOD_X = [[1.0, 0.5], [2.0, 0.5]]
 @pytest.mark.parametrize(
     ("X", "y", "kwargs", "message"),
     [
-        (np.empty((0, 2)), [], {}, r"X\[:, 0\] \(reliability_raw\) is empty"),
+        (np.empty((0, 2)), [], {}, r"X\[:, 0\] \(lambda_raw\) is empty"),
         ([[1.0, 0.5, 0.1], [2.0, 0.5, 0.1]], [1, 0], {}, r"X must have shape \(n, 2\)"),
         (GOOD_X, [1], {}, "length mismatch: X=2, y=1"),
         ([[1.0, 0.5], [np.nan, 0.5]], [1, 0], {},
-         r"X\[:, 0\] \(reliability_raw\) contains NaN"),
-        ([[1.0, 0.5], [np.inf, 0.5]], [1, 0], {}, r"X\[:, 0\] \(reliability_raw\)"),
+         r"X\[:, 0\] \(lambda_raw\) contains NaN"),
+        ([[1.0, 0.5], [np.inf, 0.5]], [1, 0], {}, r"X\[:, 0\] \(lambda_raw\)"),
         ([[1.0, 0.5], [2.0, 1.5]], [1, 0], {}, r"X\[:, 1\] \(confidence\) must lie in"),
         ([["a", 0.5], [2.0, 0.5]], [1, 0], {}, "X must be numeric"),
         (GOOD_X, [1, 3], {}, r"y \(correct\) must contain only 0/1"),
@@ -628,7 +628,7 @@ def test_every_public_estimator_has_one_call_shape(cls):
     labels = rng.integers(0, 3, n)
     mu, delta = rng.uniform(size=n), rng.uniform(size=n)
     named = {"confidence": rng.uniform(0.3, 1.0, n), "mu": mu, "delta": delta,
-             "reliability_raw": reliability_score(mu, delta)}
+             "lambda_raw": reliability_score(mu, delta)}
     correct = (rng.uniform(size=n) < named["confidence"]).astype(int)
     estimator = cls()
     assert isinstance(estimator, calidist_metrics.Calibrator)
@@ -650,8 +650,18 @@ def test_every_public_estimator_has_one_call_shape(cls):
 def test_stack_columns_orders_by_name_and_names_what_is_wrong():
     X = stack_columns(BEHAVIOUR_COLUMNS, delta=[0.0, 0.5], confidence=[0.9, 0.6], mu=[0.1, 1.0])
     np.testing.assert_array_equal(X, [[0.9, 0.1, 0.0], [0.6, 1.0, 0.5]])
-    with pytest.raises(ValueError, match="expected the columns reliability_raw, confidence; "
+    with pytest.raises(ValueError, match="expected the columns lambda_raw, confidence; "
                                          "got confidence"):
         stack_columns(CALIDIST_COLUMNS, confidence=[0.9])
-    with pytest.raises(ValueError, match="length mismatch: reliability_raw=2, confidence=1"):
-        stack_columns(CALIDIST_COLUMNS, reliability_raw=[1.0, 2.0], confidence=[0.9])
+    with pytest.raises(ValueError, match="length mismatch: lambda_raw=2, confidence=1"):
+        stack_columns(CALIDIST_COLUMNS, lambda_raw=[1.0, 2.0], confidence=[0.9])
+
+
+def test_stack_columns_reads_a_columns_earlier_name():
+    """``reliability_raw``, CALIDIST_COLUMNS' earlier name of lambda_raw, is read as it."""
+    X = stack_columns(CALIDIST_COLUMNS, lambda_raw=[1.0, 2.0], confidence=[0.9, 0.8])
+    np.testing.assert_array_equal(
+        stack_columns(CALIDIST_COLUMNS, reliability_raw=[1.0, 2.0], confidence=[0.9, 0.8]), X)
+    np.testing.assert_array_equal(
+        stack_columns(("reliability_raw", "confidence"), reliability_raw=[1.0, 2.0],
+                      confidence=[0.9, 0.8]), X)

@@ -34,7 +34,7 @@ def context(ppdb_data_dir: Path) -> dict:
 def fitted() -> CaliDistCalibrator:
     rng = np.random.default_rng(0)
     with pytest.warns(Warning):  # the fit on made-up numbers lands on a grid edge
-        X = stack_columns(CALIDIST_COLUMNS, reliability_raw=rng.uniform(1, 50, 40),
+        X = stack_columns(CALIDIST_COLUMNS, lambda_raw=rng.uniform(1, 50, 40),
                           confidence=rng.uniform(0.5, 1, 40))
         return CaliDistCalibrator().fit(X, rng.integers(0, 2, 40))
 

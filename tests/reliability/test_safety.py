@@ -123,7 +123,7 @@ def test_trust_remote_code_stays_off_unless_the_user_passes_it() -> None:
 def test_saved_calibrators_are_plain_json(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     with pytest.warns(Warning):
-        X = stack_columns(CALIDIST_COLUMNS, reliability_raw=rng.uniform(1, 9, 20),
+        X = stack_columns(CALIDIST_COLUMNS, lambda_raw=rng.uniform(1, 9, 20),
                           confidence=rng.uniform(0.5, 1, 20))
         fit = CaliDistCalibrator().fit(X, rng.integers(0, 2, 20))
     path = save_calibrator(fit, tmp_path / "fit.json", task="t", labels=["a", "b"], model="m")

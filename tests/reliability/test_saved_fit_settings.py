@@ -29,7 +29,7 @@ def fit(**kwargs) -> CaliDistCalibrator:
     rng = np.random.default_rng(1)
     with warnings.catch_warnings():  # made-up numbers: a grid edge
         warnings.simplefilter("ignore")
-        X = stack_columns(CALIDIST_COLUMNS, reliability_raw=rng.uniform(1, 50, 30),
+        X = stack_columns(CALIDIST_COLUMNS, lambda_raw=rng.uniform(1, 50, 30),
                           confidence=rng.uniform(0.5, 1, 30))
         return CaliDistCalibrator(**kwargs).fit(X, rng.integers(0, 2, 30))
 

@@ -630,7 +630,7 @@ def test_transfer_table(full) -> None:
     source = _records("org/model-a", "toy", True)[:6]
     target = _records("org/model-a", "pair", True)[6:]
     def inputs(records):
-        return stack_columns(CALIDIST_COLUMNS, reliability_raw=[r["lambda_raw"] for r in records],
+        return stack_columns(CALIDIST_COLUMNS, lambda_raw=[r["lambda_raw"] for r in records],
                              confidence=[r["confidence"] for r in records])
 
     fit = CaliDistCalibrator().fit(inputs(source), [r["correct"] for r in source])

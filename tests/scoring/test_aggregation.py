@@ -301,7 +301,7 @@ def test_lambda_bounds_leave_out_documents_that_did_not_move():
     assert (out["lambda_min"], out["lambda_max"]) == (min(moved), max(moved))
     assert out["lambda_max"] < 1e3 and out["stable_fraction"] == 3 / 30
     def inputs(records):
-        return stack_columns(CALIDIST_COLUMNS, reliability_raw=column(records, "lambda_raw"),
+        return stack_columns(CALIDIST_COLUMNS, lambda_raw=column(records, "lambda_raw"),
                              confidence=column(records, "confidence"))
 
     fit = CaliDistCalibrator().fit(inputs(cal), column(cal, "correct"))

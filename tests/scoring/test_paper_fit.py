@@ -43,7 +43,7 @@ def fit(raw, p, y, **kwargs) -> CaliDistCalibrator:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CalibrationWarning)
         return CaliDistCalibrator(**kwargs).fit(
-            stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=p), y)
+            stack_columns(CALIDIST_COLUMNS, lambda_raw=raw, confidence=p), y)
 
 
 def realistic(n: int, seed: int):
@@ -131,7 +131,7 @@ def test_default_sigmoid_is_exactly_zero_one(case):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         calibrator = CaliDistCalibrator(method="default_sigmoid").fit(
-            stack_columns(CALIDIST_COLUMNS, reliability_raw=raw, confidence=p), y)
+            stack_columns(CALIDIST_COLUMNS, lambda_raw=raw, confidence=p), y)
     assert (calibrator.alpha_, calibrator.beta_) == (0.0, 1.0)
     assert not calibrator.grid_edge_
     assert not any("grid edge" in str(w.message) for w in caught)
@@ -190,7 +190,7 @@ def test_calibrator_saved_with_refine_still_loads(tmp_path, refine, method):
     assert calibrator.method == method and context == {"task": "t"}
     lam = (np.array([0.5, 10.0, 40.0]) - 0.5) / 39.5 * 10
     expected = 0.8 / (1 + np.exp(-2.5 * (lam - 0.37)))
-    X = stack_columns(CALIDIST_COLUMNS, reliability_raw=[0.5, 10.0, 40.0], confidence=[0.8] * 3)
+    X = stack_columns(CALIDIST_COLUMNS, lambda_raw=[0.5, 10.0, 40.0], confidence=[0.8] * 3)
     np.testing.assert_allclose(calibrator.predict(X), expected)
     assert calibrator.to_dict()["method"] == method
 

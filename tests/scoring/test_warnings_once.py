@@ -64,7 +64,7 @@ def test_grid_edge_warning_is_one_short_line_with_the_docs():
     lam, conf = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0]), np.full(6, 0.9)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        X = stack_columns(CALIDIST_COLUMNS, reliability_raw=lam, confidence=conf)
+        X = stack_columns(CALIDIST_COLUMNS, lambda_raw=lam, confidence=conf)
         CaliDistCalibrator().fit(X, np.zeros(6))  # all wrong: the flattest shrink
     edge = [str(w.message) for w in caught if "grid edge" in str(w.message)]
     assert edge and len(edge[0]) > 300  # the library keeps its explanation
