@@ -108,14 +108,16 @@ def lm_eval_argv(monkeypatch):
     return seen
 
 
-def test_eval_passes_every_flag_through_and_adds_the_include_path(lm_eval_argv):
+def test_eval_passes_every_flag_through_and_adds_the_include_path(lm_eval_argv, tmp_path):
     argv = ["--model", "hf", "--model_args", "pretrained=x", "--tasks", "calidist_ppdb_probe",
             "--metadata", '{"calib_size": 5}', "--limit", "9", "--log_samples", "--unknown", "1"]
     saved = list(sys.argv)
     cli.main(["eval", *argv])
     assert lm_eval_argv == [["lm_eval", *argv, "--include_path", task_folder()]]
     assert sys.argv == saved  # restored
-    for given in (["--include_path", "/mine"], ["--include_path=/mine"]):
+    (tmp_path / "t.yaml").write_text("task: t\n")  # the user's own task, in their folder
+    mine = str(tmp_path)
+    for given in (["--include_path", mine], [f"--include_path={mine}"]):
         cli.main(["eval", "--tasks", "t", *given])
         assert lm_eval_argv[-1] == ["lm_eval", "--tasks", "t", *given]
 

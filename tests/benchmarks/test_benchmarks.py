@@ -24,9 +24,10 @@ from calidist_tasks.registry import DIAGNOSTICS, SCORES
 def test_overhead_runs_our_calls_on_synthetic_documents():
     found = measure_overhead(300, calib_size=50, repeats=1)
     # calidist_ppdb_assertion: 2 labels, m=2 -> 1 original + 4 hinted prompts, 2 letters each;
-    # acc, every score of CaliDist and vanilla, the diagnostics (26 before PRR, NLL, RMS CE)
-    assert found["requests_per_doc"] == 10 and found["metrics"] == 1 + 2 * len(SCORES) + len(
-        DIAGNOSTICS) == 34
+    # acc, the record (calidist_record), every score of CaliDist and vanilla, the diagnostics
+    # (26 before PRR, NLL, RMS CE)
+    assert found["requests_per_doc"] == 10 and found["metrics"] == 2 + 2 * len(SCORES) + len(
+        DIAGNOSTICS) == 35
     assert found["process_results_s"] > 0 and found["aggregation_s"] > 0
     seconds = found["process_results_s"] + found["aggregation_s"]
     assert found["seconds_per_100k"] == pytest.approx(seconds * 100_000 / 300)

@@ -17,7 +17,7 @@ import pytest
 import reliability.models  # noqa: F401  (registers calidist-fake)
 
 from calidist_tasks.scoring.aggregation import summarize_baselines, summarize_calidist
-from calidist_tasks.scoring.records import CALIBRATION, EVALUATION
+from calidist_tasks.scoring.records import CALIBRATION, EVALUATION, line_record
 from calidist_tasks.settings import RunSettings
 from calidist_tasks.tasks.wrapped import POOLS, calibration_share, wrap
 
@@ -67,7 +67,7 @@ def members(variant: str) -> list[str]:
 
 
 def records(out: dict, task: str) -> list[dict]:
-    return [line["acc"] for line in out["samples"][task]]
+    return [line_record(line) for line in out["samples"][task]]
 
 
 def test_wrap_writes_the_pool_and_its_groups(pooled):
