@@ -42,6 +42,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from calidist_metrics import reused_resamples
 from calidist_tasks.registry import ECE_BINNING, METHODS, vanilla_labels
 from calidist_tasks.report.cells import Cell, leaderboard_cells
 from calidist_tasks.report.cost import cost_table
@@ -61,6 +62,7 @@ from calidist_tasks.report.plots import (
     risk_coverage_figure,
     slug,
 )
+from calidist_tasks.report.refits import fitted_once
 from calidist_tasks.report.tables import (
     ALWAYS_ZERO,
     FROM_RESULTS,
@@ -327,13 +329,16 @@ def _write(
     report.out.mkdir(parents=True, exist_ok=True)
     log.info("read %d tasks in %d blocks", len(loaded.runs), len({r.group for r in loaded.runs}))
     names = group_names(loaded.runs)
-    cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
-    board = leaderboard(cells, names, n_resamples, seed)
+    with fitted_once():  # the transfer's in-domain fits are the leaderboard's
+        cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
+        moved = (transfer_table(pairs, loaded.runs, names, report.problems) if pairs
+                 else None)
+    with reused_resamples():  # each score resampled once per method and task, not per test
+        board = leaderboard(cells, names, n_resamples, seed)
+        thresholds = thresholds_table(cells, names, target_accuracies, n_resamples, seed)
+        wide, long = (intervals(cells, names, n_resamples, seed, report.notes) if n_resamples
+                      else (None, None))
     extra = more_scores(cells, names)
-    thresholds = thresholds_table(cells, names, target_accuracies, n_resamples, seed)
-    wide, long = (intervals(cells, names, n_resamples, seed, report.notes) if n_resamples
-                  else (None, None))
-    moved = transfer_table(pairs, loaded.runs, names, report.problems) if pairs else None
     costs = cost_table(loaded.runs, names)
     if figures:
         log.info("drawing the figures")

@@ -31,6 +31,7 @@ from calidist_tasks.registry import (
     paired_variants,
     task_variant,
 )
+from calidist_tasks.report import refits
 from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.scoring import fits
 from calidist_tasks.scoring.aggregation import UNREADABLE_LIMIT
@@ -185,7 +186,8 @@ def refit(run: TaskRun, methods: Sequence[Method]) -> dict[str, fits.Fitted | No
     found: dict[str, fits.Fitted | None] = {}
     for method in methods:
         try:
-            fitted = method.fit(calibration, evaluation, settings, context)
+            fitted = refits.fitted(method.fit, run, run, calibration, evaluation, settings,
+                                   context)
             found[method.label] = fitted and fits.as_scored(fitted, evaluation)
         except fits.NoCalibration:
             found[method.label] = None

@@ -76,13 +76,28 @@ def _pyplot():
     return plt
 
 
+def _margins(fig, left: float, right: float, top: float, bottom: float) -> tuple[float, ...]:
+    """Figure fractions (left, bottom, right, top) of margins given in inches."""
+    width, height = fig.get_size_inches()
+    return left / width, bottom / height, 1.0 - right / width, 1.0 - top / height
+
+
+def _fixed_layout(fig, left: float = 0.7, right: float = 0.2, top: float = 0.6,
+                  bottom: float = 0.55) -> None:
+    """A one-axes figure's margins in inches (room for the tick labels, axis labels and a
+    two-line title): fixed instead of matplotlib's constrained layout, which measures every
+    text of the figure twice and was a third of the report's drawing time."""
+    low_left, low, high_right, high = _margins(fig, left, right, top, bottom)
+    fig.subplots_adjust(left=low_left, bottom=low, right=high_right, top=high)
+
+
 def _save(fig, base: Path, tight: bool = False) -> list[Path]:
     """``base``.png and ``base``.pdf (no creation date in the PDF: reruns give the same file);
     ``tight``: a legend wider than the figure grows the image instead of being cut off."""
     paths = [base.with_name(base.name + suffix) for suffix in FORMATS]
-    # the constrained layout once for both formats (it is most of a figure's drawing time)
-    fig.draw_without_rendering()
-    fig.set_layout_engine("none")
+    if fig.get_layout_engine() is not None:  # a constrained layout: once for both formats
+        fig.draw_without_rendering()
+        fig.set_layout_engine("none")
     for path in paths:
         fig.savefig(path, dpi=110, bbox_inches="tight" if tight else None,
                     metadata={"CreationDate": None} if path.suffix == ".pdf" else None)
@@ -214,6 +229,33 @@ def _reliability_panel(top, bottom, label: str, data: dict[str, Any], color: str
     bottom.tick_params(labelsize=7)
 
 
+# the reliability figure's fixed layout, in inches: margins for the suptitle and the panel
+# titles above (two lines each), the axis labels left and below; between a panel's diagram and
+# its counts (no tick labels there); between the panels of a row and between rows
+PANEL_MARGINS = {"left": 0.62, "right": 0.12, "top": 1.02, "bottom": 0.5}
+PANEL_GAPS = {"counts": 0.08, "across": 0.42, "down": 1.0}
+
+
+def _panel_places(fig, rows: int, columns: int) -> list[list[tuple[list[float], list[float]]]]:
+    """Per row and column: the [left, bottom, width, height] of the diagram and of its counts
+    below, in figure fractions (a fixed layout: see ``_fixed_layout``)."""
+    width, height = fig.get_size_inches()
+    m, gap = PANEL_MARGINS, PANEL_GAPS
+    cell = (width - m["left"] - m["right"] - (columns - 1) * gap["across"]) / columns
+    tall = (height - m["top"] - m["bottom"] - (rows - 1) * gap["down"]) / rows
+    diagram, counts = (tall - gap["counts"]) * 3.2 / 4.2, (tall - gap["counts"]) / 4.2
+    places = []
+    for row in range(rows):
+        ceiling = height - m["top"] - row * (tall + gap["down"])  # the diagram's top, inches
+        places.append([
+            ([(x := m["left"] + col * (cell + gap["across"])) / width,
+              (ceiling - diagram) / height, cell / width, diagram / height],
+             [x / width, (ceiling - diagram - gap["counts"] - counts) / height, cell / width,
+              counts / height])
+            for col in range(columns)])
+    return places
+
+
 def reliability_figure(base: Path, title: str, series: Sequence[Series],
                        first_is_vanilla: bool = False) -> dict[str, Any]:
     """One figure per task: a reliability panel per method, counts below each; the first panel
@@ -224,14 +266,14 @@ def reliability_figure(base: Path, title: str, series: Sequence[Series],
     plt = _pyplot()
     columns = min(len(series), PANEL_COLUMNS)
     rows = -(-len(series) // columns)
-    fig = plt.figure(figsize=(3.1 * columns + 0.4, 4.3 * rows + 0.7), layout="constrained")
-    grid = fig.add_gridspec(2 * rows, columns, height_ratios=[3.2, 1.0] * rows)
+    fig = plt.figure(figsize=(3.1 * columns + 0.4, 4.3 * rows + 0.7))
+    places = _panel_places(fig, rows, columns)
     panels: dict[str, Any] = {}
     lower = confidence_floor(series)
     for k, (label, confidence, correct) in enumerate(series):
         row, col = divmod(k, columns)
-        top = fig.add_subplot(grid[2 * row, col])
-        bottom = fig.add_subplot(grid[2 * row + 1, col], sharex=top)
+        top = fig.add_axes(places[row][col][0])
+        bottom = fig.add_axes(places[row][col][1], sharex=top)
         panels[label] = reliability_data(confidence, correct, lower)
         color = VANILLA_COLOR if k == 0 and first_is_vanilla else CALIBRATED_COLOR
         _reliability_panel(top, bottom, label, panels[label], color, lower)
@@ -240,7 +282,7 @@ def reliability_figure(base: Path, title: str, series: Sequence[Series],
             bottom.set_ylabel("documents", fontsize=8)
         if k == 0:
             top.legend(loc="upper left", fontsize=6.5, framealpha=0.85)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title, fontsize=10, y=1.0 - 0.1 / fig.get_figheight(), va="top")
     _save(fig, base)
     plt.close(fig)
     return {"panels": panels}
@@ -254,7 +296,8 @@ def risk_coverage_figure(base: Path, title: str, series: Sequence[Series]) -> di
     accuracy at 80% coverage and the risk at coverage 0.1, ..., 1.0.
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    _fixed_layout(fig)
     curves: dict[str, Any] = {}
     for k, (label, confidence, correct) in enumerate(series):
         coverage, risk = risk_coverage_curve(confidence, correct)
@@ -295,7 +338,8 @@ def instability_figure(base: Path, title: str, mu: np.ndarray,
     edges = bins["edges"]
     labels = [f"[{edges[i]:.1f}, {edges[i + 1]:.1f}{']' if i == MU_BINS - 1 else ')'}"
               for i in range(MU_BINS)]
-    fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    _fixed_layout(fig)
     accuracy = np.where(counts > 0, bins["accuracy"], 0.0)
     drawn = ax.bar(range(MU_BINS), accuracy, color=CALIBRATED_COLOR, alpha=0.85,
                    edgecolor="black", lw=0.5)
