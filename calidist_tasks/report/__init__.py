@@ -52,8 +52,8 @@ from calidist_tasks.report.latex import latex_table
 from calidist_tasks.report.loading import Loaded, TaskRun, load_runs
 from calidist_tasks.report.plots import (
     FORMATS,
+    Drawing,
     Series,
-    draw_all,
     figure_title,
     instability_figure,
     models_figure,
@@ -61,6 +61,7 @@ from calidist_tasks.report.plots import (
     require_matplotlib,
     risk_coverage_figure,
     slug,
+    start_drawing,
 )
 from calidist_tasks.report.refits import fitted_once
 from calidist_tasks.report.tables import (
@@ -124,7 +125,9 @@ def task_series(cells: list[Cell]) -> list[tuple[Cell, list[Series]]]:
 
 
 def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
-             folder: Path) -> list[dict[str, Any]]:
+             folder: Path) -> tuple[list[dict[str, Any]], Drawing]:
+    """The figures.json entries of the task figures (without the numbers drawn), and their
+    drawing, started (``plots.Drawing``: its results are the numbers, in the same order)."""
     folder.mkdir(parents=True, exist_ok=True)
     planned, jobs = [], []  # per figure: its figures.json entry, and what draws it
 
@@ -157,7 +160,7 @@ def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
         plan("instability", folder / f"instability_{slug(model)}_{slug(run.task)}", model,
              run.task, title, {}, instability_figure, column(evaluation, "mu"),
              column(evaluation, "correct"))
-    return [{**entry, **data} for entry, data in zip(planned, draw_all(jobs), strict=True)]
+    return planned, start_drawing(jobs)
 
 
 def leaderboard_legend(cells: list[Cell], n_resamples: int) -> str:
@@ -333,16 +336,24 @@ def _write(
         cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
         moved = (transfer_table(pairs, loaded.runs, names, report.problems) if pairs
                  else None)
-    with reused_resamples():  # each score resampled once per method and task, not per test
-        board = leaderboard(cells, names, n_resamples, seed)
-        thresholds = thresholds_table(cells, names, target_accuracies, n_resamples, seed)
-        wide, long = (intervals(cells, names, n_resamples, seed, report.notes) if n_resamples
-                      else (None, None))
-    extra = more_scores(cells, names)
-    costs = cost_table(loaded.runs, names)
-    if figures:
+    planned, drawing = [], None
+    if figures:  # drawn in other processes (two or more CPUs) while the tables are computed
         log.info("drawing the figures")
-        report.figures = _figures(cells, loaded.runs, names, report.out / "figures")
+        planned, drawing = _figures(cells, loaded.runs, names, report.out / "figures")
+    try:
+        with reused_resamples():  # each score resampled once per method and task, not per test
+            board = leaderboard(cells, names, n_resamples, seed)
+            thresholds = thresholds_table(cells, names, target_accuracies, n_resamples, seed)
+            wide, long = (intervals(cells, names, n_resamples, seed, report.notes)
+                          if n_resamples else (None, None))
+        extra = more_scores(cells, names)
+        costs = cost_table(loaded.runs, names)
+        if drawing is not None:
+            report.figures = [{**entry, **data} for entry, data
+                              in zip(planned, drawing.results(), strict=True)]
+    finally:
+        if drawing is not None:
+            drawing.close()
 
     summary = model_summary(cells, names)
     if figures and long is not None and len(names) > 1:

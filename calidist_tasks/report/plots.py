@@ -91,6 +91,25 @@ def _fixed_layout(fig, left: float = 0.7, right: float = 0.2, top: float = 0.6,
     fig.subplots_adjust(left=low_left, bottom=low, right=high_right, top=high)
 
 
+def _grid(ax, axis: str = "both", alpha: float = 0.3) -> None:
+    """``ax.grid(axis=axis, alpha=alpha)`` as one line collection per direction at the major
+    ticks, which are fixed now (the automatic ones of the limits set): matplotlib's grid is a
+    line per tick, redrawn with every tick at every draw, a quarter of a reliability figure's
+    drawing time. Call it once the axes' limits are set."""
+    from matplotlib import rcParams
+    from matplotlib.ticker import FixedLocator
+
+    style = {"colors": rcParams["grid.color"], "linewidths": rcParams["grid.linewidth"],
+             "alpha": alpha, "zorder": 1.5}  # where matplotlib draws the grid (axisbelow "line")
+    for name, drawn, across in (("x", ax.xaxis, ax.vlines), ("y", ax.yaxis, ax.hlines)):
+        low, high = sorted(drawn.get_view_interval())
+        ticks = [t for t in drawn.get_majorticklocs() if low - 1e-9 <= t <= high + 1e-9]
+        drawn.set_major_locator(FixedLocator(ticks))
+        if axis in (name, "both"):
+            transform = ax.get_xaxis_transform() if name == "x" else ax.get_yaxis_transform()
+            across(ticks, 0, 1, transform=transform, **style)
+
+
 def _save(fig, base: Path, tight: bool = False) -> list[Path]:
     """``base``.png and ``base``.pdf (no creation date in the PDF: reruns give the same file);
     ``tight``: a legend wider than the figure grows the image instead of being cut off."""
@@ -105,18 +124,47 @@ def _save(fig, base: Path, tight: bool = False) -> list[Path]:
     return paths
 
 
-def draw_all(jobs: Sequence[tuple[Callable[..., dict[str, Any]], tuple]]) -> list[dict[str, Any]]:
-    """Each job's figure function called on its arguments; their returns in the jobs' order.
+class Drawing:
+    """Figures being drawn (``start_drawing``): each job's figure function called on its
+    arguments, in one forked process per CPU where there are two or more (drawing is CPU-bound:
+    matplotlib's text layout), while the caller goes on (the report computes its tables
+    meanwhile); ``results`` waits for the functions' returns, in the jobs' order."""
 
-    The figures are independent and drawing them is CPU-bound (matplotlib's text layout): they
-    are drawn in one forked process per CPU (the report's slowest step otherwise).
-    """
-    workers = min(len(jobs), os.cpu_count() or 1)
-    if workers < 2:
-        return [function(*args) for function, args in jobs]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = [pool.submit(function, *args) for function, args in jobs]
-        return [future.result() for future in futures]
+    def __init__(self, jobs: Sequence[tuple[Callable[..., dict[str, Any]], tuple]]) -> None:
+        self.jobs = list(jobs)
+        self.pool: ProcessPoolExecutor | None = None
+        self.futures: list = []
+        workers = min(len(self.jobs), os.cpu_count() or 1)
+        if workers >= 2:
+            self.pool = ProcessPoolExecutor(workers,
+                                            mp_context=multiprocessing.get_context("fork"))
+            self.futures = [self.pool.submit(function, *args) for function, args in self.jobs]
+
+    def results(self) -> list[dict[str, Any]]:
+        if self.pool is None:
+            return [function(*args) for function, args in self.jobs]
+        try:
+            return [future.result() for future in self.futures]
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop drawing (figures not started are dropped); nothing once ``results`` returned."""
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+            self.pool = None
+
+
+def start_drawing(jobs: Sequence[tuple[Callable[..., dict[str, Any]], tuple]]) -> Drawing:
+    """The figures of ``jobs`` drawn in the background where there are two or more CPUs
+    (``Drawing``)."""
+    return Drawing(jobs)
+
+
+def draw_all(jobs: Sequence[tuple[Callable[..., dict[str, Any]], tuple]]) -> list[dict[str, Any]]:
+    """Each job's figure function called on its arguments; their returns in the jobs' order
+    (``Drawing``, waited for)."""
+    return start_drawing(jobs).results()
 
 
 def wilson_interval(successes: np.ndarray, counts: np.ndarray,
@@ -217,8 +265,8 @@ def _reliability_panel(top, bottom, label: str, data: dict[str, Any], color: str
     top.set(xlim=(lower - 0.02, 1.02), ylim=(-0.02, 1.02))
     top.set_title(f"{label}\nECE {100 * data['ece']:.2f} · smECE {100 * data['smece']:.2f} · "
                   f"MCE {100 * data['mce']:.2f}", fontsize=9)
-    top.grid(alpha=0.3)
     top.tick_params(labelbottom=False, labelsize=8)
+    _grid(top)  # after the tick labels' size: it decides how many ticks fit
     edges = np.asarray(data["edges"])
     drawn = bottom.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color=color,
                        alpha=0.6, edgecolor="black", lw=0.4)
@@ -322,7 +370,7 @@ def risk_coverage_figure(base: Path, title: str, series: Sequence[Series]) -> di
            xlabel="coverage (share of documents kept, most confident first)",
            ylabel="risk (error rate of the kept documents)")
     ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
+    _grid(ax)
     ax.legend(fontsize=7, loc="upper left")
     _save(fig, base)
     plt.close(fig)
@@ -348,7 +396,7 @@ def instability_figure(base: Path, title: str, mu: np.ndarray,
     ax.set_xticks(range(MU_BINS), labels)
     ax.set(ylim=(0, 1.2), xlabel="prediction instability μ", ylabel="accuracy (original prompt)")
     ax.set_title(title, fontsize=10)
-    ax.grid(axis="y", alpha=0.3)
+    _grid(ax, "y")
     _save(fig, base)
     plt.close(fig)
     return {"n": int(correct.size), **bins}
