@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -38,6 +39,7 @@ __all__ = [
     "paired_bootstrap_test",
     "prediction_rejection_ratio",
     "reliability_bins",
+    "reused_resamples",
     "rms_calibration_error",
     "risk_coverage_curve",
     "smooth_ece",
@@ -490,7 +492,6 @@ def auroc(confidence: ArrayLike, correct: ArrayLike) -> float:
     float
         AUROC in [0, 1]; higher is better, 0.5 is chance.
     """
-    from scipy.stats import rankdata
     confidence, correct = _check_pair(confidence, correct)
     n_pos = int(correct.sum())
     n_neg = correct.size - n_pos
@@ -501,8 +502,13 @@ def auroc(confidence: ArrayLike, correct: ArrayLike) -> float:
             stacklevel=2,
         )
         return 0.5
-    ranks = rankdata(confidence)
-    u_stat = ranks[correct == 1].sum() - n_pos * (n_pos + 1) / 2.0
+    # the rank sum of the correct documents less its least value, by tie groups (no scipy.stats
+    # import, seconds of CPU): each correct document counts the wrong ones of lower confidence
+    # and half of those of its own; whole and half numbers, summed exactly
+    distinct, group = np.unique(confidence, return_inverse=True)
+    right = np.bincount(group[correct == 1], minlength=distinct.size)
+    wrong = np.bincount(group[correct == 0], minlength=distinct.size)
+    u_stat = np.sum(right * (np.cumsum(wrong) - wrong + 0.5 * wrong))
     return float(u_stat / (n_pos * n_neg))
 
 
@@ -514,12 +520,19 @@ def _check_bootstrap_args(n_resamples, level) -> tuple[int, float]:
 
 
 # The bootstrap draws every resample at once, an (n_resamples, n) matrix of document indices from
-# numpy.random.default_rng(seed). ECE (equal-width bins), Brier and AUROC are then computed on all
-# resamples in one numpy pass (``_rowwise``); any other metric is called once per resample. Both
-# give the same numbers for the same indices (tests/metrics check it).
+# numpy.random.default_rng(seed). ECE (equal-width bins), Brier, AUROC and the coverage at a target
+# accuracy are then computed on all resamples in one numpy pass (``_rowwise``); any other metric is
+# called once per resample. Both give the same numbers for the same indices (tests/metrics check
+# it). Within ``reused_resamples`` the one-pass values are computed once per data and score.
 
 
-def _uniform_ece_rows(confidence: np.ndarray, correct: np.ndarray, n_bins: int):
+# The one-pass forms take the documents' ``confidence`` and ``correct`` and the (rows, n) index
+# matrix of the resamples, and return (value per row, number of degenerate rows).
+
+
+def _uniform_ece_rows(confidence: np.ndarray, correct: np.ndarray, indices: np.ndarray,
+                      n_bins: int):
+    confidence, correct = confidence[indices], correct[indices]
     rows, n = confidence.shape
     # one bincount over every resample: bin b of row r is r * n_bins + b
     ids = np.minimum(np.floor(confidence * n_bins).astype(int), n_bins - 1)
@@ -535,26 +548,47 @@ def _uniform_ece_rows(confidence: np.ndarray, correct: np.ndarray, n_bins: int):
     return np.clip(np.sum(weights * gaps, axis=1), 0.0, 1.0), 0
 
 
-def _brier_rows(confidence: np.ndarray, correct: np.ndarray):
-    return np.mean((confidence - correct) ** 2, axis=1), 0
+def _brier_rows(confidence: np.ndarray, correct: np.ndarray, indices: np.ndarray):
+    return np.mean((confidence[indices] - correct[indices]) ** 2, axis=1), 0
 
 
-def _auroc_rows(confidence: np.ndarray, correct: np.ndarray):
-    n_pos = correct.sum(axis=1)
-    n_neg = correct.shape[1] - n_pos
-    from scipy.stats import rankdata
+def _tie_counts(confidence: np.ndarray, correct: np.ndarray, indices: np.ndarray,
+                descending: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Per resample (row) and distinct confidence (ascending, or ``descending``): how many of
+    the resampled documents hold it, and how many of those are correct (integer counts: no
+    sort per resample; what ranks and running sums need, exactly)."""
+    distinct, group = np.unique(confidence, return_inverse=True)
+    size = distinct.size
+    if descending:
+        group = size - 1 - group
+    rows = indices.shape[0]
+    flat = (group[indices] + size * np.arange(rows)[:, None]).ravel()
+    counts = np.bincount(flat, minlength=rows * size).reshape(rows, size)
+    right = np.bincount(flat[correct[indices].ravel() == 1.0],
+                        minlength=rows * size).reshape(rows, size)
+    return counts, right
 
+
+def _auroc_rows(confidence: np.ndarray, correct: np.ndarray, indices: np.ndarray):
+    # the Mann-Whitney statistic by tie groups: each correct document counts the wrong ones of
+    # lower confidence, and half of those of its own (the rank sum's value: every term is a
+    # whole or half number, summed exactly)
+    counts, n_pos_per = _tie_counts(confidence, correct, indices)
+    n_neg_per = counts - n_pos_per
+    n_pos = n_pos_per.sum(axis=1)
+    n_neg = indices.shape[1] - n_pos
+    below = np.cumsum(n_neg_per, axis=1) - n_neg_per
+    u_stat = np.sum(n_pos_per * (below + 0.5 * n_neg_per), axis=1)
     one_class = (n_pos == 0) | (n_neg == 0)  # undefined: 0.5, as auroc warns and returns
-    u_stat = np.sum(rankdata(confidence, axis=1) * correct, axis=1) - n_pos * (n_pos + 1) / 2.0
-    values = np.where(one_class, 0.5, u_stat / np.where(one_class, 1.0, n_pos * n_neg))
+    values = np.where(one_class, 0.5, u_stat / np.where(one_class, 1, n_pos * n_neg))
     return values, int(one_class.sum())
 
 
 def _rowwise(metric: Callable[..., float]):
-    """The one-pass form of ``metric`` over a matrix of resamples (rows), returning (values,
-    number of degenerate rows), or None where this module has none. ``functools.partial`` of a
-    score with keyword settings is recognised, also behind a wrapper that names it as
-    ``__wrapped__`` (``inspect.unwrap``)."""
+    """The one-pass form of ``metric`` over the resamples of an index matrix (rows), returning
+    (values, number of degenerate rows), or None where this module has none.
+    ``functools.partial`` of a score with keyword settings is recognised, also behind a wrapper
+    that names it as ``__wrapped__`` (``inspect.unwrap``)."""
     metric = inspect.unwrap(metric)
     func, keywords = metric, {}
     if isinstance(metric, partial) and not metric.args:
@@ -567,16 +601,81 @@ def _rowwise(metric: Callable[..., float]):
         return _brier_rows
     if func is auroc and not keywords:
         return _auroc_rows
+    from .selective import _coverage_rows, coverage_at_accuracy  # selective imports this module
+    if func is coverage_at_accuracy and set(keywords) <= {"target_accuracy"}:
+        return partial(_coverage_rows, target_accuracy=keywords.get("target_accuracy", 0.9))
     return None
 
 
-def _resampled(metric, confidence: np.ndarray, correct: np.ndarray,
-               indices: np.ndarray) -> tuple[np.ndarray, int]:
+@lru_cache(maxsize=16)
+def _resample_indices(n: int, n_resamples: int, seed: int) -> np.ndarray:
+    """The bootstrap's ``(n_resamples, n)`` matrix of document indices, drawn from
+    ``numpy.random.default_rng(seed)`` (the same matrix for the same arguments, hence kept:
+    read-only)."""
+    indices = np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
+    indices.flags.writeable = False
+    return indices
+
+
+# resampled values kept by ``reused_resamples``: None outside it
+_KEPT: dict[tuple, tuple[np.ndarray, int]] | None = None
+
+
+@contextmanager
+def reused_resamples() -> Iterator[None]:
+    """Within the block, a score's values on the resamples of the same documents (the same
+    confidences and correctness, the same index matrix) are computed once and reused by every
+    :func:`bootstrap_interval` and :func:`paired_bootstrap_test` that needs them (a report
+    resamples each method's scores for its interval, its paired test against vanilla and the
+    leaderboard's tests, and vanilla's for every method). Only the one-pass scores are kept
+    (their values depend on the data alone); the numbers are those computed without it, and each
+    call warns about degenerate resamples as it would have.
+
+    Returns
+    -------
+    context manager
+        Nothing is bound by ``with``; the kept values are dropped at the block's end (an outer
+        block's, when nested, are kept until its end).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> confidence, correct = np.array([0.9, 0.6, 0.8]), np.array([1.0, 0.0, 1.0])
+    >>> with reused_resamples():
+    ...     first = bootstrap_interval(brier_score, confidence, correct, 50)
+    ...     again = bootstrap_interval(brier_score, confidence, correct, 50)
+    >>> first == again == bootstrap_interval(brier_score, confidence, correct, 50)
+    True
+    """
+    global _KEPT
+    outer, _KEPT = _KEPT, {} if _KEPT is None else _KEPT
+    try:
+        yield
+    finally:
+        _KEPT = outer
+
+
+def _rowwise_key(rowwise) -> tuple:
+    if isinstance(rowwise, partial):
+        return (rowwise.func, rowwise.args, tuple(sorted(rowwise.keywords.items())))
+    return (rowwise,)
+
+
+def _resampled(metric, confidence: np.ndarray, correct: np.ndarray, n_resamples: int,
+               seed: int) -> tuple[np.ndarray, int]:
     """(``metric`` on each resample, number of metric warnings), one resample per row of
-    ``indices``."""
+    ``_resample_indices(n, n_resamples, seed)``."""
+    indices = _resample_indices(confidence.size, n_resamples, seed)
     rowwise = _rowwise(metric)
     if rowwise is not None:
-        return rowwise(confidence[indices], correct[indices])
+        if _KEPT is None:
+            return rowwise(confidence, correct, indices)
+        key = (_rowwise_key(rowwise), n_resamples, seed, confidence.tobytes(), correct.tobytes())
+        if key not in _KEPT:
+            values, degenerate = rowwise(confidence, correct, indices)
+            values.flags.writeable = False
+            _KEPT[key] = values, degenerate
+        return _KEPT[key]
     values = np.empty(len(indices))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibrationWarning)
@@ -633,9 +732,7 @@ def bootstrap_interval(
     confidence, correct = _check_pair(confidence, correct)
     n_resamples, level = _check_bootstrap_args(n_resamples, level)
     point = float(metric(confidence, correct))
-    rng = np.random.default_rng(seed)
-    indices = rng.integers(0, confidence.size, size=(n_resamples, confidence.size))
-    values, degenerate = _resampled(metric, confidence, correct, indices)
+    values, degenerate = _resampled(metric, confidence, correct, n_resamples, seed)
     _warn_degenerate("bootstrap_interval", degenerate, n_resamples)
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(values, [tail, 1.0 - tail])
@@ -708,10 +805,8 @@ def paired_bootstrap_test(
                       correct_b=correct_b)
     n_resamples, _ = _check_bootstrap_args(n_resamples, 0.95)
     observed = float(metric(confidence_a, correct) - metric(confidence_b, correct_b))
-    rng = np.random.default_rng(seed)
-    indices = rng.integers(0, correct.size, size=(n_resamples, correct.size))
-    values_a, degenerate_a = _resampled(metric, confidence_a, correct, indices)
-    values_b, degenerate_b = _resampled(metric, confidence_b, correct_b, indices)
+    values_a, degenerate_a = _resampled(metric, confidence_a, correct, n_resamples, seed)
+    values_b, degenerate_b = _resampled(metric, confidence_b, correct_b, n_resamples, seed)
     _warn_degenerate("paired_bootstrap_test", degenerate_a + degenerate_b, n_resamples)
     values = values_a - values_b
     low, high = np.quantile(values, [0.025, 0.975])

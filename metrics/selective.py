@@ -124,6 +124,25 @@ def coverage_at_accuracy(confidence: ArrayLike, correct: ArrayLike,
     return selective_threshold(confidence, correct, target_accuracy).coverage
 
 
+def _coverage_rows(confidence: np.ndarray, correct: np.ndarray, indices: np.ndarray,
+                   target_accuracy: float) -> tuple[np.ndarray, int]:
+    """:func:`coverage_at_accuracy` of every resample (row of ``indices``) in one numpy pass
+    (the bootstrap's one-pass form, ``scores._rowwise``), with the same numbers as one call per
+    resample: the documents kept and the correct ones among them are counted per distinct
+    confidence, most confident first (integer counts, no sort per resample); a threshold stops
+    at a confidence the resample holds. No resample is degenerate."""
+    from .scores import _tie_counts
+
+    target = _check_target(target_accuracy)
+    counts, right = _tie_counts(confidence, correct, indices, descending=True)
+    kept, kept_right = np.cumsum(counts, axis=1), np.cumsum(right, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        accuracy = kept_right / kept
+    reached = (counts > 0) & (accuracy >= target - 1e-12)  # 1e-12: as selective_threshold
+    most = np.max(np.where(reached, kept, 0), axis=1)  # kept grows: the lowest threshold's
+    return most / indices.shape[1], 0
+
+
 def selective_threshold_interval(
     confidence: ArrayLike,
     correct: ArrayLike,

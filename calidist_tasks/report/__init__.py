@@ -42,6 +42,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from calidist_metrics import reused_resamples
 from calidist_tasks.registry import ECE_BINNING, METHODS, vanilla_labels
 from calidist_tasks.report.cells import Cell, leaderboard_cells
 from calidist_tasks.report.cost import cost_table
@@ -51,8 +52,8 @@ from calidist_tasks.report.latex import latex_table
 from calidist_tasks.report.loading import Loaded, TaskRun, load_runs
 from calidist_tasks.report.plots import (
     FORMATS,
+    Drawing,
     Series,
-    draw_all,
     figure_title,
     instability_figure,
     models_figure,
@@ -60,7 +61,9 @@ from calidist_tasks.report.plots import (
     require_matplotlib,
     risk_coverage_figure,
     slug,
+    start_drawing,
 )
+from calidist_tasks.report.refits import fitted_once
 from calidist_tasks.report.tables import (
     ALWAYS_ZERO,
     FROM_RESULTS,
@@ -122,7 +125,9 @@ def task_series(cells: list[Cell]) -> list[tuple[Cell, list[Series]]]:
 
 
 def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
-             folder: Path) -> list[dict[str, Any]]:
+             folder: Path) -> tuple[list[dict[str, Any]], Drawing]:
+    """The figures.json entries of the task figures (without the numbers drawn), and their
+    drawing, started (``plots.Drawing``: its results are the numbers, in the same order)."""
     folder.mkdir(parents=True, exist_ok=True)
     planned, jobs = [], []  # per figure: its figures.json entry, and what draws it
 
@@ -155,7 +160,7 @@ def _figures(cells: list[Cell], runs: list[TaskRun], names: dict[str, str],
         plan("instability", folder / f"instability_{slug(model)}_{slug(run.task)}", model,
              run.task, title, {}, instability_figure, column(evaluation, "mu"),
              column(evaluation, "correct"))
-    return [{**entry, **data} for entry, data in zip(planned, draw_all(jobs), strict=True)]
+    return planned, start_drawing(jobs)
 
 
 def leaderboard_legend(cells: list[Cell], n_resamples: int) -> str:
@@ -327,17 +332,28 @@ def _write(
     report.out.mkdir(parents=True, exist_ok=True)
     log.info("read %d tasks in %d blocks", len(loaded.runs), len({r.group for r in loaded.runs}))
     names = group_names(loaded.runs)
-    cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
-    board = leaderboard(cells, names, n_resamples, seed)
-    extra = more_scores(cells, names)
-    thresholds = thresholds_table(cells, names, target_accuracies, n_resamples, seed)
-    wide, long = (intervals(cells, names, n_resamples, seed, report.notes) if n_resamples
-                  else (None, None))
-    moved = transfer_table(pairs, loaded.runs, names, report.problems) if pairs else None
-    costs = cost_table(loaded.runs, names, report.notes)
-    if figures:
+    with fitted_once():  # the transfer's in-domain fits are the leaderboard's
+        cells = leaderboard_cells(loaded.runs, report.problems, report.notes)
+        moved = (transfer_table(pairs, loaded.runs, names, report.problems) if pairs
+                 else None)
+    planned, drawing = [], None
+    if figures:  # drawn in other processes (two or more CPUs) while the tables are computed
         log.info("drawing the figures")
-        report.figures = _figures(cells, loaded.runs, names, report.out / "figures")
+        planned, drawing = _figures(cells, loaded.runs, names, report.out / "figures")
+    try:
+        with reused_resamples():  # each score resampled once per method and task, not per test
+            board = leaderboard(cells, names, n_resamples, seed)
+            thresholds = thresholds_table(cells, names, target_accuracies, n_resamples, seed)
+            wide, long = (intervals(cells, names, n_resamples, seed, report.notes)
+                          if n_resamples else (None, None))
+        extra = more_scores(cells, names)
+        costs = cost_table(loaded.runs, names, report.notes)
+        if drawing is not None:
+            report.figures = [{**entry, **data} for entry, data
+                              in zip(planned, drawing.results(), strict=True)]
+    finally:
+        if drawing is not None:
+            drawing.close()
 
     summary = model_summary(cells, names)
     if figures and long is not None and len(names) > 1:

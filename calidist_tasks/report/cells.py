@@ -27,10 +27,12 @@ from calidist_tasks.registry import (
     METHODS,
     SCORES,
     Method,
+    calidist_method,
     methods_of,
     paired_variants,
     task_variant,
 )
+from calidist_tasks.report import refits
 from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.scoring import fits
 from calidist_tasks.scoring.aggregation import UNREADABLE_LIMIT
@@ -166,8 +168,8 @@ def calidist_confidences(calibration: Sequence[Mapping[str, Any]],
                          evaluation: Sequence[Mapping[str, Any]], settings: RunSettings,
                          context: Mapping[str, Any]) -> tuple[np.ndarray, CaliDistCalibrator]:
     """CaliDist's calibrated confidence per evaluation record and its calibrator, fitted as the
-    task's own aggregation fits it (``fits.calidist_fit`` with the given settings)."""
-    fitted = fits.calidist_fit(calibration, evaluation, settings, context)
+    task's own aggregation fits it (the registry's CaliDist fit with the given settings)."""
+    fitted = calidist_method().fit(calibration, evaluation, settings, context)
     return fitted.confidence, fitted.estimator
 
 
@@ -185,7 +187,8 @@ def refit(run: TaskRun, methods: Sequence[Method]) -> dict[str, fits.Fitted | No
     found: dict[str, fits.Fitted | None] = {}
     for method in methods:
         try:
-            found[method.label] = method.fit(calibration, evaluation, settings, context)
+            found[method.label] = refits.fitted(method.fit, run, run, calibration, evaluation,
+                                                settings, context)
         except fits.NoCalibration:
             found[method.label] = None
     return found

@@ -76,13 +76,47 @@ def _pyplot():
     return plt
 
 
+def _margins(fig, left: float, right: float, top: float, bottom: float) -> tuple[float, ...]:
+    """Figure fractions (left, bottom, right, top) of margins given in inches."""
+    width, height = fig.get_size_inches()
+    return left / width, bottom / height, 1.0 - right / width, 1.0 - top / height
+
+
+def _fixed_layout(fig, left: float = 0.7, right: float = 0.2, top: float = 0.6,
+                  bottom: float = 0.55) -> None:
+    """A one-axes figure's margins in inches (room for the tick labels, axis labels and a
+    two-line title): fixed instead of matplotlib's constrained layout, which measures every
+    text of the figure twice and was a third of the report's drawing time."""
+    low_left, low, high_right, high = _margins(fig, left, right, top, bottom)
+    fig.subplots_adjust(left=low_left, bottom=low, right=high_right, top=high)
+
+
+def _grid(ax, axis: str = "both", alpha: float = 0.3) -> None:
+    """``ax.grid(axis=axis, alpha=alpha)`` as one line collection per direction at the major
+    ticks, which are fixed now (the automatic ones of the limits set): matplotlib's grid is a
+    line per tick, redrawn with every tick at every draw, a quarter of a reliability figure's
+    drawing time. Call it once the axes' limits are set."""
+    from matplotlib import rcParams
+    from matplotlib.ticker import FixedLocator
+
+    style = {"colors": rcParams["grid.color"], "linewidths": rcParams["grid.linewidth"],
+             "alpha": alpha, "zorder": 1.5}  # where matplotlib draws the grid (axisbelow "line")
+    for name, drawn, across in (("x", ax.xaxis, ax.vlines), ("y", ax.yaxis, ax.hlines)):
+        low, high = sorted(drawn.get_view_interval())
+        ticks = [t for t in drawn.get_majorticklocs() if low - 1e-9 <= t <= high + 1e-9]
+        drawn.set_major_locator(FixedLocator(ticks))
+        if axis in (name, "both"):
+            transform = ax.get_xaxis_transform() if name == "x" else ax.get_yaxis_transform()
+            across(ticks, 0, 1, transform=transform, **style)
+
+
 def _save(fig, base: Path, tight: bool = False) -> list[Path]:
     """``base``.png and ``base``.pdf (no creation date in the PDF: reruns give the same file);
     ``tight``: a legend wider than the figure grows the image instead of being cut off."""
     paths = [base.with_name(base.name + suffix) for suffix in FORMATS]
-    # the constrained layout once for both formats (it is most of a figure's drawing time)
-    fig.draw_without_rendering()
-    fig.set_layout_engine("none")
+    if fig.get_layout_engine() is not None:  # a constrained layout: once for both formats
+        fig.draw_without_rendering()
+        fig.set_layout_engine("none")
     for path in paths:
         fig.savefig(path, dpi=110, bbox_inches="tight" if tight else None,
                     metadata={"CreationDate": None} if path.suffix == ".pdf" else None)
@@ -90,18 +124,47 @@ def _save(fig, base: Path, tight: bool = False) -> list[Path]:
     return paths
 
 
-def draw_all(jobs: Sequence[tuple[Callable[..., dict[str, Any]], tuple]]) -> list[dict[str, Any]]:
-    """Each job's figure function called on its arguments; their returns in the jobs' order.
+class Drawing:
+    """Figures being drawn (``start_drawing``): each job's figure function called on its
+    arguments, in one forked process per CPU where there are two or more (drawing is CPU-bound:
+    matplotlib's text layout), while the caller goes on (the report computes its tables
+    meanwhile); ``results`` waits for the functions' returns, in the jobs' order."""
 
-    The figures are independent and drawing them is CPU-bound (matplotlib's text layout): they
-    are drawn in one forked process per CPU (the report's slowest step otherwise).
-    """
-    workers = min(len(jobs), os.cpu_count() or 1)
-    if workers < 2:
-        return [function(*args) for function, args in jobs]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = [pool.submit(function, *args) for function, args in jobs]
-        return [future.result() for future in futures]
+    def __init__(self, jobs: Sequence[tuple[Callable[..., dict[str, Any]], tuple]]) -> None:
+        self.jobs = list(jobs)
+        self.pool: ProcessPoolExecutor | None = None
+        self.futures: list = []
+        workers = min(len(self.jobs), os.cpu_count() or 1)
+        if workers >= 2:
+            self.pool = ProcessPoolExecutor(workers,
+                                            mp_context=multiprocessing.get_context("fork"))
+            self.futures = [self.pool.submit(function, *args) for function, args in self.jobs]
+
+    def results(self) -> list[dict[str, Any]]:
+        if self.pool is None:
+            return [function(*args) for function, args in self.jobs]
+        try:
+            return [future.result() for future in self.futures]
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop drawing (figures not started are dropped); nothing once ``results`` returned."""
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+            self.pool = None
+
+
+def start_drawing(jobs: Sequence[tuple[Callable[..., dict[str, Any]], tuple]]) -> Drawing:
+    """The figures of ``jobs`` drawn in the background where there are two or more CPUs
+    (``Drawing``)."""
+    return Drawing(jobs)
+
+
+def draw_all(jobs: Sequence[tuple[Callable[..., dict[str, Any]], tuple]]) -> list[dict[str, Any]]:
+    """Each job's figure function called on its arguments; their returns in the jobs' order
+    (``Drawing``, waited for)."""
+    return start_drawing(jobs).results()
 
 
 def wilson_interval(successes: np.ndarray, counts: np.ndarray,
@@ -202,8 +265,8 @@ def _reliability_panel(top, bottom, label: str, data: dict[str, Any], color: str
     top.set(xlim=(lower - 0.02, 1.02), ylim=(-0.02, 1.02))
     top.set_title(f"{label}\nECE {100 * data['ece']:.2f} · smECE {100 * data['smece']:.2f} · "
                   f"MCE {100 * data['mce']:.2f}", fontsize=9)
-    top.grid(alpha=0.3)
     top.tick_params(labelbottom=False, labelsize=8)
+    _grid(top)  # after the tick labels' size: it decides how many ticks fit
     edges = np.asarray(data["edges"])
     drawn = bottom.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color=color,
                        alpha=0.6, edgecolor="black", lw=0.4)
@@ -212,6 +275,33 @@ def _reliability_panel(top, bottom, label: str, data: dict[str, Any], color: str
     bottom.set_xlim(lower - 0.02, 1.02)
     bottom.set_xlabel("confidence", fontsize=8)
     bottom.tick_params(labelsize=7)
+
+
+# the reliability figure's fixed layout, in inches: margins for the suptitle and the panel
+# titles above (two lines each), the axis labels left and below; between a panel's diagram and
+# its counts (no tick labels there); between the panels of a row and between rows
+PANEL_MARGINS = {"left": 0.62, "right": 0.12, "top": 1.02, "bottom": 0.5}
+PANEL_GAPS = {"counts": 0.08, "across": 0.42, "down": 1.0}
+
+
+def _panel_places(fig, rows: int, columns: int) -> list[list[tuple[list[float], list[float]]]]:
+    """Per row and column: the [left, bottom, width, height] of the diagram and of its counts
+    below, in figure fractions (a fixed layout: see ``_fixed_layout``)."""
+    width, height = fig.get_size_inches()
+    m, gap = PANEL_MARGINS, PANEL_GAPS
+    cell = (width - m["left"] - m["right"] - (columns - 1) * gap["across"]) / columns
+    tall = (height - m["top"] - m["bottom"] - (rows - 1) * gap["down"]) / rows
+    diagram, counts = (tall - gap["counts"]) * 3.2 / 4.2, (tall - gap["counts"]) / 4.2
+    places = []
+    for row in range(rows):
+        ceiling = height - m["top"] - row * (tall + gap["down"])  # the diagram's top, inches
+        places.append([
+            ([(x := m["left"] + col * (cell + gap["across"])) / width,
+              (ceiling - diagram) / height, cell / width, diagram / height],
+             [x / width, (ceiling - diagram - gap["counts"] - counts) / height, cell / width,
+              counts / height])
+            for col in range(columns)])
+    return places
 
 
 def reliability_figure(base: Path, title: str, series: Sequence[Series],
@@ -224,14 +314,14 @@ def reliability_figure(base: Path, title: str, series: Sequence[Series],
     plt = _pyplot()
     columns = min(len(series), PANEL_COLUMNS)
     rows = -(-len(series) // columns)
-    fig = plt.figure(figsize=(3.1 * columns + 0.4, 4.3 * rows + 0.7), layout="constrained")
-    grid = fig.add_gridspec(2 * rows, columns, height_ratios=[3.2, 1.0] * rows)
+    fig = plt.figure(figsize=(3.1 * columns + 0.4, 4.3 * rows + 0.7))
+    places = _panel_places(fig, rows, columns)
     panels: dict[str, Any] = {}
     lower = confidence_floor(series)
     for k, (label, confidence, correct) in enumerate(series):
         row, col = divmod(k, columns)
-        top = fig.add_subplot(grid[2 * row, col])
-        bottom = fig.add_subplot(grid[2 * row + 1, col], sharex=top)
+        top = fig.add_axes(places[row][col][0])
+        bottom = fig.add_axes(places[row][col][1], sharex=top)
         panels[label] = reliability_data(confidence, correct, lower)
         color = VANILLA_COLOR if k == 0 and first_is_vanilla else CALIBRATED_COLOR
         _reliability_panel(top, bottom, label, panels[label], color, lower)
@@ -240,7 +330,7 @@ def reliability_figure(base: Path, title: str, series: Sequence[Series],
             bottom.set_ylabel("documents", fontsize=8)
         if k == 0:
             top.legend(loc="upper left", fontsize=6.5, framealpha=0.85)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title, fontsize=10, y=1.0 - 0.1 / fig.get_figheight(), va="top")
     _save(fig, base)
     plt.close(fig)
     return {"panels": panels}
@@ -254,7 +344,8 @@ def risk_coverage_figure(base: Path, title: str, series: Sequence[Series]) -> di
     accuracy at 80% coverage and the risk at coverage 0.1, ..., 1.0.
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    _fixed_layout(fig)
     curves: dict[str, Any] = {}
     for k, (label, confidence, correct) in enumerate(series):
         coverage, risk = risk_coverage_curve(confidence, correct)
@@ -279,7 +370,7 @@ def risk_coverage_figure(base: Path, title: str, series: Sequence[Series]) -> di
            xlabel="coverage (share of documents kept, most confident first)",
            ylabel="risk (error rate of the kept documents)")
     ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
+    _grid(ax)
     ax.legend(fontsize=7, loc="upper left")
     _save(fig, base)
     plt.close(fig)
@@ -295,7 +386,8 @@ def instability_figure(base: Path, title: str, mu: np.ndarray,
     edges = bins["edges"]
     labels = [f"[{edges[i]:.1f}, {edges[i + 1]:.1f}{']' if i == MU_BINS - 1 else ')'}"
               for i in range(MU_BINS)]
-    fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    _fixed_layout(fig)
     accuracy = np.where(counts > 0, bins["accuracy"], 0.0)
     drawn = ax.bar(range(MU_BINS), accuracy, color=CALIBRATED_COLOR, alpha=0.85,
                    edgecolor="black", lw=0.5)
@@ -304,7 +396,7 @@ def instability_figure(base: Path, title: str, mu: np.ndarray,
     ax.set_xticks(range(MU_BINS), labels)
     ax.set(ylim=(0, 1.2), xlabel="prediction instability μ", ylabel="accuracy (original prompt)")
     ax.set_title(title, fontsize=10)
-    ax.grid(axis="y", alpha=0.3)
+    _grid(ax, "y")
     _save(fig, base)
     plt.close(fig)
     return {"n": int(correct.size), **bins}

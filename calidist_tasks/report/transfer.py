@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from calidist_metrics import CalibrationWarning
 from calidist_tasks.registry import SCORES, calidist_method
+from calidist_tasks.report import refits
 from calidist_tasks.report.cells import run_context, settings_of
 from calidist_tasks.report.runs import TaskRun
 from calidist_tasks.report.tables import LEADERBOARD_SCORES, Table
@@ -41,7 +42,9 @@ def refit_calidist(run: TaskRun, target: TaskRun) -> Fitted:
     settings = replace(settings_of(run), calibrator=None)  # refit even if the run loaded a fit
     calibration, _ = split_records(run.records)
     _, evaluation = split_records(target.records)
-    return calidist_method().fit(calibration, evaluation, settings, run_context(run, settings))
+    # the in-domain fit (run is target) is the leaderboard's where the run loaded no fit
+    return refits.fitted(calidist_method().fit, run, target, calibration, evaluation, settings,
+                         run_context(run, settings))
 
 
 def transfer_table(pairs: list[tuple[str, str]], runs: list[TaskRun], names: dict[str, str],
