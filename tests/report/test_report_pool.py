@@ -96,8 +96,16 @@ def test_the_report_adds_the_pooled_row(saved):
                           figures=False)
     assert report.problems == []
     with open(report.out / "leaderboard.csv", encoding="utf-8") as file:
-        heading = next(csv.reader(file))
-    assert any(h.startswith(f"{POOL}_pooled") for h in heading), heading
+        board = list(csv.DictReader(file))
+    row = next(r for r in board if r["method"] == "CaliDist (As.)")
+    assert row[f"{POOL}_pooled_ece"]
+    subjects = [m.removeprefix("calidist_").removesuffix("_assertion")
+                for m in members("_assertion")]
+    # the average is over the members only: the pool's row is not counted twice
+    shown = [float(row[f"{s}_ece"]) for s in subjects]  # rounded to 4 decimals
+    assert float(row["average_ece"]) == pytest.approx(sum(shown) / len(shown), abs=1e-3)
+    with_pool = (sum(shown) + float(row[f"{POOL}_pooled_ece"])) / (len(shown) + 1)
+    assert abs(with_pool - sum(shown) / len(shown)) > 1e-3  # the check tells them apart
 
 
 def test_a_member_without_its_pool_mates_is_fitted_alone_with_a_note(saved, tmp_path):
