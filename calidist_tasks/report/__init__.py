@@ -387,7 +387,8 @@ def _write(
          f"{UNREADABLE} = more than {UNREADABLE_LIMIT:.0%} of the replies unreadable: the "
          "scores describe the parser's fallback, not the model (lm-eval's results file holds "
          "NaN for them), and are never marked best. Average = mean over the benchmarks, for "
-         f"rows with every benchmark. {FROM_RESULTS} = numbers from the results file only (no "
+         "rows with every benchmark (a calibration pool's own <pool>_pooled column left out: "
+         f"its members are there). {FROM_RESULTS} = numbers from the results file only (no "
          "usable logged samples: no intervals or diagrams).", board),
         ("Per model", "One row per block over the benchmarks it has (HELM style): mean "
          "accuracy, mean ECE of its vanilla confidence and of its best method per benchmark "

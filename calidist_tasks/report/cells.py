@@ -10,14 +10,24 @@ lm-eval output of every task kind). CaliDist is refitted with the run's own sett
 logged them in the task's config metadata (``lambda_scale`` and ``fit``; the records'
 lambda_raw already follow its ``delta_mode``), else the defaults (the paper's grid search
 alone): never with ``refine`` unless the run asked for it.
+
+A wrapped group's members (docs/wrap.md "Groups: one calibration pool") log their pool in their
+config's ``metadata.calibration_pool``; the members of one pool in one results file (one lm-eval
+run, as the task pools them) are refitted on every member's calibration records, in the task's
+order (member name, then document), each scored on its own evaluation records
+(``calibration_pools``); each pool adds a row ``<pool>_pooled`` (``pooled_benchmark``) over every
+member's evaluation records, the results file's ``<metric>_pooled``. A member whose pool-mates
+are not in its results file is fitted on the members there, with a note naming the others.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -38,12 +48,15 @@ from calidist_tasks.scoring import fits
 from calidist_tasks.scoring.aggregation import UNREADABLE_LIMIT
 from calidist_tasks.scoring.fits import calibrator_context, split_records
 from calidist_tasks.scoring.joining import hint_instability
-from calidist_tasks.scoring.records import Hint, hints_of, metric_name
+from calidist_tasks.scoring.records import CALIBRATION, Hint, hints_of, metric_name
 from calidist_tasks.settings import RunSettings
 
-__all__ = ["METHODS", "Cell", "Method", "leaderboard_cells", "task_cells"]
+__all__ = ["METHODS", "Cell", "Method", "Pool", "calibration_pools", "leaderboard_cells",
+           "task_cells"]
 
 log = logging.getLogger(__name__)  # progress of the refits (stderr in `calidist report`)
+
+POOLED = "_pooled"  # a pool's row and its results-file metrics (``tasks.wrapped.POOLED``)
 
 
 @dataclass
@@ -178,24 +191,135 @@ def run_context(run: TaskRun, settings: RunSettings) -> dict[str, Any]:
     return calibrator_context(run.task, run.config.get("doc_to_choice"), settings.model)
 
 
-def refit(run: TaskRun, methods: Sequence[Method]) -> dict[str, fits.Fitted | None]:
-    """Each method's fit on the run's records: {label: fits.Fitted, None where undefined or
-    where nothing can be fitted (no calibration records: results-file numbers only)}."""
-    calibration, evaluation = split_records(run.records)
+def refit(run: TaskRun, methods: Sequence[Method],
+          pool: Pool | None = None) -> dict[str, fits.Fitted | None]:
+    """Each method's fit on the run's records (a pool member's: on its pool's calibration
+    records, ``Pool.records_of``): {label: fits.Fitted, None where undefined or where nothing
+    can be fitted (no calibration records: results-file numbers only)}."""
+    source = run if pool is None else pool.source
+    calibration, evaluation = split_records(run.records if pool is None
+                                            else pool.records_of(run))
     settings = settings_of(run)
     context = run_context(run, settings)
     found: dict[str, fits.Fitted | None] = {}
     for method in methods:
         try:
-            found[method.label] = refits.fitted(method.fit, run, run, calibration, evaluation,
+            found[method.label] = refits.fitted(method.fit, source, run, calibration, evaluation,
                                                 settings, context)
         except fits.NoCalibration:
             found[method.label] = None
     return found
 
 
-def task_cells(run: TaskRun, problems: list[str], notes: list[str]) -> list[Cell]:
-    """The leaderboard cells one task fills, rebuilt from its records where possible."""
+@dataclass
+class Pool:
+    """The members of one calibration pool in one results file (one lm-eval run)."""
+
+    name: str
+    logged: list[str]  # the pool's members as the config names them
+    runs: dict[str, TaskRun]  # the members in the results file, by task name
+    source: TaskRun  # its records: every member's calibration records, in the task's order
+    refitted: bool  # whether every member here has usable records (else results-file numbers)
+
+    def records_of(self, run: TaskRun) -> list[Any]:
+        """The pool's calibration records, then ``run``'s evaluation records: what the task
+        fitted and scored ``run`` on (``tasks.wrapped.pooled_records``)."""
+        return [*self.source.records, *(r for r in _ordered(run) if r["split"] != CALIBRATION)]
+
+    def pooled_run(self) -> TaskRun:
+        """The pool's own row: every member's records, and its ``<metric>_pooled`` numbers."""
+        first = self.runs[min(self.runs)]
+        records = None
+        if self.refitted:
+            records = [*self.source.records, *(r for name in sorted(self.runs)
+                                               for r in _ordered(self.runs[name])
+                                               if r["split"] != CALIBRATION)]
+        metrics = {k.removesuffix(POOLED): v for k, v in first.metrics.items()
+                   if k.endswith(POOLED)}
+        return dataclasses.replace(first, task=self.name, metrics=metrics, records=records,
+                                   expected_docs=None, samples_file=None, prompts=None,
+                                   generations=None, sources=None, stage1_samples=None,
+                                   prompt_tokens=None)
+
+
+def _ordered(run: TaskRun) -> list[Any]:
+    return sorted(run.records or [], key=itemgetter("index"))
+
+
+def pool_of(run: TaskRun) -> dict[str, Any] | None:
+    """The calibration pool a wrapped group's member logged (``metadata.calibration_pool``)."""
+    pool = (run.config.get("metadata") or {}).get("calibration_pool")
+    return pool if isinstance(pool, dict) and pool.get("name") else None
+
+
+def pooled_benchmark(pool: str, run: TaskRun) -> str:
+    """The benchmark name of a pool's row: the pool's name without ``calidist_`` and the
+    variant's suffix (a member's task is ``calidist_<benchmark><suffix>``), then ``_pooled``:
+    ``calidist_mmlu_assertion`` -> ``mmlu_pooled``."""
+    benchmark, _ = task_variant(run.task, run.config)
+    suffix = run.task.removeprefix(f"calidist_{benchmark}")
+    name = pool.removeprefix("calidist_")
+    if suffix != run.task and suffix and name.endswith(suffix):
+        name = name.removesuffix(suffix)
+    return name + POOLED
+
+
+def calibration_pools(runs: Sequence[TaskRun], notes: list[str]) -> dict[int, Pool]:
+    """{id of a member's run: its Pool}, per pool and results file; a note per member whose
+    pool-mates are not in its results file, and per pool whose records cannot all be used."""
+    found: dict[tuple[str, str, str], dict[str, TaskRun]] = {}
+    logged: dict[tuple[str, str, str], list[str]] = {}
+    for run in runs:
+        pool = pool_of(run)
+        if pool is not None:
+            key = (run.group, str(run.results_file), str(pool["name"]))
+            found.setdefault(key, {})[run.task] = run
+            logged.setdefault(key, [str(m) for m in pool.get("members") or []])
+    pools: dict[int, Pool] = {}
+    for key, members in found.items():
+        name = key[2]
+        refitted = all(run.records is not None for run in members.values())
+        calibration = [r for task in sorted(members) for r in _ordered(members[task])
+                       if r["split"] == CALIBRATION] if refitted else None
+        first = members[min(members)]
+        source = dataclasses.replace(first, task=name, records=calibration)
+        pool = Pool(name, logged[key], members, source, refitted)
+        absent = sorted(set(pool.logged) - set(members))
+        for run in (members[task] for task in sorted(members)):
+            if absent:
+                notes.append(f"{run.name}: its calibration pool {name} has {len(members)} of "
+                             f"its {len(pool.logged)} tasks in {run.results_file.name} (not "
+                             f"there: {', '.join(absent)}); fitted on the tasks there, as the "
+                             "task was")
+            pools[id(run)] = pool
+        if not refitted:
+            notes.append(f"{name} [{first.model}]: not every member's samples are usable; its "
+                         "members' pooled fit is the results file's numbers only")
+    return pools
+
+
+def pool_cells(pool: Pool, problems: list[str], notes: list[str]) -> list[Cell]:
+    """The cells of a pool's own row (``pooled_benchmark``): with two or more members here."""
+    if len(pool.runs) < 2:
+        return []
+    first = pool.runs[min(pool.runs)]
+    _, variant = task_variant(first.task, first.config)
+    if variant is None:
+        return []
+    run = pool.pooled_run()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CalibrationWarning)
+        cells = _cells(run, pooled_benchmark(pool.name, first), variant.name,
+                       methods_of(variant), problems)
+    notes.extend(dict.fromkeys(f"{run.name}: {w.message}" for w in caught
+                               if issubclass(w.category, CalibrationWarning)))
+    return cells
+
+
+def task_cells(run: TaskRun, problems: list[str], notes: list[str],
+               pool: Pool | None = None) -> list[Cell]:
+    """The leaderboard cells one task fills, rebuilt from its records where possible (a pool
+    member's: with its pool's fit, ``Pool.records_of``)."""
     benchmark, variant = task_variant(run.task, run.config)
     log.info("refitting the methods of %s", run.name)
     if variant is None:
@@ -205,18 +329,18 @@ def task_cells(run: TaskRun, problems: list[str], notes: list[str]) -> list[Cell
         return []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibrationWarning)
-        cells = _cells(run, benchmark, variant.name, methods_of(variant), problems)
+        cells = _cells(run, benchmark, variant.name, methods_of(variant), problems, pool)
     notes.extend(dict.fromkeys(f"{run.name}: {w.message}" for w in caught
                                if issubclass(w.category, CalibrationWarning)))
     return cells
 
 
 def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
-           problems: list[str]) -> list[Cell]:
+           problems: list[str], pool: Pool | None = None) -> list[Cell]:
     per_doc: dict[str, fits.Fitted | None] = {}
-    if run.records is not None:
+    if run.records is not None and (pool is None or pool.refitted):
         try:
-            per_doc = refit(run, methods)
+            per_doc = refit(run, methods, pool)
         except (KeyError, TypeError, ValueError, OSError) as error:
             problems.append(f"{run.name}: cannot rebuild its confidences from the samples "
                             f"({type(error).__name__}: {error}); results-file numbers only")
@@ -240,12 +364,16 @@ def _cells(run: TaskRun, benchmark: str, variant: str, methods: list[Method],
 
 def leaderboard_cells(runs: list[TaskRun], problems: list[str],
                       notes: list[str]) -> list[Cell]:
-    """One cell per model, benchmark and method: from the method's preferred task variant."""
+    """One cell per model, benchmark and method: from the method's preferred task variant; a
+    calibration pool's members fitted on the pool, and its own row (``calibration_pools``)."""
     chosen: dict[tuple[str, str, str], Cell] = {}
-    for run in runs:
-        for cell in task_cells(run, problems, notes):
-            key = (cell.model, cell.benchmark, cell.method.label)
-            old = chosen.get(key)
-            if old is None or cell.rank < old.rank:
-                chosen[key] = cell
+    pools = calibration_pools(runs, notes)
+    found = [cell for run in runs for cell in task_cells(run, problems, notes, pools.get(id(run)))]
+    for pool in {id(p): p for p in pools.values()}.values():
+        found += pool_cells(pool, problems, notes)
+    for cell in found:
+        key = (cell.model, cell.benchmark, cell.method.label)
+        old = chosen.get(key)
+        if old is None or cell.rank < old.rank:
+            chosen[key] = cell
     return list(chosen.values())

@@ -29,7 +29,7 @@ from calidist_metrics import (
 )
 from calidist_tasks.data.yaml_configs import benchmark_titles
 from calidist_tasks.registry import LEADERBOARD, METHODS, MORE, SCORES, scores_shown
-from calidist_tasks.report.cells import Cell
+from calidist_tasks.report.cells import POOLED, Cell
 from calidist_tasks.scoring.records import VANILLA, metric_name
 
 # (score, title, higher is better)
@@ -206,9 +206,11 @@ def leaderboard(cells: list[Cell], names: dict[str, str], n_resamples: int = 100
             if bad:
                 label += f" {UNREADABLE}"
             values = [[_value(c, s) for s, _, _ in LEADERBOARD_COLUMNS] for c in found]
-            if len(benchmarks) > 1:
+            if len(benchmarks) > 1:  # a pool's own row is left out: its members are there
+                averaged = [v for b, v in zip(benchmarks, values, strict=True)
+                            if not b.endswith(POOLED)] or values
                 values.append([None if None in column else float(np.mean(column))
-                               for column in zip(*values, strict=True)])
+                               for column in zip(*averaged, strict=True)])
             table.rows.append([names[model], label] + [v for group in values for v in group])
             flagged.append(bad)
         for j in range(2, 2 + width * len(benchmarks)):  # the average columns: never
@@ -412,7 +414,8 @@ def model_summary(cells: list[Cell], names: dict[str, str]) -> Table:
                         key=lambda k: _value(best[k], "ece"))
         ranks.update({key: position for position, key in enumerate(ranked, start=1)})
     for model in sorted({m for m, _ in best}, key=lambda m: names[m]):
-        mine = [k for k in best if k[0] == model]
+        mine = [k for k in best if k[0] == model and not k[1].endswith(POOLED)] or [
+            k for k in best if k[0] == model]  # a pool's own row: its members are there
         labels = [best[k].method.label for k in mine]
         common = max(set(labels), key=labels.count)
         table.rows.append([

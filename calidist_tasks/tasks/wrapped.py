@@ -25,7 +25,9 @@ members (``pool_members``); each member contributes its share of ``calib_size``
 members that run in the same lm-eval run, in one order (member name, document), whatever the
 order of the tasks. Each member reports its own evaluation documents' scores with that fit and,
 under ``<metric>_pooled``, the scores over every member's evaluation documents, which the group's
-row repeats (lm-eval's unweighted mean of equal numbers).
+row repeats (lm-eval's unweighted mean of equal numbers). With ``--metadata save_calibrator``
+each member writes the pool's fit once, to its own path (``{task}`` in it, required in a pool),
+recording its own name, so that ``--metadata calibrator`` applies it to that member.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from calidist_tasks.data.documents import SUFFIXES, split_documents
 from calidist_tasks.prompting import distractors
 from calidist_tasks.prompting.parts import HINT
 from calidist_tasks.registry import LOGIT, metric_names
+from calidist_tasks.scoring.aggregation import summarize_baselines, summarize_calidist
 from calidist_tasks.scoring.joining import PromptPlan
 from calidist_tasks.scoring.records import (
     CALIBRATED,
@@ -211,6 +214,11 @@ class WrappedTask(CaliDistTask):
         benchmark = self.wrapped_name + (NORMALISED if self.length_normalised else "")
         super().__init__({**wrapped, **config, "metadata": metadata, "benchmark": benchmark},
                          **kwargs)
+        saving = self.settings.save_calibrator
+        if self.pool_name and len(self.pool_members) > 1 and saving and "{task}" not in saving:
+            raise ValueError(f"{name}: --metadata save_calibrator={saving} has no {{task}}: each "
+                             f"member of the calibration pool {self.pool_name} writes the pool's "
+                             "fit under its own name (docs/wrap.md); put {task} in the path")
         if self.pool_name:  # logged in the results file's config, beside benchmark and style
             self.config.metadata = {**(self.config.metadata or {}), "calibration_pool": {
                 "name": self.pool_name, "members": self.pool_members,
@@ -274,8 +282,15 @@ class WrappedTask(CaliDistTask):
         ids = tuple(sorted(id(r) for records in members.values() for r in records))
         if pool.pooled is None or pool.pooled[0] != ids:
             copies = {name: [_copy(r) for r in records] for name, records in members.items()}
-            pool.pooled = (ids, super().summarize(pooled_records(copies, None)))
+            pool.pooled = (ids, self.summarize_pool(pooled_records(copies, None)))
         return {**own, **{name + POOLED: value for name, value in pool.pooled[1].items()}}
+
+    def summarize_pool(self, records: list[dict[str, Any]]) -> dict[str, float]:
+        """The pool's ``_pooled`` metrics: the same fit as every member's, not saved again
+        (``save_calibrator``: each member writes it once, under its own name)."""
+        summarize = summarize_calidist if self.sends_hints() else summarize_baselines
+        settings = dataclasses.replace(self.settings, save_calibrator=None)
+        return summarize(records, settings, self.calibrator_context())
 
     def _stderr(self, name: str, iters: int) -> Any:
         """No stderr for a ``_pooled`` metric (its records are the pool's)."""
