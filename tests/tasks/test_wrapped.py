@@ -59,6 +59,37 @@ def write_jsonl(path: Path, rows: list[dict]) -> str:
     return str(path)
 
 
+# The folders of lm-eval 0.4.13's own tasks that these tests wrap or look up (arc_easy and the
+# ai2_arc tag, mmlu_anatomy and the mmlu group, truthfulqa_mc1, hellaswag, gsm8k).
+LM_EVAL_FOLDERS = ("arc", "mmlu/default", "truthfulqa", "hellaswag", "gsm8k")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def lm_eval_index():
+    """lm-eval's task index over the folders of the tasks these tests name, indexed once: the
+    same entries as the whole tree's for those names, which ``calidist wrap`` and the wrapped
+    tasks look up (``lm_eval_compat._task_index``), without indexing the ~14,700 entries of the
+    whole tree (about 17 CPU-s). tests/slow/tasks/test_wrapped.py runs the real ``calidist wrap``
+    and ``lm_eval`` on the whole tree."""
+    import functools
+
+    import lm_eval.tasks
+    from lm_eval.tasks import TaskManager
+
+    from calidist_tasks.backends import lm_eval_compat
+
+    tasks = Path(lm_eval.tasks.__file__).parent
+    ours = [str(tasks / folder) for folder in LM_EVAL_FOLDERS]
+
+    @functools.cache
+    def index(include_path: tuple[str, ...]) -> dict:
+        return TaskManager(include_path=[*ours, *include_path], include_defaults=False).task_index
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lm_eval_compat, "_task_index", index)
+        yield
+
+
 @pytest.fixture(scope="module")
 def data_files(tmp_path_factory) -> dict[str, dict[str, str]]:
     """Per wrapped task, ``--metadata data_files`` in its own split names."""
