@@ -9,6 +9,7 @@ the others. tests/test_joining.py has the basic NaN case of the joining.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from conftest import run_lm_eval
 from openai_server import ModelServer
 from reliability.test_api_responses import NAN, _recovered_lines
 
+from calidist_tasks import cli
 from calidist_tasks.runs.recovery import AggregationError
 
 
@@ -70,3 +72,38 @@ def test_api_null_logprobs_fail_inside_lm_eval_before_any_metric(server, tiny_mo
     server.mode = "null"
     with pytest.raises(TypeError, match="NoneType"):
         completions(server, tiny_model_dir, ppdb_data_dir)
+
+
+@pytest.mark.parametrize("bad_value", ["nan", "none", "inf"])
+def test_a_backend_answering_nan_or_null_keeps_every_record(bad_value, ppdb_data_dir, tmp_path,
+                                                            monkeypatch) -> None:
+    """Through lm-eval: a backend whose answer to one hinted template is NaN / None / -inf. The
+    run stops naming the documents; every document's record is saved (the bad ones with their
+    error), and `calidist report` on the saved folder recomputes from the good ones."""
+    monkeypatch.setenv("CALIDIST_RECOVERED_DIR", str(tmp_path))
+    metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 2, "eval_size": 2}
+    args = f"bad_marker=I read online,bad_value={bad_value}"
+    with pytest.raises(AggregationError) as failed:
+        run_lm_eval(["calidist_ppdb_assertion"], Path("unused"), metadata, model="calidist-fake",
+                    model_args=args, log_samples=False)
+    assert re.search(r"documents have answers that cannot be used: calidist_ppdb_assertion "
+                     r"document \d+ \(test\.tsv:\d+\) prompt [1-9]\d*: the model returned "
+                     "non-finite", str(failed.value))
+    lines = _recovered_lines(failed.value)
+    assert [line["doc_id"] for line in lines] == [0, 1, 2, 3]
+    failed_docs = [line["doc_id"] for line in lines if "error" in line["acc"]]
+    good = [line for line in lines if "error" not in line["acc"]]
+    assert failed_docs and f"{len(failed_docs)} of 4 documents" in str(failed.value)
+    assert all(0 <= line["acc"]["confidence"] <= 1 and line["acc"]["hints"] for line in good)
+    if bad_value != "nan":
+        return
+    report = tmp_path / "report"
+    with pytest.raises(SystemExit) as done:
+        cli.main(["report", str(failed.value.folder), "--out", str(report), "--no_figures",
+                  "--bootstrap", "0"])
+    assert done.value.code == 0
+    text = (report / "report.md").read_text(encoding="utf-8")
+    board = (report / "leaderboard.csv").read_text(encoding="utf-8")
+    assert (",CaliDist (As.)," in board) == bool(good)  # no number from no usable document
+    assert (f"{len(failed_docs)} of 4 documents have answers that cannot be used and are left "
+            "out of every number: calidist\\_ppdb\\_assertion document ") in text
