@@ -181,3 +181,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
             item.warn(pytest.PytestWarning(
                 f"{item.nodeid} builds the tiny model: its place is under tests/slow/"))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``-m "not slow"`` does not even import the slow tier's modules (torch, transformers and
+    lm-eval's HF model at collection: seconds), as ``--ignore=tests/slow``."""
+    if collection_path == SLOW_TIER and config.getoption("markexpr").replace(" ", "") == "notslow":
+        return True
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Under pytest-xdist (``scripts/test.sh`` runs ``-n 2``), a test marked ``exclusive``
+    changes what every process sees (``calidist link`` writes into lm-eval's own task folder),
+    so it runs, fixtures and all, while no other test does: it holds an exclusive lock on one
+    file per test run, every other test a shared one."""
+    workerinput = getattr(item.config, "workerinput", None)
+    if workerinput is None:  # one process: nothing runs beside it
+        yield
+        return
+    import fcntl
+    import tempfile
+
+    lock = Path(tempfile.gettempdir()) / f"calidist-tests-{workerinput['testrunuid']}.lock"
+    with open(lock, "a") as handle:
+        exclusive = item.get_closest_marker("exclusive") is not None
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield

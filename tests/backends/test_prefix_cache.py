@@ -5,7 +5,18 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from calidist_tasks.backends.prefix_cache import prefix_groups, shared_prefix_length
+
+def prefix_groups(*args, **kwargs):
+    # imported when called: the module brings torch and lm-eval's HF model (seconds at collection)
+    from calidist_tasks.backends.prefix_cache import prefix_groups
+
+    return prefix_groups(*args, **kwargs)
+
+
+def shared_prefix_length(*args, **kwargs):
+    from calidist_tasks.backends.prefix_cache import shared_prefix_length
+
+    return shared_prefix_length(*args, **kwargs)
 
 
 def computed_tokens(inputs: Sequence[Sequence[int]], groups: list[tuple[list[int], int]]) -> int:

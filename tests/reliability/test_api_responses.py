@@ -15,7 +15,6 @@ from conftest import load_task
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import reliability.models  # noqa: F401  (registers calidist-fake)
 from calidist_tasks.runs.recovery import AggregationError
 from calidist_tasks.scoring.joining import outcome_from_loglikelihoods
 
