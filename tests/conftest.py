@@ -194,9 +194,9 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """Under pytest-xdist (``scripts/test.sh`` runs ``-n 2``), a test marked ``exclusive``
-    changes what every process sees (``calidist link`` writes into lm-eval's own task folder),
-    so it runs, fixtures and all, while no other test does: it holds an exclusive lock on one
-    file per test run, every other test a shared one."""
+    changes what every process sees (``calidist link`` writes into lm-eval's own task folder) or
+    times itself (the parser timings), so it runs, fixtures and all, while no other test does:
+    it holds an exclusive lock on one file per test run, every other test a shared one."""
     workerinput = getattr(item.config, "workerinput", None)
     if workerinput is None:  # one process: nothing runs beside it
         yield
