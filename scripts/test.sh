@@ -6,4 +6,6 @@ bash scripts/setup.sh
 VENV=${CALIDIST_VENV:-.venv}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 "$VENV/bin/ruff" check calidist_tasks metrics tests benchmarks
-exec "$VENV/bin/python" -m pytest -q "$@"
+# Two processes (pytest-xdist), one per core of CI's machine; each test module runs whole in one
+# of them (its module-scoped lm-eval runs once). CALIDIST_TEST_WORKERS=0: one process.
+exec "$VENV/bin/python" -m pytest -q -n "${CALIDIST_TEST_WORKERS:-2}" --dist loadscope "$@"

@@ -13,9 +13,12 @@ from typing import Any
 import pytest
 
 # Test modules import helpers from one another by module name ("from test_report import
-# write_run"); tests live in one folder per package concern, so each folder is importable.
+# write_run"); tests live in one folder per package concern, so each folder is importable. The
+# slow tier mirrors those folders under tests/slow/ (packages: "slow.report.test_report" beside
+# "test_report"), whose modules import the fast halves' helpers by the same bare names.
+SLOW_TIER = Path(__file__).parent / "slow"
 for _folder in sorted(Path(__file__).parent.iterdir()):
-    if _folder.is_dir() and not _folder.name.startswith((".", "_")):
+    if _folder.is_dir() and not _folder.name.startswith((".", "_")) and _folder != SLOW_TIER:
         if str(_folder) not in sys.path:
             sys.path.append(str(_folder))
 
@@ -163,12 +166,46 @@ def ppdb_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-# Fixtures that build a model or run lm-eval (directly or through another fixture): a test using
-# one is marked ``slow``, so that ``pytest -m "not slow"`` is the fast tier (README, "Tests").
+# The slow tier is every test under tests/slow/ (each builds a model or runs lm-eval) and is
+# marked ``slow`` here, so that ``pytest -m "not slow"`` (or ``pytest tests --ignore=tests/slow``)
+# is the fast tier (README, "Tests"). A test elsewhere that uses a fixture building a model
+# (directly or through another fixture) is marked ``slow`` too, with a warning to move it there.
 SLOW_FIXTURES = {"tiny_model_dir"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if SLOW_TIER in Path(item.path).parents:
             item.add_marker(pytest.mark.slow)
+        elif SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+            item.warn(pytest.PytestWarning(
+                f"{item.nodeid} builds the tiny model: its place is under tests/slow/"))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``-m "not slow"`` does not even import the slow tier's modules (torch, transformers and
+    lm-eval's HF model at collection: seconds), as ``--ignore=tests/slow``."""
+    if collection_path == SLOW_TIER and config.getoption("markexpr").replace(" ", "") == "notslow":
+        return True
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Under pytest-xdist (``scripts/test.sh`` runs ``-n 2``), a test marked ``exclusive``
+    changes what every process sees (``calidist link`` writes into lm-eval's own task folder) or
+    times itself (the parser timings), so it runs, fixtures and all, while no other test does:
+    it holds an exclusive lock on one file per test run, every other test a shared one."""
+    workerinput = getattr(item.config, "workerinput", None)
+    if workerinput is None:  # one process: nothing runs beside it
+        yield
+        return
+    import fcntl
+    import tempfile
+
+    lock = Path(tempfile.gettempdir()) / f"calidist-tests-{workerinput['testrunuid']}.lock"
+    with open(lock, "a") as handle:
+        exclusive = item.get_closest_marker("exclusive") is not None
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield

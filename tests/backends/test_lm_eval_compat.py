@@ -15,7 +15,6 @@ import lm_eval
 import pytest
 from conftest import load_task
 from lm_eval.api.instance import Instance
-from lm_eval.api.model import CacheHook, hash_args
 from lm_eval.api.task import ConfigurableTask
 
 from calidist_tasks.backends import lm_eval_compat as compat
@@ -127,34 +126,6 @@ def test_build_all_requests_keywords(task, monkeypatch: pytest.MonkeyPatch) -> N
     made = Instance(request_type="generate_until", doc={}, arguments=("", {}), idx=0,
                     **{**passed, "metadata": compat.with_repeats(metadata, 7)})
     assert (made.task_name, made.doc_id, made.repeats) == (metadata[0], metadata[1], 7)
-
-
-# ---------------------------------------------------------------------- models
-@pytest.fixture(scope="module")
-def hflm(tiny_model_dir):
-    from lm_eval.models.huggingface import HFLM
-
-    return HFLM(pretrained=str(tiny_model_dir), dtype="float32", device="cpu",
-                softmax_dtype="float64", mixed_precision_dtype="bfloat16")
-
-
-def test_hflm_attributes(hflm) -> None:
-    import torch
-
-    assert compat.is_causal(hflm)
-    assert compat.vocab_size(hflm) == hflm.tokenizer.vocab_size
-    assert compat.softmax_dtype(hflm) == torch.float64
-    assert compat.mixed_precision_dtype(hflm) == torch.bfloat16
-
-
-def test_cache_loglikelihood_reaches_lm_eval_cache(hflm) -> None:
-    stored: dict[str, object] = {}
-    hflm.set_cache_hook(CacheHook(SimpleNamespace(dbdict=stored)))
-    try:
-        compat.cache_loglikelihood(hflm, ("context", " a"), (-1.5, True))
-    finally:
-        hflm.set_cache_hook(CacheHook(None))
-    assert stored == {hash_args("loglikelihood", ("context", " a")): (-1.5, True)}
 
 
 @pytest.mark.parametrize("qualified", sorted(compat.OVERRIDDEN))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import load_task, run_lm_eval
+from conftest import load_task
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -317,16 +317,6 @@ def test_prompt_asks_for_the_option_and_a_confidence(ppdb_data_dir, metadata, in
     # --gen_kwargs max_gen_toks=64 (lm-eval updates the task's generation_kwargs after loading)
     task.set_config("generation_kwargs", {"max_gen_toks": 64}, update=True)
     assert {r.arguments[1]["max_gen_toks"] for r in requests_of(task, doc)} == {64}
-
-
-def test_the_short_budget_yields_to_gen_kwargs(tiny_model_dir, ppdb_data_dir):
-    """Through lm-eval: verbalized_prompt=short with --gen_kwargs max_gen_toks=3 sends 3."""
-    out = run_lm_eval(["calidist_ppdb_verbalized"], tiny_model_dir,
-                      {"data_dir": str(ppdb_data_dir), "calib_size": 1, "eval_size": 1,
-                       "verbalized_prompt": "short"}, num_fewshot=0, gen_kwargs="max_gen_toks=3")
-    sample = out["samples"]["calidist_ppdb_verbalized"][-1]
-    assert sample["arguments"][0][1]["max_gen_toks"] == 3
-    assert sample["arguments"][0][0].endswith(CONFIDENCE_FORMAT + "\nAssistant:\n")
 
 
 def test_corrupted_requests_parse_against_the_real_options(ppdb_tasks):

@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from conftest import load_task, run_lm_eval
+from conftest import load_task
 
 from calidist_tasks.scoring.records import (
     CALIBRATION,
@@ -167,20 +167,6 @@ def test_no_prompt_shows_its_own_document_as_an_exemplar(tmp_path: Path) -> None
             prompt = task.fewshot_context(variant, num_fewshot=1,
                                           gen_prefix=task.doc_to_prefix(doc))
             assert prompt.count(doc["premise"]) == 1, (doc[SOURCE_FIELD], prompt)
-
-
-def test_no_prompt_sent_through_lm_eval_shows_its_own_document(tiny_model_dir: Path,
-                                                               tmp_path: Path) -> None:
-    """The same through lm-eval with --num_fewshot 1 and the tiny model: every prompt sent (the
-    samples' request arguments) holds its document's premise once."""
-    path = write(tmp_path / "data.jsonl", "\n".join(_twice(9)) + "\n")
-    out = run_lm_eval([MNLI], tiny_model_dir, {"data_files": str(path), "calib_size": 6,
-                                               "eval_size": "all"}, num_fewshot=1)
-    samples = out["samples"][MNLI]
-    for sample in samples:
-        for argument in sample["arguments"]:
-            assert argument[0].count(sample["doc"]["premise"]) == 1, sample["doc"][SOURCE_FIELD]
-    assert len(samples) == 9  # every document is logged: 9 once the copies are dropped
 
 
 # ------------------------------------------------------------------ the PPDB corpus

@@ -22,6 +22,9 @@ from calidist_tasks.prompting.verbalized import (
 from calidist_tasks.tasks.gsm8k import parse_number
 from calidist_tasks.tasks.reasoned import read_reply
 
+# timings: under pytest-xdist no other test runs beside them (tests/conftest.py)
+pytestmark = pytest.mark.exclusive
+
 RATIO = 2.0  # times a normal reply's cost per character
 CAP = 0.05  # seconds per 100 KB
 TRIES = 5

@@ -39,6 +39,9 @@ from calidist_tasks.tasks.gsm8k import (
 )
 from calidist_tasks.tasks.gsm8k_verbalized import NumberFilter, parse_number_response
 
+# timings: under pytest-xdist no other test runs beside them (tests/conftest.py)
+pytestmark = pytest.mark.exclusive
+
 SIZE = 100_000  # characters of each degenerate reply
 RATIO = 200  # times a normal reply's time per character
 CAP = 3.0  # seconds, whatever the normal reply costs

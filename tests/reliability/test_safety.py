@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from lm_eval.models.huggingface import HFLM
 
 from calidist_metrics import CALIDIST_COLUMNS, CaliDistCalibrator, save_calibrator, stack_columns
 from calidist_tasks import cli, task_folder
@@ -113,6 +112,8 @@ def test_task_yaml_asks_for_no_remote_code_and_imports_only_our_adapters() -> No
 
 
 def test_trust_remote_code_stays_off_unless_the_user_passes_it() -> None:
+    from lm_eval.models.huggingface import HFLM  # here: it imports torch and transformers
+
     assert inspect.signature(HFLM.__init__).parameters["trust_remote_code"].default is False
     argv = ["--model", "hf", "--model_args", "pretrained=x", "--tasks", "calidist_ppdb"]
     assert cli.with_include_path(argv) == [*argv, "--include_path", task_folder()]

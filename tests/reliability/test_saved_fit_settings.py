@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_task, run_lm_eval
+from conftest import load_task
 
 from calidist_metrics import CALIDIST_COLUMNS, CaliDistCalibrator, save_calibrator, stack_columns
 from reliability.support import refused, write
@@ -79,18 +79,6 @@ def test_every_fit_method_round_trips(tmp_path, ppdb_data_dir, context):
         path = save_calibrator(fit(method=method), tmp_path / f"{method}.json", **context)
         task = load_task(TASK, metadata(ppdb_data_dir, path, fit=method))
         assert task.settings.fit == method
-
-
-# ------------------------------------------------------------------ the settings that shape lambda
-def test_a_run_saves_the_delta_mode_its_lambda_came_from(tiny_model_dir, ppdb_data_dir,
-                                                        tmp_path):
-    path = tmp_path / "fit.json"
-    run_lm_eval([TASK], tiny_model_dir, {"data_dir": str(ppdb_data_dir), "calib_size": 3,
-                                         "eval_size": 2, "m": 1, "delta_mode": "worst_case",
-                                         "save_calibrator": str(path)}, num_fewshot=0)
-    saved = json.loads(path.read_text(encoding="utf-8"))
-    assert saved["context"]["delta_mode"] == "worst_case"
-    assert saved["calibrator"]["lambda_scale"] == "minmax"
 
 
 @pytest.mark.parametrize(("setting", "file_value", "run_value"), [

@@ -10,10 +10,6 @@ choice.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -61,6 +57,37 @@ def hellaswag_rows(n: int) -> list[dict]:
 def write_jsonl(path: Path, rows: list[dict]) -> str:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return str(path)
+
+
+# The folders of lm-eval 0.4.13's own tasks that these tests wrap or look up (arc_easy and the
+# ai2_arc tag, mmlu_anatomy and the mmlu group, truthfulqa_mc1, hellaswag, gsm8k).
+LM_EVAL_FOLDERS = ("arc", "mmlu/default", "truthfulqa", "hellaswag", "gsm8k")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def lm_eval_index():
+    """lm-eval's task index over the folders of the tasks these tests name, indexed once: the
+    same entries as the whole tree's for those names, which ``calidist wrap`` and the wrapped
+    tasks look up (``lm_eval_compat._task_index``), without indexing the ~14,700 entries of the
+    whole tree (about 17 CPU-s). tests/slow/tasks/test_wrapped.py runs the real ``calidist wrap``
+    and ``lm_eval`` on the whole tree."""
+    import functools
+
+    import lm_eval.tasks
+    from lm_eval.tasks import TaskManager
+
+    from calidist_tasks.backends import lm_eval_compat
+
+    tasks = Path(lm_eval.tasks.__file__).parent
+    ours = [str(tasks / folder) for folder in LM_EVAL_FOLDERS]
+
+    @functools.cache
+    def index(include_path: tuple[str, ...]) -> dict:
+        return TaskManager(include_path=[*ours, *include_path], include_defaults=False).task_index
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lm_eval_compat, "_task_index", index)
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -260,65 +287,6 @@ def test_corruption_is_not_derived(tmp_path, data_files):
         "wraps: arc_easy\ndistractor: corruption\n")
     with pytest.raises(ValueError, match="sample corruption is task-specific"):
         load(tmp_path, "calidist_arc_easy_corruption", metadata_for("arc_easy", data_files))
-
-
-# ---------------------------------------------------------------------- end to end
-def command(name: str) -> str:
-    found = Path(sys.executable).parent / name
-    return str(found) if found.exists() else shutil.which(name) or pytest.skip(f"no {name}")
-
-
-def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env)
-    assert done.returncode == 0, f"{argv[:3]} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
-    return done
-
-
-def test_wrapped_arc_easy_runs_through_plain_lm_eval(tmp_path, tiny_model_dir, data_files):
-    """The issue's "done when": ``calidist wrap arc_easy`` (local ARC-schema data), then plain
-    ``lm_eval --include_path`` prints vanilla and CaliDist ECE / Brier / AUROC; ``calidist
-    report`` on a plain lm-eval run of the ARC config prints its calibration table."""
-    folder = tmp_path / "wrapped"
-    run([command("calidist"), "wrap", "arc_easy", "--out", str(folder), "--no-acc_norm"], tmp_path)
-    metadata = metadata_for("arc_easy", data_files, m=1)
-    out = tmp_path / "run"
-    done = run([command("lm_eval"), "--model", "hf", "--model_args",
-                f"pretrained={tiny_model_dir},dtype=float32", "--device", "cpu",
-                "--batch_size", "16", "--include_path", str(folder),
-                "--tasks", "calidist_arc_easy,calidist_arc_easy_assertion",
-                "--metadata", json.dumps(metadata), "--output_path", str(out), "--log_samples"],
-               tmp_path)
-    for name in ("ece", "brier", "auroc", "ece_vanilla", "brier_vanilla", "auroc_vanilla",
-                 "ece_ts"):
-        assert f"|{name}" in done.stdout.replace(" ", ""), name
-    (results,) = out.rglob("results_*.json")
-    numbers = json.loads(results.read_text())["results"]
-    assert 0 <= numbers["calidist_arc_easy_assertion"]["ece,none"] <= 1
-    assert 0 <= numbers["calidist_arc_easy"]["brier_vanilla,none"] <= 1
-
-    # a plain lm-eval run of lm-eval's own arc_easy config, its data pointed at the same files
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    from calidist_tasks.backends.lm_eval_compat import _task_index
-
-    arc_yaml = _task_index(())["arc_easy"].yaml_path
-    (plain / "arc_easy_local.yaml").write_text(
-        f"include: {arc_yaml}\ntask: arc_easy_local\ndataset_path: json\ndataset_name: null\n"
-        "training_split: null\n"  # no train file: lm-eval would read its exemplars from it
-        f"dataset_kwargs:\n  data_files: {json.dumps(data_files['arc_easy'])}\n")
-    run([command("lm_eval"), "--model", "hf", "--model_args",
-         f"pretrained={tiny_model_dir},dtype=float32", "--device", "cpu", "--batch_size", "16",
-         "--include_path", str(plain), "--tasks", "arc_easy_local",
-         "--output_path", str(plain / "out"), "--log_samples"], tmp_path)
-    report = run([command("calidist"), "report", str(plain / "out"), "--out",
-                  str(tmp_path / "report"), "--no_figures", "--bootstrap", "50"], tmp_path)
-    assert "wrote" in report.stdout
-    board = (tmp_path / "report" / "leaderboard.csv").read_text()
-    assert "arc_easy_local_ece" in board
-    for row in ("Vanilla", "Temperature scaling", "Platt", "Isotonic", "Vector scaling"):
-        assert f",{row}," in board, row
-    assert "seeded held-out slice" in (tmp_path / "report" / "report.md").read_text()
 
 
 def test_two_stage_runs_split_a_wrapped_hinted_task(wrapped_dir):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from openai_server import ModelServer
 
-from reliability.test_api_replies import CHAT_REPLY, calidist_eval
+from slow.reliability.test_api_replies import CHAT_REPLY, calidist_eval
 
 
 @pytest.fixture(scope="module")

@@ -178,6 +178,7 @@ def lm_eval_tree(root: Path) -> list[str]:
                   if "__pycache__" not in p.parts)
 
 
+@pytest.mark.exclusive  # calidist link writes into lm-eval's task folder, which every run reads
 def test_plain_lm_eval_after_link_applies_the_saved_calibrator(first_run, tiny_model_dir,
                                                                data_dir, tmp_path):
     tasks_dir = cli.lm_eval_task_dir()

@@ -21,10 +21,9 @@ from pathlib import Path
 
 import pytest
 from conftest import run_lm_eval
-
 from reliability.models import FakeLM
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 TASKS = ["calidist_ppdb_assertion", "calidist_mnli_probe"]
 TOTAL = 13 * 10 + 13 * 12  # documents x prompts x letters, per task
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from conftest import load_task, run_lm_eval
+from reliability.support import refused
 
 from calidist_tasks.report import save_like_lm_eval
 from calidist_tasks.scoring.records import is_record, line_record
-from reliability.support import refused
 
 TASK = "calidist_ppdb_assertion"
 

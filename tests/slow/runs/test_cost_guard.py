@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import run_lm_eval
 
-DATA = Path(__file__).parents[2] / "calidist_tasks" / "sample_data"
+DATA = Path(__file__).parents[3] / "calidist_tasks" / "sample_data"
 N_DOCS = 5  # calib_size 2 + eval_size 3
 M_ASSERTION = 2  # the assertion style's default m (paper, Appendix G)
 LABELS = {"ppdb": 2, "aqua": 5}
