@@ -6,13 +6,10 @@ cannot be left out of the index), about 20 s of CPU: slow tier, the two runs sid
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 CALIDIST = Path(sys.executable).parent / "calidist"
 SUBJECTS = ["mmlu_anatomy", "mmlu_astronomy", "mmlu_virology"]
@@ -29,27 +26,6 @@ def finish(process: subprocess.Popen) -> str:
     out, err = process.communicate(timeout=600)
     assert process.returncode == 0, err[-2000:]
     return out
-
-
-@pytest.mark.slow
-def test_wrap_pool_and_no_pool_through_the_command(tmp_path):
-    pooled, unpooled = tmp_path / "pooled", tmp_path / "unpooled"
-    runs = [start(*SUBJECTS, "--pool", "sci", "--out", str(pooled)),
-            start("mmlu_stem", "--no-pool", "--out", str(unpooled))]  # a group, not pooled
-    outputs = [finish(p) for p in runs]
-    members = [f"calidist_{s}_assertion" for s in SUBJECTS]
-    for subject in SUBJECTS:
-        text = (pooled / f"calidist_{subject}_assertion.yaml").read_text()
-        assert 'pool: "calidist_sci_assertion"' in text
-        assert f"pool_members: {json.dumps(members)}" in text
-        assert 'pool: "calidist_sci"' in (pooled / f"calidist_{subject}.yaml").read_text()
-    group = (pooled / "calidist_sci_assertion.yaml").read_text()
-    assert f"task: {json.dumps(members)}" in group
-    assert "calidist_sci_assertion" in outputs[0]  # the command lists the pool's group
-    written = sorted(unpooled.glob("*.yaml"))
-    assert len(written) > 3 * len(SUBJECTS)  # every mmlu_stem subject
-    assert not any("pool" in p.read_text() for p in written)
-    assert not (unpooled / "calidist_mmlu_stem.yaml").exists()
 
 
 def test_pool_and_no_pool_together_are_refused(tmp_path):

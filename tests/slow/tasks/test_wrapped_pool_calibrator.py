@@ -11,7 +11,7 @@ import pytest
 
 from calidist_metrics import load_calibrator
 from calidist_tasks.scoring import fits
-from tests.tasks.test_wrapped_pool import POOL, members, pooled, run  # noqa: F401 (fixture)
+from slow.tasks.test_wrapped_pool import POOL, members, pooled, run  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow  # runs lm-eval
 

@@ -20,7 +20,7 @@ from calidist_tasks.report import write_report
 from calidist_tasks.report.cells import leaderboard_cells, refit
 from calidist_tasks.report.loading import load_runs
 from calidist_tasks.runs.files import save_like_lm_eval
-from tests.tasks.test_wrapped_pool import POOL, members, pooled, run  # noqa: F401 (fixture)
+from slow.tasks.test_wrapped_pool import POOL, members, pooled, run  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow  # runs lm-eval
 
