@@ -156,9 +156,10 @@ def table4_table(rows: Sequence[an.Table4Row], paper: Mapping[str, Mapping[str, 
 
 
 def table4_section(result: an.Analysis, wanted: Sequence[tuple[str, str]],
-                   together: bool = False) -> list[str]:
+                   commands_above: bool = False) -> list[str]:
     """Table 4 per model and benchmark; "not measured yet" for those ``wanted`` without
-    reasoned records. ``together``: the commands of its records in one code block."""
+    reasoned records. ``commands_above``: its records' commands are not repeated (the page
+    lists them above)."""
     found = an.table4_rows(result)
     paper = an.paper_numbers()["table4"]
     before = json.loads(ONE_LINE_EXEMPLARS.read_text(encoding="utf-8"))
@@ -173,10 +174,12 @@ def table4_section(result: an.Analysis, wanted: Sequence[tuple[str, str]],
         "original reply and one hinted reply per other label, 1 + (c − 1)·m, where the paper "
         "counts (c − 1)·m). Letter-scoring passes (ours, not in the paper's count): reading p "
         "from the option letters after each reply. "
-        f"ECE x100 on the evaluation documents ({ECE_BINNING}). Made by:\n",
-        *(command_blocks(counted, together) or
-          ["No committed records of a reasoned task yet.\n"]),
+        f"ECE x100 on the evaluation documents ({ECE_BINNING}). Made by"
+        + (" the reasoned commands of \"Models and sizes\" above.\n" if commands_above else ":\n"),
+        *(command_blocks(counted) if counted and not commands_above else []),
     ]
+    if not counted:
+        parts.append("No committed records of a reasoned task yet.\n")
     for model, benchmark in wanted:
         rows = found.get((model, benchmark))
         if rows is None:
@@ -268,7 +271,7 @@ def render(stored: Sequence[Stored], args: Any, problems: Sequence[str] = ()) ->
         mine = [c for c in result.cells if names[c.model] == model]
         parts += [f"### {model} / {title}{majority_share(mine, titles[title])}\n",
                   table.markdown() + "\n"]
-    parts += table4_section(result, wanted, together=True)
+    parts += table4_section(result, wanted, commands_above=True)
     saved = Path(args.results) / "backend_speed.json"
     if saved.exists():
         parts.append(backend_table(json.loads(saved.read_text(encoding="utf-8"))) + "\n")
