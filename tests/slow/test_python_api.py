@@ -1,10 +1,6 @@
 """Slow half of ``tests/test_python_api.py`` (builds the tiny model or runs lm-eval).
 
-The Python API through the real lm-eval pipeline (tiny model, a few PPDB documents):
-``calidist_tasks.evaluate`` runs our tasks with the metadata, and
-``report.write_report_from_results`` builds from its dict the report the folder reader builds from
-the same run saved as ``lm_eval --output_path --log_samples`` saves it.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

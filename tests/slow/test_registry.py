@@ -1,9 +1,6 @@
 """Slow half of ``tests/test_registry.py`` (builds the tiny model or runs lm-eval).
 
-The method registry (``calidist_tasks.registry``): one definition per variant and method, and
-a new distractor style added by touching only the registry and the style's own class
-(docs/architecture.md, "To add ...").
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

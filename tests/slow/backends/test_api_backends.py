@@ -1,10 +1,6 @@
 """Slow half of ``tests/backends/test_api_backends.py`` (builds the tiny model or runs lm-eval).
 
-lm-eval's API backends against a real HTTP server (tests/openai_server.py, the tiny model):
-logit variants through local-completions (same log-likelihoods and metrics as hf), verbalized,
-consistency and SPUQ variants through local-chat-completions --apply_chat_template (every
-family), concurrency, retries, and clear errors from a failing or stalling server.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """Slow half of ``tests/backends/test_lm_eval_compat.py`` (builds the tiny model or runs lm-eval).
 
-The lm-eval internals we rely on (``backends.lm_eval_compat``), against the installed
-lm-eval.
-
-Checked against lm-eval 0.4.13 (``lm_eval_compat.TESTED_VERSIONS``). On another version the first
-test fails and says what to do; the others say which shim broke.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Slow half of ``tests/backends/test_offline_models.py`` (builds the tiny model or runs lm-eval).
 
-Tests of backends.offline_models: the tiny test model and the SmolLM2 conversion.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

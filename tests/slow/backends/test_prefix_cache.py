@@ -1,7 +1,6 @@
 """Slow half of ``tests/backends/test_prefix_cache.py`` (builds the tiny model or runs lm-eval).
 
-``--model hf-prefix-cache`` gives the ``hf`` backend's log-likelihoods while computing less.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

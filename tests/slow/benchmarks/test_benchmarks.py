@@ -1,11 +1,6 @@
 """Slow half of ``tests/benchmarks/test_benchmarks.py`` (builds the tiny model or runs lm-eval).
 
-The benchmark harness's own arithmetic (the model runs themselves are not run in CI).
-
-The analysis tests build what ``benchmarks/run.py`` leaves behind for a finished task (run.json,
-lm-eval's results file and samples file) from tiny synthetic records made by the task's own
-joining and aggregation, export them to committed records and render BENCHMARKS.md from those.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

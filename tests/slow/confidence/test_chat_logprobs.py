@@ -1,9 +1,6 @@
 """Slow half of ``tests/confidence/test_chat_logprobs.py`` (builds the tiny model or runs lm-eval).
 
-CaliDist (log-prob) on chat APIs (confidence.chat_logprobs): the answer token's letter
-log-probabilities read from the same reply, unit-tested, then end to end through
-local-chat-completions against the scripted server (tests/openai_server.py, the tiny model).
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

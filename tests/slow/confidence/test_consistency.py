@@ -1,8 +1,6 @@
 """Slow half of ``tests/confidence/test_consistency.py`` (builds the tiny model or runs lm-eval).
 
-Consistency (self-consistency, entropy, FSD) and SPUQ baselines: their confidences, their
-requests (decoding, repeats or seeded API samples, perturbations) and a real run with hf.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

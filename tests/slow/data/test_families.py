@@ -1,9 +1,6 @@
 """Slow half of ``tests/data/test_families.py`` (builds the tiny model or runs lm-eval).
 
-The benchmark families of issue 4 (MSciNLI, Yahoo, HellaSwag, CSQA, AQuA, ContractNLI, GSM8K):
-end to end through lm-eval on tiny local data, groups and the tag, Hub defaults, malformed rows,
-and pinned prompts (tests/snapshots; rewrite them with CALIDIST_UPDATE_SNAPSHOTS=1).
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Slow half of ``tests/prompting/test_fewshot.py`` (builds the tiny model or runs lm-eval).
 
-Few-shot prompts (paper, Appendix F): the golden MSciNLI exemplar, one exemplar per label,
-misleading hints inside the exemplars of hinted prompts, and a run through lm-eval.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

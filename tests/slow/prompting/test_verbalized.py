@@ -1,8 +1,6 @@
 """Slow half of ``tests/prompting/test_verbalized.py`` (builds the tiny model or runs lm-eval).
 
-The verbalized path: the (answer, confidence) parser, its filter, its rule for unreadable
-replies, and the verbalized tasks' prompts, requests, records and metrics (no model needed).
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

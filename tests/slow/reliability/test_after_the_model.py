@@ -1,9 +1,6 @@
 """Slow half of ``tests/reliability/test_after_the_model.py`` (runs a model or lm-eval).
 
-Bad input that only shows once the model has answered: it must never cost the model's work nor
-print a number that looks good by accident (documents whose option count varies, replies that are
-all unreadable).
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

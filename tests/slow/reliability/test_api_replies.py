@@ -1,13 +1,6 @@
 """Slow half of ``tests/reliability/test_api_replies.py`` (builds the tiny model or runs lm-eval).
 
-API replies lm-eval cannot parse (empty `choices`, log-probabilities as strings, no `logprobs`,
-a chat message without `content`): through `calidist eval` each stops the run with one message
-naming the backend, the endpoint, the request and what was missing, not a traceback from lm-eval's
-internals (backends.api_replies). The scripted server (tests/openai_server.py, `bad_reply`)
-sends them; lm-eval runs in this process with its command line parsing replaced by the same
-`simple_evaluate` call (its real command line indexes every lm-eval task, ~15 s a run), so the
-backend, the HTTP round trip, the parsers and `calidist eval`'s handling are the real ones.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """Slow half of ``tests/reliability/test_api_responses.py`` (builds the tiny model or runs lm-eval).
 
-Model answers that are not numbers: NaN, infinite or null log-probabilities from an API (or any
-backend) never reach a metric. The document's record says why (naming the task, the document, its
-source line and the prompt); the run stops in the aggregation with that message after saving every
-document's record, so no other answer is lost (issue #17.2), and `calidist report` recomputes from
-the others. tests/test_joining.py has the basic NaN case of the joining.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

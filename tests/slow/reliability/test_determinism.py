@@ -1,20 +1,6 @@
 """Slow half of ``tests/reliability/test_determinism.py`` (builds the tiny model or runs lm-eval).
 
-Determinism: the same command gives byte-identical prompts (lm-eval's prompt_hash, and a hash of
-every request's arguments) and identical metrics, across runs, across PYTHONHASHSEED values, and
-with 1 or 2 processes. ``--metadata seed`` changes the assertion templates and nothing else
-(tests/test_dataset.py::test_seed_changes_assertion_templates_and_nothing_else for PPDB; here for
-MNLI with m=3, checking documents and split too).
-
-Two processes: ``accelerate launch --num_processes 2 --cpu`` starts ONE process in accelerate
-1.15 (with --cpu it always uses its simple launcher; a multi-process CPU launch needs
---mpirun_hostfile and an MPI install, which this machine lacks), and lm-eval's ``hf`` model shards
-documents over processes only when it sees more than one GPU. The test therefore launches with
-``torchrun --standalone --nproc_per_node 2`` (the launcher accelerate's multi-GPU mode uses) and
-the ``calidist-hf-cpu-dp`` model (tests/reliability/models.py): lm-eval's ``hf`` with rank and world
-size taken from accelerate, so lm-eval's real multi-process path runs (documents sharded by rank,
-padded, per-document items gathered to rank 0 before our aggregation).
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """Slow half of ``tests/reliability/test_duplicate_documents.py`` (runs a model or lm-eval).
 
-Duplicated data: rows repeated in a file, one split in two formats in one folder, a file listed
-twice, two ``data_files`` keys for one split, a copy shown as its own few-shot exemplar.
-
-"The same document" is the same values (surrounding spaces stripped) in every field the prompt
-shows (the question template's fields and the options): a copy with the same label is dropped
-with one warning naming every copy; a copy with another label is refused naming both rows.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Slow half of ``tests/reliability/test_jsonl_inputs.py`` (builds the tiny model or runs lm-eval).
 
-Bad JSON-lines (and Hub-schema .json) input: a clear error naming file, line and field, or a
-documented fallback. The basic cases (missing label, label 3 of 3, unparsable line) are in
-tests/test_dataset.py; these are the rest.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """Slow half of ``tests/reliability/test_output_paths.py`` (builds the tiny model or runs lm-eval).
 
-Model work is never lost (issue 28, item 1): an output folder that cannot be written is refused
-before any model time (`calidist eval`, `--two-stage`, `calidist_tasks.evaluate`'s
-`stage1_dir`); results lm-eval still cannot write after the run stop it with a non-zero exit,
-saved elsewhere; and a task whose aggregation fails no longer loses the other tasks of the run.
-Runs go through the real `calidist eval` (lm-eval's CLI, indexing our task folder only).
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
 """Slow half of ``tests/reliability/test_parser_inputs.py`` (builds the tiny model or runs lm-eval).
 
-Replies the parsers used to misread, or crashed on after the model had answered.
-
-- Verbalized (docs/backends.md): "1000%", "10000%", "1,000%" are no confidence on the 0-100%
-  scale (they read as 100%, 100% and 1%); "The answer is (a) or (b)" names no one option (read as
-  (a)); "I am not 90% sure" states no confidence (read as 90%). Each is now unreadable by the
-  documented rule.
-- GSM8K numbers (docs/gsm8k.md): "−18" (U+2212) and "-$5" are negative (read as 18 and 5, so
-  "−18" scored correct against a gold 18); "1/2" and "1,2345" are not one readable number (read as
-  1 and 1234); a number of more than ``MAX_DIGITS`` digits is unreadable: one of more than 4,300
-  digits crashed stage 1 after every request was answered (Python's int string limit) and a
-  stage-1 answer of 4e19 or more crashed stage 2 in ``near_numbers`` (``OverflowError``), naming
-  no document. Now each is one unreadable document, counted in ``parse_fail_rate``.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Slow half of ``tests/reliability/test_saved_fit_settings.py`` (runs a model or lm-eval).
 
-A saved calibrator is checked, not trusted (issue 28, item 4): alpha / beta no fit can produce
-are refused, and the settings that shape lambda (lambda_scale, delta_mode, fit) are stored,
-compared with the run's explicit ones (a mismatch refused) or applied with one warning when the
-run did not set them. Each is refused when the task is built, before any model time.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

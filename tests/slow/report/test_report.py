@@ -1,11 +1,6 @@
 """Slow half of ``tests/report/test_report.py`` (builds the tiny model or runs lm-eval).
 
-``calidist report`` against hand-built lm-eval output folders (values computed by hand).
-
-The fixture writes what lm-eval writes for a run with ``--log_samples``: a results file per model
-and one samples file per task with the same date, records built by hand (6 calibration + 6
-evaluation documents, two labels), and results-file numbers from the tasks' own aggregation.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

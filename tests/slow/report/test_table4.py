@@ -1,14 +1,6 @@
 """Slow half of ``tests/report/test_table4.py`` (builds the tiny model or runs lm-eval).
 
-The paper's Table 4 from committed records: cost per document and ECE of the reasoned protocol.
-
-Runs of the tiny model left as ``benchmarks/run.py --steps reasoned`` leaves them (each task's
-output folder; a reasoned task's replies in its ``replies`` folder, rewritten into readable
-replies as in test_reasoned.py, since the random model writes none), exported to committed
-records; the Table 4 rows built from those alone are checked against the tokens counted here,
-with the model's tokenizer, from the lm-eval samples themselves, and against the aggregation's
-ECE.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Slow half of ``tests/runs/test_two_stage.py`` (builds the tiny model or runs lm-eval).
 
-Two-stage runs (calidist_tasks.runs.two_stage; docs/method.md, "Two-stage runs"): the paper's
-minimum of 1 + (c - 1)·m prompts per document, with the records and metrics of a single-stage
-run, through hf and an API backend, refused before model time on a wrong stage-1 run, and
-resumable with --use_cache when stage 2 fails.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

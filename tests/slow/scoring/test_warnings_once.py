@@ -1,8 +1,6 @@
 """Slow half of ``tests/scoring/test_warnings_once.py`` (builds the tiny model or runs lm-eval).
 
-Warnings a user reads once (issue #15.3): one line per task and cause, none per prompt or per
-document, and no Python source line echoed under it.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Slow half of ``tests/tasks/test_gsm8k.py`` (builds the tiny model or runs lm-eval).
 
-GSM8K, the open-ended three-stage flow (docs/gsm8k.md): the number parser, the hint numbers,
-the chains and their scoring checked by hand, and all stages end to end through lm-eval with the
-tiny model.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

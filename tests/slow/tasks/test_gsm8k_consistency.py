@@ -1,9 +1,6 @@
 """Slow half of ``tests/tasks/test_gsm8k_consistency.py`` (builds the tiny model or runs lm-eval).
 
-GSM8K's consistency baselines (calidist_gsm8k_consistency, docs/gsm8k.md): the vote over
-numbers by hand, the record and its aggregation by hand, and runs through lm-eval with the tiny
-model and a scripted chat API.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Slow half of ``tests/tasks/test_gsm8k_verbalized.py`` (builds the tiny model or runs lm-eval).
 
-GSM8K's verbalized (black-box) stages (docs/gsm8k.md): the reply parser, the join of hand-
-written replies checked by hand, and both stages end to end through lm-eval with the tiny model.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """Slow half of ``tests/tasks/test_reasoned.py`` (builds the tiny model or runs lm-eval).
 
-Reasoned (_cot) tasks, the paper's protocol: one reasoned reply per prompt, three readings.
-
-The tiny random model writes no readable answer, so the end-to-end test replaces the logged
-replies of a real verbalized run with written ones (the prompts stay the model's) before the
-reasoned task scores them; the letter log-probabilities are then checked against a direct
-scoring of prompt + reply prefix with the same model.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

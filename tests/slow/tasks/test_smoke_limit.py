@@ -1,10 +1,6 @@
 """Slow half of ``tests/tasks/test_smoke_limit.py`` (builds the tiny model or runs lm-eval).
 
-`--limit N` as a smoke test: calibration and evaluation documents are both taken, in the run's
-proportion, with one warning naming the sizes (issue #15.1). Through the real `calidist eval`
-command line (lm-eval's own argument parsing, output and samples files); only lm-eval's indexing
-of its own ~10k task folders is skipped (TaskManager without its defaults).
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 

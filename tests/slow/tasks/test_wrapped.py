@@ -1,13 +1,6 @@
 """Slow half of ``tests/tasks/test_wrapped.py`` (builds the tiny model or runs lm-eval).
 
-Wrapped lm-eval tasks (``calidist wrap``, docs/wrap.md) on lm-eval's own registered configs.
-
-Each test wraps lm-eval 0.4.13's ``arc_easy``, ``mmlu_anatomy``, ``truthfulqa_mc1`` and
-``hellaswag`` with their data pointed at small local files in the Hub's schema (written here), and
-checks every request: the original prompt is the task's own, each hinted prompt carries its hint
-before the answer cue, every prompt scores the task's own choices, and the target is the gold
-choice.
-"""
+What the module tests: the fast half's docstring."""
 
 from __future__ import annotations
 
