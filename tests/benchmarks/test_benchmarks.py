@@ -786,3 +786,24 @@ def test_the_runner_finds_the_reasoned_tasks_it_runs():
     listed = available_tasks()
     wanted = {f"calidist_{b}{s}" for b in ("ppdb", "aqua") for s in (*LOGIT, *GENERATE, *REASONED)}
     assert wanted <= listed, sorted(wanted - listed)
+
+
+def test_table4_keeps_the_one_line_exemplars_numbers_beside_a_rerun_row():
+    """issue #34 item 7: a rerun row shows the one-line exemplars' output tokens and ECE beside
+    it; a row whose run was not rerun says so and repeats no 'before' numbers."""
+    from benchmarks import analysis as an
+    from benchmarks.page import ONE_LINE_EXEMPLARS, table4_table
+
+    paper = an.paper_numbers()["table4"]["rows"]
+    cost = {"passes": 1.0, "input_tokens": 700.0, "output_tokens": 160.0,
+            "scoring_passes": 1.0, "scoring_tokens": 800.0}
+    rows = [an.Table4Row(an.TABLE4[0], "calidist_ppdb_cot", 60, cost, 0.122),
+            an.Table4Row(an.TABLE4[2], "calidist_ppdb_assertion_cot", 60, cost, 0.2)]
+    before = {"Vanilla (reasoned)": {"output_tokens": 108.7, "ece": 46.64},
+              "CaliDist As. (m=1)": {"output_tokens": 437.7, "ece": None}}
+    table = table4_table(rows, paper, before, frozenset({"calidist_ppdb_assertion_cot"}))
+    rerun, stale = table.rows
+    assert rerun[1] == "calidist_ppdb_cot" and rerun[-2:] == ["109", "46.64"]
+    assert stale[1].endswith("(one-line exemplars: not rerun yet)") and stale[-2:] == ["-", "-"]
+    saved = json.loads(ONE_LINE_EXEMPLARS.read_text(encoding="utf-8"))
+    assert saved["rows"]["smollm2/ppdb"]["Vanilla (reasoned)"]["ece"] == 46.64
