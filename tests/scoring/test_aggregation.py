@@ -208,7 +208,8 @@ def test_missing_splits_are_refused():
                            CONTEXT)
 
 
-def test_baselines_match_hand_computation():
+def baseline_records() -> list[dict]:
+    """50 three-label records with letter log-probabilities (30 calibration, 20 evaluation)."""
     rng = np.random.default_rng(3)
     records = []
     for i in range(50):
@@ -218,6 +219,11 @@ def test_baselines_match_hand_computation():
         rec = record(i, "calibration" if i < 30 else "evaluation", float(probs.max()),
                      int(probs.argmax() == label), 0, 0, requests=3, logprobs=logits.tolist())
         records.append(dict(rec, label=label, prediction=int(probs.argmax())))
+    return records
+
+
+def test_baselines_match_hand_computation():
+    records = baseline_records()
     out = summarize_baselines(records, RunSettings(), dict(CONTEXT, labels=["a", "b", "c"]))
     assert set(out) == set(metric_names(distracted=False))
     ev = records[30:]
@@ -494,15 +500,7 @@ def test_every_reported_confidence_is_logged_on_each_evaluation_record():
 
 
 def test_the_baselines_log_theirs_and_vector_scaling_its_own_answers():
-    rng = np.random.default_rng(3)
-    records = []
-    for i in range(50):
-        label = int(rng.integers(3))
-        logits = rng.normal(0, 1.5, 3) + 2.0 * (np.arange(3) == label) * (rng.random() < 0.6)
-        probs = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
-        rec = record(i, "calibration" if i < 30 else "evaluation", float(probs.max()),
-                     int(probs.argmax() == label), 0, 0, requests=3, logprobs=logits.tolist())
-        records.append(dict(rec, label=label, prediction=int(probs.argmax())))
+    records = baseline_records()
     out = summarize_baselines(records, RunSettings(), dict(CONTEXT, labels=["a", "b", "c"]))
     assert _assert_logged_confidences_give_the_scores(records, out) == {
         "vanilla", "ts", "platt", "isotonic", "vector"}
