@@ -20,9 +20,8 @@ Task index (``lm_eval.tasks.TaskManager.task_index`` and its ``Entry``'s ``kind`
 wrapped task is derived from (``registered_kind``, ``member_names``, ``task_config``).
 
 Model side (``lm_eval.models.huggingface.HFLM``, for ``calidist_tasks.backends.prefix_cache``): the
-attributes ``backend``, ``cache_hook``, ``softmax_dtype``, ``mixed_precision_dtype`` and
-``vocab_size`` (``is_causal``, ``cache_loglikelihood``, ``softmax_dtype``,
-``mixed_precision_dtype``, ``vocab_size``).
+attributes ``backend``, ``cache_hook``, ``softmax_dtype`` and ``mixed_precision_dtype``
+(``is_causal``, ``cache_loglikelihood``, ``softmax_dtype``, ``mixed_precision_dtype``).
 
 Private lm-eval methods overridden in a subclass (``OVERRIDDEN``; the test checks they still exist
 with these parameters): ``HFLM._loglikelihood_tokens`` and ``HFLM._model_generate``, both in
@@ -180,11 +179,6 @@ def softmax_dtype(lm: Any) -> Any:
 def mixed_precision_dtype(lm: Any) -> Any:
     """An HFLM's autocast dtype (``mixed_precision_dtype``; None: no autocast)."""
     return lm.mixed_precision_dtype
-
-
-def vocab_size(lm: Any) -> int:
-    """The tokenizer's vocabulary size an HFLM cuts logits to (``vocab_size``)."""
-    return lm.vocab_size
 
 
 # ---------------------------------------------------------------------- models (API)

@@ -131,7 +131,6 @@ class PrefixCacheHFLM(HFLM):
         never sees it, and only the scored positions go through the output layer.
         """
         size = override_bs or (self.batch_size if isinstance(self.batch_size, int) else 16)
-        vocab_size = lm_eval_compat.vocab_size(self)
         softmax_dtype = lm_eval_compat.softmax_dtype(self)
         bar = tqdm(total=len(inputs), disable=disable_tqdm or self.rank != 0,
                    desc="Running loglikelihood requests (shared prefixes computed once)")
@@ -159,7 +158,9 @@ class PrefixCacheHFLM(HFLM):
                 logits = self._run(ids, batch_cache, torch.tensor(keep)).logits
                 for row, (rest, i) in enumerate(zip(rests, members, strict=True)):
                     where = [keep.index(len(rest) - k) for k in range(scored[i], 0, -1)]
-                    picked = logits[row, where, :vocab_size]
+                    # over the model's whole output layer, as hf normalises (a padded vocabulary
+                    # larger than the tokenizer's keeps its share of the probability)
+                    picked = logits[row, where]
                     yield i, F.log_softmax(picked, dim=-1, dtype=softmax_dtype).cpu()
                 bar.update(len(members))
         bar.close()

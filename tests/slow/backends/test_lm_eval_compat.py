@@ -25,7 +25,6 @@ def test_hflm_attributes(hflm) -> None:
     import torch
 
     assert compat.is_causal(hflm)
-    assert compat.vocab_size(hflm) == hflm.tokenizer.vocab_size
     assert compat.softmax_dtype(hflm) == torch.float64
     assert compat.mixed_precision_dtype(hflm) == torch.bfloat16
 

@@ -35,6 +35,34 @@ def test_loglikelihoods_equal_the_hf_backend_for_any_request(backends) -> None:
     assert len({round(ll, 3) for ll, _ in got}) > len(contexts)  # real, distinct numbers
 
 
+def test_a_padded_output_layer_is_normalised_as_hf_does(tiny_model_dir, tmp_path) -> None:
+    """Qwen's and Llama-3's output layers are wider than their tokenizers' vocabularies: the
+    log-softmax runs over every output, as lm-eval's hf takes it, not over the tokenizer's."""
+    import shutil
+
+    import torch
+    from lm_eval.models.huggingface import HFLM
+    from transformers import LlamaForCausalLM
+
+    from calidist_tasks.backends.prefix_cache import PrefixCacheHFLM
+
+    padded = tmp_path / "padded"
+    shutil.copytree(tiny_model_dir, padded)
+    model = LlamaForCausalLM.from_pretrained(padded)
+    width = model.config.vocab_size + 64
+    model.resize_token_embeddings(width, mean_resizing=False)
+    with torch.no_grad():  # the extra outputs carry real probability mass
+        model.lm_head.weight[-64:].normal_(0, 1, generator=torch.Generator().manual_seed(0))
+    model.save_pretrained(padded)
+    args = {"pretrained": str(padded), "dtype": "float32", "device": "cpu"}
+    hf, cached = HFLM(batch_size=2, **args), PrefixCacheHFLM(batch_size=2, **args)
+    assert hf.model.config.vocab_size == width > hf.tokenizer.vocab_size
+    requests = [Instance("loglikelihood", {}, ("Which is it?\nThe answer is (", k), idx=0)
+                for k in ("a", "b")]
+    expected, got = hf.loglikelihood(requests), cached.loglikelihood(requests)
+    assert [ll for ll, _ in got] == pytest.approx([ll for ll, _ in expected], abs=1e-4)
+
+
 def test_a_calidist_run_gives_the_same_records_and_metrics(tiny_model_dir, ppdb_data_dir) -> None:
     metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 10, "eval_size": 20}
     tasks = ["calidist_ppdb_assertion", "calidist_ppdb_corruption"]
