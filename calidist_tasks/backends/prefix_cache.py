@@ -27,6 +27,7 @@ test checks them against the installed lm-eval.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -37,6 +38,14 @@ from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
 from calidist_tasks.backends import lm_eval_compat
+
+log = logging.getLogger(__name__)
+# measured by benchmarks/bf16_drift.py (docs/backends.md): what a 16-bit run should expect
+HALF_PRECISION_NOTE = (
+    "hf-prefix-cache in {dtype}: letter log-likelihoods agree with lm-eval's hf within {dtype} "
+    "rounding, not exactly (on an H200, a model of Llama-3-8B's shape: 0.015 nats apart on "
+    "average, 1 of 300 preferred letters; each 0.16 from float32); --model_args dtype=float32 "
+    "gives hf's numbers to 1e-4 (docs/backends.md)")
 
 Tokens = tuple[int, ...]
 
@@ -89,6 +98,12 @@ def prefix_groups(inputs: Sequence[Sequence[int]], scored: Sequence[int],
 @register_model("hf-prefix-cache")
 class PrefixCacheHFLM(HFLM):
     """HFLM whose log-likelihood requests reuse the key/value cache of shared prompt prefixes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        dtype = getattr(self.model, "dtype", None)
+        if dtype in (torch.bfloat16, torch.float16):
+            log.warning(HALF_PRECISION_NOTE.format(dtype=str(dtype).removeprefix("torch.")))
 
     def _loglikelihood_tokens(
         self,

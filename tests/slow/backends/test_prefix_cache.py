@@ -63,6 +63,19 @@ def test_a_padded_output_layer_is_normalised_as_hf_does(tiny_model_dir, tmp_path
     assert [ll for ll, _ in got] == pytest.approx([ll for ll, _ in expected], abs=1e-4)
 
 
+def test_a_half_precision_model_is_told_how_far_it_agrees(tiny_model_dir, caplog) -> None:
+    import logging
+
+    from calidist_tasks.backends.prefix_cache import PrefixCacheHFLM
+
+    with caplog.at_level(logging.WARNING, logger="calidist_tasks.backends.prefix_cache"):
+        PrefixCacheHFLM(pretrained=str(tiny_model_dir), dtype="float32", device="cpu")
+        assert not caplog.records
+        PrefixCacheHFLM(pretrained=str(tiny_model_dir), dtype="bfloat16", device="cpu")
+    [record] = caplog.records
+    assert "in bfloat16" in record.message and "dtype=float32" in record.message
+
+
 def test_a_calidist_run_gives_the_same_records_and_metrics(tiny_model_dir, ppdb_data_dir) -> None:
     metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 10, "eval_size": 20}
     tasks = ["calidist_ppdb_assertion", "calidist_ppdb_corruption"]
