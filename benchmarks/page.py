@@ -21,7 +21,7 @@ from typing import Any
 from benchmarks import analysis as an
 from benchmarks.backend_speed import render as backend_table
 from benchmarks.commands import BENCH_NAMES, MODELS, portable, without_markdown
-from benchmarks.records import Stored
+from benchmarks.records import Stored, load
 from calidist_tasks.registry import ECE_BINNING
 from calidist_tasks.report.cells import Cell
 from calidist_tasks.report.identity import group_names
@@ -33,6 +33,8 @@ COMMAND = "python benchmarks/run.py --steps analysis"
 TABLE4_TITLE = "The paper's Table 4: cost and ECE of the reasoned protocol"
 # Table 4's rows measured with the one-line exemplars the Appendix F exemplars replaced
 ONE_LINE_EXEMPLARS = Path(__file__).with_name("results") / "one_line_exemplars.json"
+# benchmarks/wrapped.py's records (results/wrapped/<model>/) and numbers
+WRAPPED_RECORDS, WRAPPED_SUMMARY = "wrapped", "wrapped_aqua_mc.json"
 
 
 def bench(benchmark: str) -> str:
@@ -225,14 +227,76 @@ def reasoning_table(result: an.Analysis) -> Table:
     return table
 
 
+def calibration_blocks(stored: Sequence[Stored], bootstrap: int, notes: list[str]
+                       ) -> tuple[an.Analysis, list[str]]:
+    """The refits of ``stored`` and their interval table, one headed block per model and
+    benchmark (the majority label's share in the heading)."""
+    result = an.Analysis(list(stored), n_boot=0)  # the refits, once
+    names = group_names(s.run for s in stored)
+    wide, _ = intervals(result.cells, names, bootstrap, 0, notes)
+    blocks = split_by_block(wide, block_accuracy(result.cells, names))
+    titles = {benchmark_title(b): b for b in {c.benchmark for c in result.cells}}
+    parts = []
+    for (model, title), table in sorted(blocks.items()):
+        mine = [c for c in result.cells if names[c.model] == model]
+        parts += [f"### {model} / {title}{majority_share(mine, titles[title])}\n",
+                  table.markdown() + "\n"]
+    return result, parts
+
+
+WRAPPED_METHODS = ("Vanilla", "Temperature scaling", "CaliDist (As.)", "CaliDist (Pr.)")
+
+
+def wrapped_section(results: Path, bootstrap: int, problems: list[str]) -> list[str]:
+    """The wrapped-task evidence of ``benchmarks/wrapped.py`` in one row per model: an lm-eval
+    config with no calidist in it, wrapped by ``calidist wrap``; ECE with its interval per
+    method, AUROC, and how far ``calidist report`` on the plain lm-eval run is from the wrapped
+    task's own numbers."""
+    stored = load(results / WRAPPED_RECORDS, problems)
+    if not stored:
+        return []
+    result = an.Analysis(list(stored), n_boot=0)
+    names = group_names(s.run for s in stored)
+    wide, _ = intervals(result.cells, names, bootstrap, 0, problems)
+    ece, auroc = (wide.columns.index(f"{title} (95% CI)") for title in ("ECE", "AUROC"))
+    accuracy = block_accuracy(result.cells, names)
+    summary_file = results / WRAPPED_SUMMARY
+    summary = json.loads(summary_file.read_text(encoding="utf-8")) if summary_file.exists() \
+        else {}
+    table = Table(["model", "docs (calibration + evaluation)", "Acc",
+                   *(f"ECE {method}" for method in WRAPPED_METHODS),
+                   "AUROC vanilla / CaliDist (As.)", "plain run rebuilt: max abs. difference"])
+    for model in sorted({row[0] for row in wide.rows}):
+        rows = {row[2]: row for row in wide.rows if row[0] == model}
+        mine = next(s for s in stored if names[s.run.model] == model)
+        calibration = sum(r["split"] == CALIBRATION for r in mine.run.records)
+        differences = summary.get("models", {}).get(mine.model, {}).get(
+            "plain_report_max_abs_difference")
+        table.rows.append([
+            model, f"{calibration} + {len(mine.run.records) - calibration}",
+            f"{100 * accuracy[(model, rows['Vanilla'][1], 'Vanilla')]:.2f}",
+            *(rows[m][ece] if m in rows else "–" for m in WRAPPED_METHODS),
+            " / ".join(rows[m][auroc] if m in rows else "–"
+                       for m in ("Vanilla", "CaliDist (As.)")),
+            f"{max(differences.values()):.0e} over {len(differences)} methods"
+            if differences else "not run"])
+    return ["## A wrapped lm-eval task: AQuA as a plain multiple-choice config\n",
+            "`benchmarks/wrapped/aqua_mc.yaml` is an lm-eval config with no calidist in it "
+            "(MMLU-style prompt, choices A to E, this machine's 508 AQuA questions); `calidist "
+            "wrap aqua_mc` derived `calidist_aqua_mc` (vanilla, post-hoc), `_assertion` and "
+            "`_probe` (docs/wrap.md); 200 seeded held-out calibration documents. x100, 95% "
+            "intervals as above; last column: `calidist report` on the plain `lm_eval --tasks "
+            "aqua_mc --log_samples` run against the wrapped task's own accuracy, ECE, Brier and "
+            "AUROC (vanilla and post-hoc rows; x100, leaderboard.csv rounds to 1e-4). Made by `"
+            + "`, `".join(made_by(stored)) + "` (records: `benchmarks/results/wrapped/`).\n",
+            table.markdown() + "\n"]
+
+
 def render(stored: Sequence[Stored], args: Any, problems: Sequence[str] = ()) -> str:
     """BENCHMARKS.md from the committed records ``stored`` (``records.load``) and
     ``args.results/backend_speed.json``."""
-    result = an.Analysis(list(stored), n_boot=0)  # the refits, once
-    names = group_names(s.run for s in stored)
     notes: list[str] = []
-    wide, _ = intervals(result.cells, names, args.bootstrap, 0, notes)
-    blocks = split_by_block(wide, block_accuracy(result.cells, names))
+    result, blocks = calibration_blocks(stored, args.bootstrap, notes)
     wanted = sorted({(s.model, s.benchmark) for s in stored}
                     | {(model, benchmark) for model in args.models.split(",") if model
                        for benchmark in args.benchmarks.split(",") if benchmark})
@@ -266,12 +330,10 @@ def render(stored: Sequence[Stored], args: Any, problems: Sequence[str] = ()) ->
         "p-value (**bold**: p < 0.05); – where the method changes the predictions (no paired "
         "vanilla).\n",
     ]
-    titles = {benchmark_title(b): b for b in {c.benchmark for c in result.cells}}
-    for (model, title), table in sorted(blocks.items()):
-        mine = [c for c in result.cells if names[c.model] == model]
-        parts += [f"### {model} / {title}{majority_share(mine, titles[title])}\n",
-                  table.markdown() + "\n"]
+    parts += blocks
     parts += table4_section(result, wanted, commands_above=True)
+    problems = list(problems)
+    parts += wrapped_section(Path(args.results), args.bootstrap, problems)
     saved = Path(args.results) / "backend_speed.json"
     if saved.exists():
         parts.append(backend_table(json.loads(saved.read_text(encoding="utf-8"))) + "\n")

@@ -807,3 +807,45 @@ def test_table4_keeps_the_one_line_exemplars_numbers_beside_a_rerun_row():
     assert stale[1].endswith("(one-line exemplars: not rerun yet)") and stale[-2:] == ["-", "-"]
     saved = json.loads(ONE_LINE_EXEMPLARS.read_text(encoding="utf-8"))
     assert saved["rows"]["smollm2/ppdb"]["Vanilla (reasoned)"]["ece"] == 46.64
+
+
+def test_the_wrapped_task_row_shows_each_methods_interval_and_the_plain_runs_rebuild(exported,
+                                                                                    tmp_path):
+    """BENCHMARKS.md's wrapped-task row: the report's ECE interval per method, and the largest
+    difference between `calidist report` on the plain run and the wrapped task's own numbers."""
+    import shutil
+
+    from benchmarks import analysis as an
+    from benchmarks import page, records
+    from calidist_tasks.report.identity import group_names
+    from calidist_tasks.report.tables import intervals
+
+    root, _, _ = exported
+    shutil.copytree(root / "results", tmp_path / page.WRAPPED_RECORDS)
+    problems: list[str] = []
+    (row,) = page_rows = [line for line in page.wrapped_section(tmp_path, 30, problems)[-1]
+                          .splitlines() if line.startswith("| tiny |")]
+    assert page_rows and row.endswith("| not run |")
+    stored = records.load(tmp_path / page.WRAPPED_RECORDS, [])
+    runs = [s.run for s in stored]
+    wide, _ = intervals(an.Analysis(stored, n_boot=0).cells, group_names(runs), 30)
+    ece = {r[2]: r[4] for r in wide.rows}
+    assert f"| {ece['Vanilla']} | {ece['Temperature scaling']} | {ece['CaliDist (As.)']} | – |" \
+        in row  # no probe task among these records
+    (tmp_path / page.WRAPPED_SUMMARY).write_text(json.dumps({"models": {"tiny": {
+        "plain_report_max_abs_difference": {"Vanilla": 2e-5, "Platt": 4e-5}}}}))
+    row = page.wrapped_section(tmp_path, 30, problems)[-1].splitlines()[2]
+    assert row.endswith("| 4e-05 over 2 methods |")
+
+
+def test_the_plain_runs_report_is_compared_with_the_wrapped_tasks_own_numbers():
+    from benchmarks.wrapped import rebuilt_differences
+
+    metrics = {"acc": 0.25, "acc_vector": 0.2, **{f"{score}_{suffix}": 0.1 * i for i, score in
+                                                  enumerate(("ece", "brier", "auroc"), 1)
+                                                  for suffix in ("vanilla", "vector")}}
+    row = {"aqua_mc_acc": "25.0", "aqua_mc_ece": "10.0", "aqua_mc_brier": "20.0",
+           "aqua_mc_auroc": "30.0"}
+    found = rebuilt_differences(metrics, {"Vanilla": row, "Vector scaling": row})
+    assert found["Vanilla"] == pytest.approx(0, abs=1e-9)
+    assert found["Vector scaling"] == pytest.approx(5.0)  # its own accuracy: 20, not 25

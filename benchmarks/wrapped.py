@@ -1,0 +1,173 @@
+"""Evidence for wrapped tasks: AQuA as a plain lm-eval multiple-choice task, wrapped by calidist.
+
+``benchmarks/wrapped/aqua_mc.yaml`` is a plain lm-eval config (no calidist in it) over this
+machine's AQuA copy (508 questions, choices A-E, MMLU-style "Answer:" cue); ``calidist wrap
+aqua_mc`` wrote the ``calidist_aqua_mc*`` configs beside it (docs/wrap.md). Per model this
+script runs, each resumable (one ``--use_cache`` file per model, and a finished task is not run
+again):
+
+1. ``calidist eval`` of ``calidist_aqua_mc`` (vanilla and the post-hoc calibrators),
+   ``calidist_aqua_mc_assertion`` and ``calidist_aqua_mc_probe`` (CaliDist), 200 calibration
+   documents from a seeded held-out slice and the other 308 for evaluation;
+2. plain ``lm_eval --tasks aqua_mc --log_samples`` (answered from the same cache: its requests
+   are the wrapped vanilla task's);
+3. ``calidist report`` on that plain run alone, and compares its vanilla and post-hoc numbers with
+   what the wrapped task's own results file holds.
+
+Per-document records go to ``benchmarks/results/wrapped/<model>/<task>.jsonl.gz`` (the format of
+``benchmarks/records.py``) and the numbers to ``benchmarks/results/wrapped_aqua_mc.json``, which
+``benchmarks/run.py --steps analysis`` puts into BENCHMARKS.md::
+
+    python benchmarks/wrapped.py --models smollm2,qwen-coder
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import records  # noqa: E402
+from benchmarks.commands import CALIDIST, RESULTS, model_folder, portable  # noqa: E402
+
+FOLDER = "benchmarks/wrapped"  # relative to the repository root, where the commands run
+PLAIN_TASK = "aqua_mc"
+TASKS = ("calidist_aqua_mc", "calidist_aqua_mc_assertion", "calidist_aqua_mc_probe")
+SIZES = {"calib_size": 200, "eval_size": "all", "m": 1, "seed": 0, "split_seed": 0}
+SUMMARY = RESULTS / "wrapped_aqua_mc.json"
+# the leaderboard.csv columns the comparison reads, per method row of the plain run's report
+COMPARED = ("acc", "ece", "brier", "auroc")
+
+
+def _run(command: list[str], out: Path, benchmark_command: str) -> dict[str, Any]:
+    """Run one command (niced) into ``out``; ``run.json`` records it, as ``run_task`` does.
+    A finished run of the same command is kept."""
+    done = out / "run.json"
+    shown = shlex.join(command)
+    if done.exists():
+        info = json.loads(done.read_text())
+        if info["returncode"] == 0 and info["command"] == shown:
+            return info
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    executable = {"calidist": CALIDIST, "lm_eval": [sys.executable, "-m", "lm_eval"]}
+    start = time.perf_counter()
+    with open(out / "lm_eval.log", "w") as log:
+        code = subprocess.run(["nice", "-n", "19", *executable[command[0]], *command[1:]],
+                              stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                              check=False).returncode
+    info = {"command": shown, "returncode": code, "wall_s": time.perf_counter() - start,
+            "benchmark_command": benchmark_command, "finished": time.time()}
+    done.write_text(json.dumps(info, indent=1))
+    print(f"[wrapped] {command[command.index('--tasks') + 1]}: rc={code} "
+          f"{info['wall_s']:.0f}s -> {out}", flush=True)
+    return info
+
+
+def commands(model_dir: str, out: Path) -> list[tuple[str, list[str]]]:
+    """(task, command) of every run for one model, in order; the plain run last."""
+    cache = str(out / "lm_cache")
+    common = ["--include_path", FOLDER, "--device", "cpu", "--batch_size", "8",
+              "--log_samples", "--use_cache", cache]
+    found = [(task, ["calidist", "eval", "--model", "hf-prefix-cache", "--model_args",
+                     f"pretrained={model_dir},dtype=float32", "--tasks", task,
+                     "--metadata", json.dumps(SIZES), "--output_path", str(out / task),
+                     *common]) for task in TASKS]
+    found.append((PLAIN_TASK, ["lm_eval", "--model", "hf", "--model_args",
+                               f"pretrained={model_dir},dtype=float32", "--tasks", PLAIN_TASK,
+                               "--output_path", str(out / PLAIN_TASK), *common]))
+    return found
+
+
+def _results_json(folder: Path) -> dict[str, Any]:
+    files = sorted(folder.rglob("results_*.json"))
+    if not files:
+        raise FileNotFoundError(f"{folder}: no lm-eval results file")
+    return json.loads(files[-1].read_text())
+
+
+def report_rows(plain: Path, out: Path) -> dict[str, dict[str, str]]:
+    """``calidist report`` on the plain run alone: its leaderboard rows, by method."""
+    subprocess.run([*CALIDIST, "report", str(plain), "--out", str(out), "--no_figures",
+                    "--bootstrap", "0", "--quiet"], check=True, cwd=ROOT)
+    with open(out / "leaderboard.csv", newline="") as f:
+        return {row["method"]: row for row in csv.DictReader(f)}
+
+
+def rebuilt_differences(metrics: dict[str, float], rows: dict[str, dict[str, str]]
+                        ) -> dict[str, Any]:
+    """The plain run's report rows (x100, rounded to 1e-4) against the wrapped vanilla task's
+    own metrics: per method, the largest absolute difference over accuracy, ECE, Brier, AUROC."""
+    from calidist_tasks.registry import METHODS
+
+    suffixes = {m.label: m.suffix for m in METHODS}
+    found: dict[str, Any] = {}
+    for label, row in rows.items():
+        suffix = suffixes[label]
+        own = {"acc": metrics.get(f"acc_{suffix}", metrics["acc"]),
+               **{score: metrics[f"{score}_{suffix}"] for score in COMPARED[1:]}}
+        found[label] = max(abs(100 * own[score] - float(row[f"{PLAIN_TASK}_{score}"]))
+                           for score in COMPARED)
+    return found
+
+
+def summarize(model: str, out: Path, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The wrapped tasks' numbers, and the plain run's report beside the vanilla task's."""
+    tasks = {}
+    for task in TASKS:
+        results = _results_json(out / task)
+        metrics = {k.split(",")[0]: v for k, v in results["results"][task].items()
+                   if "," in k and isinstance(v, int | float)}
+        tasks[task] = {"metrics": metrics, "wall_s": round(runs[task]["wall_s"], 1),
+                       "n_samples": results.get("n-samples", {}).get(task)}
+    rebuilt = report_rows(out / PLAIN_TASK, out / "report")
+    return {"model": model, "tasks": tasks, "plain_report": rebuilt,
+            "plain_report_max_abs_difference": rebuilt_differences(
+                tasks[TASKS[0]]["metrics"], rebuilt),
+            "plain_wall_s": round(runs[PLAIN_TASK]["wall_s"], 1)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="smollm2,qwen-coder")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "wrap-evidence")
+    args = parser.parse_args(argv)
+    benchmark_command = shlex.join(["python", "benchmarks/wrapped.py",
+                                    *(argv if argv is not None else sys.argv[1:])])
+    summary = json.loads(SUMMARY.read_text()) if SUMMARY.exists() else {"models": {}}
+    summary.update({"sizes": SIZES, "benchmark_command": benchmark_command})
+    problems: list[str] = []
+    for model in [m for m in args.models.split(",") if m]:
+        model_dir = model_folder(model)
+        out = args.out / model
+        runs = {}
+        for task, command in commands(model_dir, out):
+            runs[task] = _run(command, out / task, benchmark_command)
+            if runs[task]["returncode"]:
+                raise SystemExit(f"[wrapped] {model} / {task} failed: see "
+                                 f"{out / task / 'lm_eval.log'}")
+            if task != PLAIN_TASK:
+                records.export(out / task, model, task, RESULTS / "wrapped", runs[task],
+                               problems)
+        entry = summarize(model, out, runs)
+        entry["commands"] = [portable(runs[t]["command"], {model: model_dir}) for t in runs]
+        summary["models"][model] = entry
+        SUMMARY.write_text(json.dumps(summary, indent=1) + "\n")
+        print(f"[wrapped] {model}: -> {SUMMARY}", flush=True)
+    for problem in problems:
+        print(f"[wrapped] {problem}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
