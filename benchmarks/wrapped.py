@@ -50,8 +50,8 @@ COMPARED = ("acc", "ece", "brier", "auroc")
 
 
 def _run(command: list[str], out: Path, benchmark_command: str) -> dict[str, Any]:
-    """Run one command (niced) into ``out``; ``run.json`` records it, as ``run_task`` does.
-    A finished run of the same command is kept."""
+    """Run one command (niced: ``BENCH_NICE``, 19 unless set) into ``out``; ``run.json``
+    records it, as ``run_task`` does. A finished run of the same command is kept."""
     done = out / "run.json"
     shown = shlex.join(command)
     if done.exists():
@@ -64,9 +64,9 @@ def _run(command: list[str], out: Path, benchmark_command: str) -> dict[str, Any
     executable = {"calidist": CALIDIST, "lm_eval": [sys.executable, "-m", "lm_eval"]}
     start = time.perf_counter()
     with open(out / "lm_eval.log", "w") as log:
-        code = subprocess.run(["nice", "-n", "19", *executable[command[0]], *command[1:]],
-                              stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-                              check=False).returncode
+        code = subprocess.run(["nice", "-n", os.environ.get("BENCH_NICE", "19"),
+                               *executable[command[0]], *command[1:]], stdout=log,
+                              stderr=subprocess.STDOUT, env=env, cwd=ROOT, check=False).returncode
     info = {"command": shown, "returncode": code, "wall_s": time.perf_counter() - start,
             "benchmark_command": benchmark_command, "finished": time.time()}
     done.write_text(json.dumps(info, indent=1))
