@@ -151,8 +151,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     benchmark_command = shlex.join(["python", "benchmarks/wrapped.py",
                                     *(argv if argv is not None else sys.argv[1:])])
-    summary = json.loads(SUMMARY.read_text()) if SUMMARY.exists() else {"models": {}}
-    summary.update({"sizes": SIZES, "benchmark_command": benchmark_command})
     problems: list[str] = []
     for model in [m for m in args.models.split(",") if m]:
         model_dir = model_folder(model)
@@ -169,6 +167,9 @@ def main(argv: list[str] | None = None) -> None:
                                problems)
         entry = summarize(model, out, runs)
         entry["commands"] = [portable(runs[t]["command"], {model: model_dir}) for t in runs]
+        # read again just before writing: another model's run may have written meanwhile
+        summary = json.loads(SUMMARY.read_text()) if SUMMARY.exists() else {"models": {}}
+        summary.update({"sizes": SIZES, "benchmark_command": benchmark_command})
         summary["models"][model] = entry
         SUMMARY.write_text(json.dumps(summary, indent=1) + "\n")
         print(f"[wrapped] {model}: -> {SUMMARY}", flush=True)
