@@ -4,6 +4,7 @@ replies, and the verbalized tasks' prompts, requests, records and metrics (no mo
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from conftest import load_task
@@ -21,6 +22,7 @@ from calidist_tasks.prompting.verbalized import (
     parse_confidence,
     parse_response,
     read_reply,
+    strip_echoes,
 )
 from calidist_tasks.scoring.records import record_marker
 from calidist_tasks.tasks.base import CHOICES, HINT
@@ -167,6 +169,36 @@ def test_an_echoed_few_shot_exemplar_is_not_the_models_answer():
     assert parse_response(reply, ["yes", "no"], exemplars=block) == {"answer": 1,
                                                                       "confidence": 0.4}
     assert parse_response(exemplar, ["yes", "no"], exemplars=block)["answer"] is None
+
+
+def echoes_blanked_by_definition(text: str, echoes: list[str], keep_positions: bool) -> str:
+    """``strip_echoes`` as it is defined: each echo, longest first, as its words with any
+    spacing between them, ignoring case (re.IGNORECASE), where the text holds its first word."""
+    low = text.lower()
+    for echo in sorted(echoes, key=len, reverse=True):
+        words = echo.split()
+        if words and words[0].lower() in low:
+            text = re.sub(r"\s+".join(map(re.escape, words)),
+                          lambda m: " " * len(m.group()) if keep_positions else " ", text,
+                          flags=re.IGNORECASE)
+    return text
+
+
+@pytest.mark.parametrize("keep_positions", [False, True])
+@pytest.mark.parametrize(("text", "echoes"), [
+    ("Hint: THE answer\n is (B).\tthe Answer is (b) c", ["the answer is (b)", "Hint:", ""]),
+    ("a x b then a b", ["x", "a b"]),  # blanking "x" makes "a b" of "a x b"
+    ("x.y x+y (x) [x] x*", ["x.y", "x+y", "(x)", "[x]", "x*"]),  # regex characters
+    ("aaaa aa", ["aa", "aaa"]),  # overlapping: leftmost, not overlapping
+    # non-ASCII text: case folds ("ſ" is "s" ignoring case), İ lowercases to two characters
+    ("and Clasſ, x İstanbul y and the KELVIN K", ["and class", "x istanbul", "the kelvin k"]),
+    ("plain text s", ["text ſ", "ǅ"]),  # non-ASCII echoes in ASCII text
+])
+def test_strip_echoes_blanks_what_its_definition_blanks(text, echoes, keep_positions):
+    """The ASCII path (a literal search on the lowercased text) gives the regex definition's
+    text exactly, and so does the non-ASCII one (case folds such as "ſ" for "s")."""
+    assert strip_echoes(text, echoes, keep_positions) == echoes_blanked_by_definition(
+        text, echoes, keep_positions)
 
 
 def test_outcome_rule_for_unreadable_replies():
