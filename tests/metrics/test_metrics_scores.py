@@ -118,7 +118,7 @@ def test_ece_perfect_and_worst():
     assert expected_calibration_error([1.0, 0.0], [0, 1]) == 1.0
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(documents(), st.integers(1, 15), st.sampled_from(["uniform", "quantile"]))
 def test_ece_equals_weighted_bin_gaps(docs, n_bins, strategy):
     confidence, correct = docs
@@ -134,7 +134,7 @@ def test_ece_equals_weighted_bin_gaps(docs, n_bins, strategy):
     assert np.all(bins.mean_confidence[full] <= bins.edges[1:][full] + 1e-12)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(documents())
 def test_scores_in_range(docs):
     confidence, correct = docs
@@ -171,7 +171,7 @@ def test_one_bin_ece_is_helms_mean_gap():
         0.7 - 1 / 3)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(documents(), st.integers(1, 15))
 def test_mce_bounds_ece(docs, n_bins):
     confidence, correct = docs
@@ -324,7 +324,7 @@ def test_accuracy_at_coverage_hand_example():
             accuracy_at_coverage(confidence, correct, coverage=coverage)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(documents())
 def test_selective_scores_in_range(docs):
     confidence, correct = docs

@@ -246,7 +246,7 @@ def options(draw):
     return [f"the {t}" for t in texts]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(choices=options(), data=st.data(), template=st.sampled_from(TEMPLATES),
        percent=st.integers(0, 100))
 def test_every_format_round_trips(choices, data, template, percent):
@@ -256,7 +256,7 @@ def test_every_format_round_trips(choices, data, template, percent):
     assert parse_response(text, choices) == {"answer": index, "confidence": percent / 100}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(text=st.text(max_size=200), choices=options())
 def test_any_text_parses_to_a_valid_answer_or_none(text, choices):
     parsed = parse_response(text, choices, hint=text[:40] or None)
@@ -265,14 +265,14 @@ def test_any_text_parses_to_a_valid_answer_or_none(text, choices):
     assert parsed == parse_response(text, choices, hint=text[:40] or None)  # deterministic
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(prose=st.lists(st.sampled_from(["well", "maybe", "sentence", "true", "it", "seems",
                                        "likely", "hmm", ",", "."]), max_size=30))
 def test_prose_without_an_answer_or_number_reads_as_nothing(prose):
     assert parse_response(" ".join(prose), FIVE) == {"answer": None, "confidence": None}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(choices=options(), data=st.data(), percent=st.integers(0, 100),
        template=st.integers(0, len(ASSERTION_TEMPLATES) - 1), probe=st.booleans())
 def test_echoing_the_hint_never_changes_the_reading(choices, data, percent, template, probe):
@@ -287,7 +287,7 @@ def test_echoing_the_hint_never_changes_the_reading(choices, data, percent, temp
     assert parse_response(f"{reply}\n{hint}", choices, hint) == expected
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(choices=options(), data=st.data())
 def test_the_first_answer_statement_is_the_answer(choices, data):
     # issue #34: the first complete statement; what follows is the model writing on
@@ -297,7 +297,7 @@ def test_the_first_answer_statement_is_the_answer(choices, data):
     assert parse_answer(text, choices) == first
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(percent=st.integers(1, 99))
 def test_a_percentage_reads_and_a_fraction_or_bare_number_does_not(percent):
     # issue #34: "0.8" and "1" are unreadable stated confidences, not 80% and 1%
