@@ -131,6 +131,18 @@ def assert_report_rebuilds_results(folder: Path) -> list[str]:
     return checked
 
 
+@pytest.fixture(scope="session")
+def drawn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Path], Path]:
+    """(report, its files by name, its folder): the report with figures that the figure tests of
+    tests/report/test_report.py and test_html.py read (drawing is most of a report's time), of
+    the runs ``test_report.write_drawn`` writes; drawn once per test process."""
+    from test_report import report, write_drawn
+
+    out = tmp_path_factory.mktemp("drawn_report")
+    result, files = report(write_drawn(tmp_path_factory.mktemp("drawn")), out, figures=True)
+    return result, files, out
+
+
 def write_mnli(folder: Path, n_matched: int = 40, n_mismatched: int = 20) -> Path:
     """MNLI in the hub schema: validation_matched / validation_mismatched .jsonl in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,7 @@ from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
 from calidist_tasks.backends import lm_eval_compat
+from calidist_tasks.backends.prefix_groups import prefix_groups, shared_prefix_length
 
 log = logging.getLogger(__name__)
 # measured by benchmarks/bf16_drift.py (docs/backends.md): what a 16-bit run should expect
@@ -48,51 +49,6 @@ HALF_PRECISION_NOTE = (
     "gives hf's numbers to 1e-4 (docs/backends.md)")
 
 Tokens = tuple[int, ...]
-
-
-def shared_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
-    """Number of leading tokens ``a`` and ``b`` have in common."""
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
-
-
-def prefix_groups(inputs: Sequence[Sequence[int]], scored: Sequence[int],
-                  batch_size: int) -> list[tuple[list[int], int]]:
-    """Batches of ``inputs`` that share a prefix: ``(indices, shared prefix length)`` in run order.
-
-    Inputs are taken in token order, so that those with a common prefix are neighbours. Neighbours
-    sharing at least half of the shorter one are one family (a document's prompts); a family is
-    run in batches of ``batch_size``, and inputs that share little with their neighbours (unrelated
-    prompts) are batched together. A batch's prefix is what all its inputs share, but never an
-    input's last ``scored[i]`` tokens, whose log-probabilities must be computed.
-    """
-    order = sorted(range(len(inputs)), key=lambda i: tuple(inputs[i]))
-    families: list[list[int]] = []
-    for i in order:
-        if families:
-            last = inputs[families[-1][-1]]
-            if 2 * shared_prefix_length(last, inputs[i]) >= min(len(last), len(inputs[i])):
-                families[-1].append(i)
-                continue
-        families.append([i])
-    batches: list[list[int]] = []
-    loose: list[int] = []
-    for family in families:
-        if len(family) == 1:
-            loose += family
-        else:
-            batches += [family[k:k + batch_size] for k in range(0, len(family), batch_size)]
-    batches += [loose[k:k + batch_size] for k in range(0, len(loose), batch_size)]
-    groups = []
-    for batch in batches:
-        first = inputs[batch[0]]
-        shared = min(min(shared_prefix_length(first, inputs[i]), len(inputs[i]) - scored[i])
-                     for i in batch)
-        groups.append((batch, max(shared, 0)))
-    return groups
 
 
 @register_model("hf-prefix-cache")

@@ -212,13 +212,28 @@ def strip_echoes(text: str, echoes: Iterable[str], keep_positions: bool = False)
     def blank(match: re.Match[str]) -> str:
         return " " * len(match.group()) if keep_positions else " "
 
-    low = text.lower()
+    low, ascii_text = text.lower(), text.isascii()
     for echo in sorted(echoes, key=len, reverse=True):
         words = echo.split()
-        if words and words[0].lower() in low:
-            pattern = r"\s+".join(re.escape(w) for w in words)
-            text = re.sub(pattern, blank, text, flags=re.IGNORECASE)
+        if not words or words[0].lower() not in low:
+            continue
+        if ascii_text and echo.isascii():
+            # in ASCII, ignoring case is matching lowercase: the same matches at the same
+            # positions, found by a literal search several times faster than re.IGNORECASE's
+            pieces, last = [], 0
+            for match in _echo_pattern(echo.lower(), 0).finditer(text.lower()):
+                pieces += [text[last:match.start()], blank(match)]
+                last = match.end()
+            text = "".join(pieces) + text[last:]
+        else:
+            text = _echo_pattern(echo, re.IGNORECASE).sub(blank, text)
     return text
+
+
+@lru_cache(maxsize=4096)
+def _echo_pattern(echo: str, flags: int) -> re.Pattern[str]:
+    """``echo``'s words with any spacing between them (a prompt holds a few hundred echoes)."""
+    return re.compile(r"\s+".join(map(re.escape, echo.split())), flags)
 
 
 def block_openers(exemplars: str | None) -> tuple[str, ...]:

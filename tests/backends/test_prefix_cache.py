@@ -5,18 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-
-def prefix_groups(*args, **kwargs):
-    # imported when called: the module brings torch and lm-eval's HF model (seconds at collection)
-    from calidist_tasks.backends.prefix_cache import prefix_groups
-
-    return prefix_groups(*args, **kwargs)
-
-
-def shared_prefix_length(*args, **kwargs):
-    from calidist_tasks.backends.prefix_cache import shared_prefix_length
-
-    return shared_prefix_length(*args, **kwargs)
+from calidist_tasks.backends.prefix_groups import prefix_groups, shared_prefix_length
 
 
 def computed_tokens(inputs: Sequence[Sequence[int]], groups: list[tuple[list[int], int]]) -> int:

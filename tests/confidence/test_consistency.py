@@ -52,7 +52,7 @@ def test_vote_edge_cases():
         vote([], 2)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(answers=st.lists(st.one_of(st.none(), st.integers(0, 4)), min_size=1, max_size=20))
 def test_vote_properties(answers):
     result = vote(answers, 5)

@@ -183,7 +183,7 @@ def calibration_sets(draw):
     return raw, confidence, correct
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(calibration_sets(), st.sampled_from(["minmax", "log", "rank"]),
        st.sampled_from(["grid", "refine", "default_sigmoid"]))
 def test_calidist_properties(data, scale, method):
@@ -465,7 +465,7 @@ def test_isotonic_matches_sklearn():
     assert np.all(np.diff(ours.predict(grid)) >= 0)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 1)), min_size=1, max_size=40))
 def test_isotonic_matches_sklearn_property(pairs):
     # confidences on a 1e-3 grid: sklearn merges x values closer than ~1e-15, we do not

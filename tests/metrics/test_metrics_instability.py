@@ -66,7 +66,7 @@ ONE_DOCUMENT = (
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(*ONE_DOCUMENT)
 def test_ranges(original_pred, distracted, original_conf):
     preds = [d[0] for d in distracted]
@@ -82,7 +82,7 @@ def test_ranges(original_pred, distracted, original_conf):
     assert np.isfinite(lam) and lam >= 0.0
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(*ONE_DOCUMENT)
 def test_plain_python_path_equals_numpy_path(original_pred, distracted, original_conf):
     # lists of Python numbers take the pure-Python per-document path, arrays take numpy's

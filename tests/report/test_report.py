@@ -187,17 +187,13 @@ def full(intact: Path, tmp_path_factory: pytest.TempPathFactory):
     return result, files, out
 
 
-@pytest.fixture(scope="module")
-def drawn(tmp_path_factory: pytest.TempPathFactory):
-    """A report with its figures (drawing is most of a report's time): model-a's toy tasks and
+def write_drawn(root: Path) -> Path:
+    """The runs of the report with figures (``conftest.drawn``): model-a's toy tasks and
     model-b's toy_assertion alone, the fewest that show every kind of figure."""
-    root = tmp_path_factory.mktemp("drawn")
     write_run(root / "org__model-a", "org/model-a", ["toy"], STAMP_A)
     write_run(root / "org__model-b", "org/model-b", [], STAMP_B,
               extra={"calidist_toy_assertion": summarized("org/model-b", "toy", True)})
-    out = tmp_path_factory.mktemp("out")
-    result, files = report(root, out, figures=True)
-    return result, files, out
+    return root
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:

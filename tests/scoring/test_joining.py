@@ -251,7 +251,7 @@ def reference_record(values: list[float], n_choices: int, plans: list[PromptPlan
 LOGLIKELIHOOD = st.one_of(st.floats(-60.0, 0.0), st.sampled_from([0.0, -1.0, -745.0, -1e5]))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=75, deadline=None)
 @given(st.integers(2, 5), st.integers(1, 6), st.data())
 def test_join_equals_the_definitions_on_random_documents(n_choices, n_hints, data):
     # The per-document fast path (one softmax loop, plain-Python mu and delta, plain tuples) must
@@ -282,7 +282,7 @@ def test_join_equals_the_definitions_on_random_documents(n_choices, n_hints, dat
     assert all(type(record[key]) is float for key in ("confidence", "mu", "delta", "lambda_raw"))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.integers(2, 4), st.integers(1, 5), st.data())
 def test_a_bad_value_anywhere_names_its_prompt(n_choices, n_prompts, data):
     values: list = [-1.0] * (n_choices * n_prompts)

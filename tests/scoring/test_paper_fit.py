@@ -106,7 +106,7 @@ def calibration_sets(draw):
     return np.array(raw), np.array(p), np.array(y)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(calibration_sets())
 def test_default_fit_matches_the_paper_grid_search_on_random_inputs(data):
     raw, p, y = data
@@ -168,7 +168,7 @@ def test_aggregation_reports_the_paper_grid_search(case):
             summarize(data, "default_sigmoid")["beta"]) == (0.0, 1.0)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(calibration_sets())
 def test_aggregation_matches_the_paper_grid_search_on_random_inputs(data):
     out = summarize(data)
