@@ -11,4 +11,6 @@ unset PYTHONDONTWRITEBYTECODE
 "$VENV/bin/ruff" check calidist_tasks metrics tests benchmarks
 # Two processes (pytest-xdist), one per core of CI's machine; each test module runs whole in one
 # of them (its module-scoped lm-eval runs once). CALIDIST_TEST_WORKERS=0: one process.
-exec "$VENV/bin/python" -m pytest -q -n "${CALIDIST_TEST_WORKERS:-2}" --dist loadscope "$@"
+# --durations: the slowest tests named at the end of every run (where CI time goes)
+exec "$VENV/bin/python" -m pytest -q -n "${CALIDIST_TEST_WORKERS:-2}" --dist loadscope \
+    --durations=25 "$@"
