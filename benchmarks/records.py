@@ -45,7 +45,7 @@ from calidist_tasks.registry import task_variant
 from calidist_tasks.report.cost import prompt_groups, token_counter
 from calidist_tasks.report.loading import TaskRun, load_runs
 from calidist_tasks.report.stored import FORMAT, read_header, read_stored
-from calidist_tasks.scoring.records import STAGE1_FOLDER
+from calidist_tasks.scoring.records import MODEL_KEY, STAGE1_FOLDER
 
 
 @dataclass
@@ -237,6 +237,8 @@ def export(folder: Path, model: str, task: str, results: Path, info: Mapping[str
     lines: list[dict[str, Any]] = [header]
     for i, (record, prompts, generations, source) in enumerate(zip(
             run.records, run.prompts, run.generations, run.sources, strict=True)):
+        if isinstance(record.get(MODEL_KEY), str):  # the model folder, as in the header
+            record = {**record, MODEL_KEY: portable(record[MODEL_KEY], models)}
         lines.append({"source": source, "record": record,
                       "prompts": [[_number(tokens(p)), times] for p, times in
                                   prompt_groups(prompts)],

@@ -363,6 +363,8 @@ def write_finished_task(out: Path, model: str, task: str, text: str = "question"
             record["hints"] = [h for h in record["hints"] if h[0] != record["prediction"]]
     # absolute paths, as on a real machine: beside the run folder, wherever the test runs
     model_dir, data_dir = model_folder(out), str(out.parent / "shared" / "data")
+    for record in records:  # each record names its model's folder, as a real run's do
+        record["model"] = model_dir
     metadata = {"data_dir": data_dir, "calib_size": CALIB, "eval_size": EVAL, "seed": 0,
                 "split_seed": 0, **({"m": M} if task.endswith("_assertion") else {})}
     settings = RunSettings.from_metadata(metadata)
