@@ -30,6 +30,8 @@ from calidist_tasks.scoring.records import SPUQ
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"  # committed compact records (records.py)
 CALIDIST = [sys.executable, "-m", "calidist_tasks.cli"]
+# what run_task starts for a command's first word: calidist eval, or plain lm-eval
+EXECUTABLES = {"calidist": CALIDIST, "lm_eval": [sys.executable, "-m", "lm_eval"]}
 MODELS = {"smollm2": "SmolLM2-135M-Instruct", "qwen-coder": "Qwen2.5-Coder-0.5B-Instruct"}
 BENCHMARKS = ("ppdb", "aqua")
 BENCH_NAMES = {"ppdb": "PPDB", "aqua": "AQuA"}
@@ -254,8 +256,9 @@ def without_markdown(command: str) -> str:
     return shlex.join(words)
 
 
-def run_task(command: list[str], out: Path) -> dict:
-    """Run one task (niced: the machine is shared); record the command and wall time."""
+def run_task(command: list[str], out: Path, benchmark_command: str | None = None) -> dict:
+    """Run one task (niced: the machine is shared); record the command and wall time, and the
+    benchmark invocation that ran it (``benchmark_command``; default: this run.py's)."""
     done = out / "run.json"
     if done.exists():  # finished before with the same documents and prompts: kept
         info = json.loads(done.read_text())
@@ -270,11 +273,12 @@ def run_task(command: list[str], out: Path) -> dict:
     start = time.perf_counter()
     with open(out / "lm_eval.log", "w") as log:
         code = subprocess.run(["nice", "-n", str(os.environ.get("BENCH_NICE", 19)),
-                               *CALIDIST, *command[1:]], stdout=log, stderr=subprocess.STDOUT,
-                              env=env, check=False).returncode
+                               *EXECUTABLES[command[0]], *command[1:]], stdout=log,
+                              stderr=subprocess.STDOUT, env=env, check=False).returncode
     info = {"command": shlex.join(command), "returncode": code,
             "wall_s": time.perf_counter() - start,
-            "benchmark_command": shlex.join(["python", "benchmarks/run.py", *sys.argv[1:]]),
+            "benchmark_command": benchmark_command
+            or shlex.join(["python", "benchmarks/run.py", *sys.argv[1:]]),
             "finished": time.time()}
     done.write_text(json.dumps(info, indent=1))
     print(f"[bench] {command[command.index('--tasks') + 1]}: rc={code} "

@@ -227,13 +227,21 @@ def reasoning_table(result: an.Analysis) -> Table:
     return table
 
 
+def refits_and_intervals(stored: Sequence[Stored], bootstrap: int, notes: list[str]
+                         ) -> tuple[an.Analysis, dict[str, str], Table]:
+    """The refits of ``stored`` (once), the models' display names, and ``calidist report``'s
+    wide interval table of them."""
+    result = an.Analysis(list(stored), n_boot=0)
+    names = group_names(s.run for s in stored)
+    wide, _ = intervals(result.cells, names, bootstrap, 0, notes)
+    return result, names, wide
+
+
 def calibration_blocks(stored: Sequence[Stored], bootstrap: int, notes: list[str]
                        ) -> tuple[an.Analysis, list[str]]:
     """The refits of ``stored`` and their interval table, one headed block per model and
     benchmark (the majority label's share in the heading)."""
-    result = an.Analysis(list(stored), n_boot=0)  # the refits, once
-    names = group_names(s.run for s in stored)
-    wide, _ = intervals(result.cells, names, bootstrap, 0, notes)
+    result, names, wide = refits_and_intervals(stored, bootstrap, notes)
     blocks = split_by_block(wide, block_accuracy(result.cells, names))
     titles = {benchmark_title(b): b for b in {c.benchmark for c in result.cells}}
     parts = []
@@ -255,9 +263,7 @@ def wrapped_section(results: Path, bootstrap: int, problems: list[str]) -> list[
     stored = load(results / WRAPPED_RECORDS, problems)
     if not stored:
         return []
-    result = an.Analysis(list(stored), n_boot=0)
-    names = group_names(s.run for s in stored)
-    wide, _ = intervals(result.cells, names, bootstrap, 0, problems)
+    result, names, wide = refits_and_intervals(stored, bootstrap, problems)
     ece, auroc = (wide.columns.index(f"{title} (95% CI)") for title in ("ECE", "AUROC"))
     accuracy = block_accuracy(result.cells, names)
     summary_file = results / WRAPPED_SUMMARY

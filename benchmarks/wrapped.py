@@ -30,7 +30,6 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import records  # noqa: E402
-from benchmarks.commands import CALIDIST, RESULTS, model_folder, portable  # noqa: E402
+from benchmarks.commands import (  # noqa: E402
+    CALIDIST,
+    RESULTS,
+    model_folder,
+    portable,
+    run_task,
+)
 
 FOLDER = "benchmarks/wrapped"  # relative to the repository root, where the commands run
 PLAIN_TASK = "aqua_mc"
@@ -47,32 +52,6 @@ SIZES = {"calib_size": 200, "eval_size": "all", "m": 1, "seed": 0, "split_seed":
 SUMMARY = RESULTS / "wrapped_aqua_mc.json"
 # the leaderboard.csv columns the comparison reads, per method row of the plain run's report
 COMPARED = ("acc", "ece", "brier", "auroc")
-
-
-def _run(command: list[str], out: Path, benchmark_command: str) -> dict[str, Any]:
-    """Run one command (niced: ``BENCH_NICE``, 19 unless set) into ``out``; ``run.json``
-    records it, as ``run_task`` does. A finished run of the same command is kept."""
-    done = out / "run.json"
-    shown = shlex.join(command)
-    if done.exists():
-        info = json.loads(done.read_text())
-        if info["returncode"] == 0 and info["command"] == shown:
-            return info
-    out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    executable = {"calidist": CALIDIST, "lm_eval": [sys.executable, "-m", "lm_eval"]}
-    start = time.perf_counter()
-    with open(out / "lm_eval.log", "w") as log:
-        code = subprocess.run(["nice", "-n", os.environ.get("BENCH_NICE", "19"),
-                               *executable[command[0]], *command[1:]], stdout=log,
-                              stderr=subprocess.STDOUT, env=env, cwd=ROOT, check=False).returncode
-    info = {"command": shown, "returncode": code, "wall_s": time.perf_counter() - start,
-            "benchmark_command": benchmark_command, "finished": time.time()}
-    done.write_text(json.dumps(info, indent=1))
-    print(f"[wrapped] {command[command.index('--tasks') + 1]}: rc={code} "
-          f"{info['wall_s']:.0f}s -> {out}", flush=True)
-    return info
 
 
 def commands(model_dir: str, out: Path) -> list[tuple[str, list[str]]]:
@@ -149,6 +128,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="the wrapped tasks to run (the vanilla one is always run: its "
                         "cache answers the plain run)")
     args = parser.parse_args(argv)
+    os.chdir(ROOT)  # the commands name the config folder and the data relative to the root
     benchmark_command = shlex.join(["python", "benchmarks/wrapped.py",
                                     *(argv if argv is not None else sys.argv[1:])])
     problems: list[str] = []
@@ -158,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         runs = {}
         wanted = {TASKS[0], PLAIN_TASK, *args.tasks.split(",")}
         for task, command in (c for c in commands(model_dir, out) if c[0] in wanted):
-            runs[task] = _run(command, out / task, benchmark_command)
+            runs[task] = run_task(command, out / task, benchmark_command)
             if runs[task]["returncode"]:
                 raise SystemExit(f"[wrapped] {model} / {task} failed: see "
                                  f"{out / task / 'lm_eval.log'}")
