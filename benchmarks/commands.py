@@ -32,7 +32,8 @@ RESULTS = ROOT / "benchmarks" / "results"  # committed compact records (records.
 CALIDIST = [sys.executable, "-m", "calidist_tasks.cli"]
 # what run_task starts for a command's first word: calidist eval, or plain lm-eval
 EXECUTABLES = {"calidist": CALIDIST, "lm_eval": [sys.executable, "-m", "lm_eval"]}
-MODELS = {"smollm2": "SmolLM2-135M-Instruct", "qwen-coder": "Qwen2.5-Coder-0.5B-Instruct"}
+MODELS = {"smollm2": "SmolLM2-135M-Instruct", "qwen-coder": "Qwen2.5-Coder-0.5B-Instruct",
+          "qwen-coder-1.5b": "Qwen2.5-Coder-1.5B-Instruct"}
 BENCHMARKS = ("ppdb", "aqua")
 BENCH_NAMES = {"ppdb": "PPDB", "aqua": "AQuA"}
 # Task suffix -> step. Logit tasks cost one forward pass per prompt and run first; generation

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from calidist_tasks import task_folder
+from calidist_tasks.backends import offline_models
 from calidist_tasks.data.yaml_configs import task_configs
 from calidist_tasks.registry import LOGIT, REASONED
 from calidist_tasks.runs.command_lines import FLAG_TWO_STAGE as TWO_STAGE_FLAG
@@ -558,7 +559,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     sub.add_parser("link", help="make plain `lm_eval --tasks calidist_...` work (opt-in)")
     sub.add_parser("unlink", help="undo `calidist link`")
     model = sub.add_parser("model", help="convert a bundled offline model, print its folder")
-    model.add_argument("name", choices=["smollm2", "qwen-coder"])
+    model.add_argument("name", choices=list(offline_models.PREPARE))
     run_demo = sub.add_parser("demo", help="PPDB assertion on bundled data with SmolLM2")
     run_demo.add_argument("--tasks", default=DEMO_TASK)
     run_demo.add_argument("--model", help="a local HF model folder (default: converted SmolLM2)")
@@ -634,11 +635,7 @@ def main(argv: Sequence[str] | None = None) -> None:
               + ("; the folder itself is kept: it holds files link did not make"
                  if dest.exists() else ""))
     elif args.command == "model":
-        from calidist_tasks.backends import offline_models
-
-        prepare = {"smollm2": offline_models.prepare_smollm2,
-                   "qwen-coder": offline_models.prepare_qwen_coder}[args.name]
-        print(prepare())
+        print(offline_models.PREPARE[args.name]())
     elif args.command == "demo":
         demo(args, extra)
     elif args.command == "wrap":

