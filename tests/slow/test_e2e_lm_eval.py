@@ -88,8 +88,9 @@ def data_dir(tmp_path_factory, ppdb_data_dir) -> Path:
 def first_run(tmp_path_factory, tiny_model_dir, data_dir) -> Path:
     out = tmp_path_factory.mktemp("run1")
     metadata = {"data_dir": str(data_dir), **SIZES, "save_calibrator": str(out / "{task}.json")}
+    # 8 tokens a reply: a random model never stops, and the generation tasks' own budget is 512
     run([command("calidist"), "eval", "--tasks", "calidist_mnli_all,calidist_ppdb_all",
-         *model_flags(tiny_model_dir, metadata, out)], cwd=out)
+         "--gen_kwargs", "max_gen_toks=8", *model_flags(tiny_model_dir, metadata, out)], cwd=out)
     return out
 
 
@@ -207,14 +208,15 @@ def test_plain_lm_eval_runs_a_family_group_and_prints_its_row(tiny_model_dir, da
                                                                tmp_path):
     """``lm_eval --tasks calidist_ppdb_all`` (lm-eval's own CLI, our folder as --include_path, no
     earlier run): every member runs, the reasoned ones are left out, and lm-eval prints the
-    group's row, the CaliDist variants' mean ECE, and a stderr for the scores."""
+    group's row, the CaliDist variants' mean ECE, and a stderr for the scores. No exemplars:
+    with them every prompt fills the tiny model's 2,048 positions."""
     import yaml
 
     from calidist_tasks import task_folder
 
     metadata = {"data_dir": str(data_dir), "calib_size": 4, "eval_size": 6, "m": 1}
     done = run([command("lm_eval"), "--include_path", task_folder(), "--tasks",
-                "calidist_ppdb_all", "--gen_kwargs", "max_gen_toks=8",
+                "calidist_ppdb_all", "--gen_kwargs", "max_gen_toks=8", "--num_fewshot", "0",
                 *model_flags(tiny_model_dir, metadata, tmp_path / "out")], cwd=tmp_path)
     members = yaml.safe_load((Path(task_folder()) / "ppdb" / "calidist_ppdb_all.yaml")
                              .read_text())["task"]

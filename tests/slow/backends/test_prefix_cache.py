@@ -121,9 +121,13 @@ def test_repeated_prompts_are_run_once_and_sample_what_hf_samples(backends) -> N
 
 
 def test_a_consistency_run_samples_what_hf_samples(tiny_model_dir, ppdb_data_dir) -> None:
+    import calidist_tasks.backends.prefix_cache  # noqa: F401  registers hf-prefix-cache
+
     metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 1, "eval_size": 3}
     task = "calidist_ppdb_consistency"
-    runs = [run_lm_eval([task], tiny_model_dir, metadata, model=model, batch_size=16)
+    # 8 tokens a sample: a random model never stops, and the task's own budget is 512
+    runs = [run_lm_eval([task], tiny_model_dir, metadata, model=model, batch_size=16,
+                        gen_kwargs="max_gen_toks=8")
             for model in ("hf", "hf-prefix-cache")]
     hf, cached = ([s["resps"] for s in run["samples"][task]] for run in runs)
     assert len(cached) == 3 and all(len(r[0]) == 15 for r in cached)
