@@ -17,7 +17,7 @@ import yaml
 
 from calidist_metrics import CALIDIST_COLUMNS, CaliDistCalibrator, save_calibrator, stack_columns
 from calidist_tasks import cli, task_folder
-from calidist_tasks.data.yaml_configs import task_configs
+from calidist_tasks.data.yaml_configs import _parsed
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted([*ROOT.glob("calidist_tasks/**/*.py"), *ROOT.glob("metrics/**/*.py")])
@@ -89,7 +89,7 @@ def test_yaml_is_read_with_a_safe_loader_only() -> None:
         calls += [(path, t.start[0]) for i, t in enumerate(toks) if t.string == "load"
                   and toks[i - 1].string == "." and toks[i - 2].string == "yaml"]
     assert [(p.name, line) for p, line in calls] == [("yaml_configs.py", calls[0][1])]
-    source = inspect.getsource(task_configs)
+    source = inspect.getsource(_parsed)  # the one yaml.load, task_configs' file reader
     # libyaml's CSafeLoader where installed, else the pure-Python SafeLoader: both safe
     assert ('class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader))' in source
             and "Loader=Loader" in source)
