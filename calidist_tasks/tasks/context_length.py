@@ -22,12 +22,16 @@ from calidist_tasks.scoring.records import INDEX_FIELD, SOURCE_FIELD
 log = logging.getLogger(__name__)
 DEFAULT_MAX_LENGTH = 2048  # lm-eval's hf default when neither config nor tokenizer says
 LENGTH_ATTRIBUTES = ("n_positions", "max_position_embeddings", "n_ctx")  # as lm-eval's hf reads
+# A folder with none of these holds no tokenizer AutoTokenizer could load: not checked, and
+# transformers (seconds to import) is not imported for it.
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "config.json")
 
 
 def context_window(metadata: Mapping[str, Any]) -> tuple[Any, int] | None:
     """(tokenizer, max tokens) of a model whose tokenizer is a local folder, else None."""
     folder = metadata.get("tokenizer") or metadata.get("pretrained")
-    if not isinstance(folder, (str, os.PathLike)) or not Path(folder).is_dir():
+    if not isinstance(folder, (str, os.PathLike)) or not Path(folder).is_dir() or not any(
+            (Path(folder) / name).is_file() for name in TOKENIZER_FILES):
         return None
     from transformers import AutoConfig, AutoTokenizer
 
