@@ -102,16 +102,44 @@ def block_accuracy(cells: Sequence[Cell], names: Mapping[str, str]
             for c in cells if c.confidence is not None}
 
 
-def majority_share(cells: Sequence[Cell], benchmark: str) -> str:
-    """The majority label's share of the original task's evaluation documents (what an
-    accuracy near chance is compared with), as a heading's suffix."""
+def majority(cells: Sequence[Cell], benchmark: str) -> tuple[Cell, float] | None:
+    """The original task's vanilla cell of ``benchmark`` among ``cells`` and its majority
+    label's share of the evaluation documents (what an accuracy near chance is compared with);
+    None without that task's records."""
     own = [c for c in cells if c.benchmark == benchmark and c.method.own
            and c.run.task == f"calidist_{benchmark}" and c.run.records]
     if not own:
-        return ""
+        return None
     labels = [r["label"] for r in own[0].run.records if r["split"] == EVALUATION]
-    share = max(labels.count(label) for label in set(labels)) / len(labels)
-    return f" (majority label: {100 * share:.1f}% of {own[0].run.task}'s {len(labels)})"
+    return own[0], max(labels.count(label) for label in set(labels)) / len(labels)
+
+
+def majority_share(cells: Sequence[Cell], benchmark: str) -> str:
+    """``majority``'s share as a heading's suffix."""
+    found = majority(cells, benchmark)
+    if found is None:
+        return ""
+    cell, share = found
+    return f" (majority label: {100 * share:.1f}% of {cell.run.task}'s {cell.n})"
+
+
+def chance_caveat(cells: Sequence[Cell], names: Mapping[str, str]) -> str:
+    """The caveat line: each model's direct-readout accuracy beside its majority label's
+    share, per benchmark, and whether any model beats it."""
+    found = sorted((names[model], benchmark, *majority_of)
+                   for model, benchmark in {(c.model, c.benchmark) for c in cells}
+                   if (majority_of := majority([c for c in cells if c.model == model],
+                                               benchmark)) is not None)
+    shown = "; ".join(f"{model} / {benchmark_title(benchmark)} {100 * cell.accuracy:.1f}% "
+                      f"against {100 * share:.1f}%" for model, benchmark, cell, share in found)
+    above = [f"{model} / {benchmark_title(benchmark)}" for model, benchmark, cell, share
+             in found if cell.accuracy > share]
+    verdict = (f"only {', '.join(above)} beats its majority label" if above
+               else "no model beats the majority label on any benchmark")
+    return (f"- **The models are near chance: {verdict}** (the direct readout's accuracy on "
+            f"the evaluation documents against the majority label's share: {shown}; and "
+            "compare each table's AUROC with 50): these rows prove the pipeline, the refits "
+            "and the counting, not the method. The paper's models are 8B.\n")
 
 
 def _times(value: float, base: float | None) -> str:
@@ -307,7 +335,7 @@ def render(stored: Sequence[Stored], args: Any, problems: Sequence[str] = ()) ->
                     | {(model, benchmark) for model in args.models.split(",") if model
                        for benchmark in args.benchmarks.split(",") if benchmark})
     parts: list[Any] = [
-        "# Benchmarks: calibration and cost on two small models\n",
+        "# Benchmarks: calibration and cost on small models\n",
         f"Written by `{COMMAND}` from the committed per-document records in "
         "`benchmarks/results/` alone (no model runs; benchmarks/README.md says how long it "
         "takes). The full per-method analysis (paired tests against temperature scaling, "
@@ -315,10 +343,8 @@ def render(stored: Sequence[Stored], args: Any, problems: Sequence[str] = ()) ->
         f"direct readout) is written on demand, not committed: `{COMMAND} --full "
         "runs/bench-analysis`.\n",
         "## Caveats\n",
-        "- **Both models are near chance on both benchmarks** (compare each table's accuracy "
-        "with the majority label in its heading and its AUROC with 50): these rows prove the "
-        "pipeline, the refits and the counting, not the method. The paper's models are 8B.\n"
-        "- The document counts are small (below), and the reasoned runs tiny: read the "
+        chance_caveat(result.cells, group_names(s.run for s in stored))
+        + "- The document counts are small (below), and the reasoned runs tiny: read the "
         "intervals, not the points. Many comparisons share the same documents.\n"
         "- The model runs shared 2 CPU cores with other jobs at a lowered priority: wall times "
         "are upper bounds; request and token counts are exact.\n",

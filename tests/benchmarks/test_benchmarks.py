@@ -739,6 +739,16 @@ def test_the_page_is_the_reports_interval_tables_table4_and_the_backend_table(ex
     assert "## The paper's Table 4" in text and "Target" not in text
     assert "python benchmarks/run.py --steps analysis" in text
     assert len(text.splitlines()) < 250 and not ABSOLUTE_PATH.findall(text)
+    # the caveat: the direct readout's accuracy against the majority label, from the records
+    own = next(s for s in stored if s.run.task == "calidist_ppdb").run.records
+    evaluation = [r for r in own if r["split"] == "evaluation"]
+    labels = [r["label"] for r in evaluation]
+    share = max(map(labels.count, set(labels))) / len(labels)
+    accuracy = sum(r["correct"] for r in evaluation) / len(evaluation)
+    assert f"tiny / PPDB {100 * accuracy:.1f}% against {100 * share:.1f}%" in text
+    verdict = ("only tiny / PPDB beats" if accuracy > share
+               else "no model beats the majority label")
+    assert verdict in text.split("## Caveats")[1].split("\n")[2]
 
 
 def test_the_full_analysis_is_written_on_demand_beside_the_page(exported, tmp_path):
