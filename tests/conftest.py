@@ -135,7 +135,8 @@ def assert_report_rebuilds_results(folder: Path) -> list[str]:
 def drawn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Path], Path]:
     """(report, its files by name, its folder): the report with figures that the figure tests of
     tests/report/test_report.py and test_html.py read (drawing is most of a report's time), of
-    the runs ``test_report.write_drawn`` writes; drawn once per test process."""
+    the runs ``test_report.write_drawn`` writes; drawn once (``SHARED_UNITS`` sends both
+    modules to one test process)."""
     from test_report import report, write_drawn
 
     out = tmp_path_factory.mktemp("drawn_report")
@@ -221,3 +222,24 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         exclusive = item.get_closest_marker("exclusive") is not None
         fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield
+
+
+# Modules that read one session-scoped fixture too costly to build in both test processes:
+# under ``--dist loadscope`` each module is one unit of work, and these are one unit together
+# (``drawn``, the report with figures: ~8 s a build).
+SHARED_UNITS = {"tests/report/test_html.py": "tests/report/test_report.py"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope``, with the modules of ``SHARED_UNITS`` sent to one process."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return SHARED_UNITS.get(scope, scope)
+
+    return SharedUnits(config, log)
