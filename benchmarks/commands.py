@@ -267,8 +267,10 @@ def run_task(command: list[str], out: Path, benchmark_command: str | None = None
                 requested(command_metadata(shlex.join(command))):
             return info
     out.mkdir(parents=True, exist_ok=True)
-    # VLLM_CPU_KVCACHE_SPACE: GiB of vLLM's CPU KV cache (its default takes several)
-    env = {"VLLM_CPU_KVCACHE_SPACE": "2", **os.environ, "HF_HUB_OFFLINE": "1",
+    # VLLM_CPU_KVCACHE_SPACE: GiB of vLLM's CPU KV cache (its default takes several); one engine
+    # step on CPUs shared with other runs can take longer than vLLM's 300 s (docs/backends.md)
+    env = {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "3600",
+           **os.environ, "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false"}
     start = time.perf_counter()
