@@ -4,7 +4,9 @@ text that dataset or model names cannot break."""
 
 from __future__ import annotations
 
+import ast
 import csv
+import importlib.util
 import inspect
 import json
 import re
@@ -112,9 +114,17 @@ def test_task_yaml_asks_for_no_remote_code_and_imports_only_our_adapters() -> No
 
 
 def test_trust_remote_code_stays_off_unless_the_user_passes_it() -> None:
-    from lm_eval.models.huggingface import HFLM  # here: it imports torch and transformers
-
-    assert inspect.signature(HFLM.__init__).parameters["trust_remote_code"].default is False
+    # HFLM's default read from lm-eval's source: importing it loads torch and transformers
+    source = Path(importlib.util.find_spec("lm_eval.models.huggingface").origin)
+    (hflm,) = (node for node in ast.parse(source.read_text(encoding="utf-8")).body
+               if isinstance(node, ast.ClassDef) and node.name == "HFLM")
+    (init,) = (node for node in hflm.body
+               if isinstance(node, ast.FunctionDef) and node.name == "__init__")
+    named = init.args.args[len(init.args.args) - len(init.args.defaults):]
+    defaults = {**{a.arg: d for a, d in zip(named, init.args.defaults, strict=True)},
+                **{a.arg: d for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults,
+                                            strict=True) if d is not None}}
+    assert ast.literal_eval(defaults["trust_remote_code"]) is False
     argv = ["--model", "hf", "--model_args", "pretrained=x", "--tasks", "calidist_ppdb"]
     assert cli.with_include_path(argv) == [*argv, "--include_path", task_folder()]
     user = ["--model_args", "pretrained=x,trust_remote_code=True"]
