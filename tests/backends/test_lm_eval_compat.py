@@ -7,8 +7,11 @@ test fails and says what to do; the others say which shim broke.
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import inspect
 from importlib import import_module
+from pathlib import Path
 from types import SimpleNamespace
 
 import lm_eval
@@ -128,27 +131,39 @@ def test_build_all_requests_keywords(task, monkeypatch: pytest.MonkeyPatch) -> N
     assert (made.task_name, made.doc_id, made.repeats) == (metadata[0], metadata[1], 7)
 
 
+def class_methods(module: str, owner: str) -> dict[str, ast.FunctionDef]:
+    """``owner``'s methods in ``module``'s source, read without importing it (lm-eval's HF model
+    and our prefix-cache backend import torch and transformers: seconds in a fast-tier process)."""
+    source = Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")
+    (found,) = (node for node in ast.parse(source).body
+                if isinstance(node, ast.ClassDef) and node.name == owner)
+    return {node.name: node for node in found.body if isinstance(node, ast.FunctionDef)}
+
+
+def parameter_names(method: ast.FunctionDef) -> tuple[str, ...]:
+    """The parameter names ``inspect.signature`` gives, in its order."""
+    args = method.args
+    return tuple(a.arg for a in [*args.posonlyargs, *args.args, *filter(None, [args.vararg]),
+                                 *args.kwonlyargs, *filter(None, [args.kwarg])])
+
+
 @pytest.mark.parametrize("qualified", sorted(compat.OVERRIDDEN))
 def test_overridden_private_methods_still_exist(qualified: str) -> None:
     module, owner, method = qualified.rsplit(".", 2)
-    found = getattr(getattr(import_module(module), owner), method, None)
+    found = class_methods(module, owner).get(method)
     assert found is not None, f"lm-eval no longer has {qualified}, which prefix_cache overrides"
-    names = tuple(inspect.signature(found).parameters)
+    names = parameter_names(found)
     assert names == compat.OVERRIDDEN[qualified], (
         f"{qualified} now takes {names}; prefix_cache.PrefixCacheHFLM overrides it with "
         f"{compat.OVERRIDDEN[qualified]}")
 
 
 def test_overridden_list_is_complete() -> None:
-    """Every private HFLM method PrefixCacheHFLM overrides is listed in OVERRIDDEN."""
-    from lm_eval.models.huggingface import HFLM
-
-    from calidist_tasks.backends.prefix_cache import PrefixCacheHFLM
-
-    overridden = {f"lm_eval.models.huggingface.HFLM.{name}"
-                  for name, value in vars(PrefixCacheHFLM).items()
-                  if inspect.isfunction(value) and name.startswith("_")
-                  and not name.startswith("__") and hasattr(HFLM, name)}
+    """Every private method of HFLM's own that PrefixCacheHFLM overrides is in OVERRIDDEN."""
+    hflm = class_methods("lm_eval.models.huggingface", "HFLM")
+    ours = class_methods("calidist_tasks.backends.prefix_cache", "PrefixCacheHFLM")
+    overridden = {f"lm_eval.models.huggingface.HFLM.{name}" for name in ours
+                  if name.startswith("_") and not name.startswith("__") and name in hflm}
     assert overridden == set(compat.OVERRIDDEN)
 
 
