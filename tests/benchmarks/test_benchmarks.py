@@ -772,7 +772,8 @@ def test_the_committed_page_is_short_and_names_its_command():
     from benchmarks.page import COMMAND
 
     text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
-    assert len(text.splitlines()) < 250
+    # short: three models' blocks (the third's direct readout only), Table 4, the backends
+    assert len(text.splitlines()) < 300
     assert COMMAND in text.split("\n## ")[0] and "Target" not in text
     for section in ("## Caveats", "## Models and sizes", "## Calibration",
                     "## The paper's Table 4", "## Backend speed"):
