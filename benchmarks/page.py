@@ -266,9 +266,9 @@ def refits_and_intervals(stored: Sequence[Stored], bootstrap: int, notes: list[s
 
 
 def calibration_blocks(stored: Sequence[Stored], bootstrap: int, notes: list[str]
-                       ) -> tuple[an.Analysis, list[str]]:
-    """The refits of ``stored`` and their interval table, one headed block per model and
-    benchmark (the majority label's share in the heading)."""
+                       ) -> tuple[an.Analysis, dict[str, str], list[str]]:
+    """The refits of ``stored``, the models' display names, and their interval table, one
+    headed block per model and benchmark (the majority label's share in the heading)."""
     result, names, wide = refits_and_intervals(stored, bootstrap, notes)
     blocks = split_by_block(wide, block_accuracy(result.cells, names))
     titles = {benchmark_title(b): b for b in {c.benchmark for c in result.cells}}
@@ -277,7 +277,7 @@ def calibration_blocks(stored: Sequence[Stored], bootstrap: int, notes: list[str
         mine = [c for c in result.cells if names[c.model] == model]
         parts += [f"### {model} / {title}{majority_share(mine, titles[title])}\n",
                   table.markdown() + "\n"]
-    return result, parts
+    return result, names, parts
 
 
 WRAPPED_METHODS = ("Vanilla", "Temperature scaling", "CaliDist (As.)", "CaliDist (Pr.)")
@@ -330,7 +330,7 @@ def render(stored: Sequence[Stored], args: Any, problems: Sequence[str] = ()) ->
     """BENCHMARKS.md from the committed records ``stored`` (``records.load``) and
     ``args.results/backend_speed.json``."""
     notes: list[str] = []
-    result, blocks = calibration_blocks(stored, args.bootstrap, notes)
+    result, names, blocks = calibration_blocks(stored, args.bootstrap, notes)
     wanted = sorted({(s.model, s.benchmark) for s in stored}
                     | {(model, benchmark) for model in args.models.split(",") if model
                        for benchmark in args.benchmarks.split(",") if benchmark})
@@ -343,7 +343,7 @@ def render(stored: Sequence[Stored], args: Any, problems: Sequence[str] = ()) ->
         f"direct readout) is written on demand, not committed: `{COMMAND} --full "
         "runs/bench-analysis`.\n",
         "## Caveats\n",
-        chance_caveat(result.cells, group_names(s.run for s in stored))
+        chance_caveat(result.cells, names)
         + "- The document counts are small (below), and the reasoned runs tiny: read the "
         "intervals, not the points. Many comparisons share the same documents.\n"
         "- The model runs shared 2 CPU cores with other jobs at a lowered priority: wall times "
