@@ -70,7 +70,7 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
         discard_unfinished_requests,
     )
     from calidist_tasks.runs import recovery
-    from calidist_tasks.runs.command_lines import FLAG_OUTPUT, flag_values
+    from calidist_tasks.runs.command_lines import FLAG_OUTPUT, flag_values, selection
     from calidist_tasks.runs.preflight import built_before_model
     from calidist_tasks.settings import BACKEND_KEY
 
@@ -96,7 +96,7 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
 
     sys.argv = ["lm_eval", *argv]
     lm_eval.simple_evaluate = kept
-    lm_eval.tasks.TaskManager = with_our_tasks(manager)
+    lm_eval.tasks.TaskManager = with_our_tasks(manager, selection(argv))
     if not table:
         lm_eval.utils.make_table = lambda *args, **kwargs: "(stage 1: its table is stage 2's)"
     try:
@@ -229,10 +229,20 @@ def include_paths(given: Any) -> Any:
     return [*paths, str(ours)]
 
 
-def with_our_tasks(manager: Any) -> Any:
-    """What builds lm-eval's TaskManager, its include_path extended by ``include_paths``."""
-    def build(*args: Any, include_path: Any = None, **kwargs: Any) -> Any:
-        return manager(*args, include_path=include_paths(include_path), **kwargs)
+def with_our_tasks(manager: Any, tasks: Sequence[str] = ()) -> Any:
+    """What builds lm-eval's TaskManager, its include_path extended by ``include_paths``; without
+    lm-eval's own task folder where the include path registers all of ``tasks`` (the names
+    ``--tasks`` gives): indexing that folder is most of a run's start-up (about 16 CPU-s, twice
+    in a run of two stages) and finds nothing those tasks use."""
+    from calidist_tasks.backends.lm_eval_compat import registered_in
+
+    def build(*args: Any, include_path: Any = None, include_defaults: bool = True,
+              **kwargs: Any) -> Any:
+        paths = include_paths(include_path)
+        listed = [] if paths is None else [paths] if isinstance(paths, (str, Path)) else paths
+        if include_defaults and listed and registered_in(tasks, listed):
+            include_defaults = False
+        return manager(*args, include_path=paths, include_defaults=include_defaults, **kwargs)
 
     return build
 

@@ -145,6 +145,27 @@ def test_a_users_include_path_adds_to_ours(monkeypatch, tmp_path):
     assert lm_eval.tasks.TaskManager.__name__ == "TaskManager"  # restored
 
 
+@pytest.mark.parametrize(("tasks", "defaults"), [
+    (["calidist_ppdb_assertion"], False), (["calidist_ppdb_all"], False),  # a task, a group
+    (["calidist_mnli", "my_group"], True),  # my_group lists one of lm-eval's tasks
+    (["calidist_ppdb", "arc_easy"], True), (["calidist_*"], True), ([], True)])
+def test_lm_eval_s_own_tasks_are_indexed_only_where_a_run_needs_them(tmp_path, tasks, defaults):
+    """Indexing lm-eval's own task folder is most of a run's start-up: `calidist eval` leaves it
+    out where the include path registers every task and group member asked for, and keeps it
+    for any name it does not (one of lm-eval's, a pattern, a group listing one of lm-eval's)."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "my_group.yaml").write_text("group: my_group\ntask: [calidist_ppdb, arc_easy]\n",
+                                        encoding="utf-8")
+    built = []
+    build = cli.with_our_tasks(lambda **kwargs: built.append(kwargs), tasks)
+    build(include_path=str(mine), metadata={})
+    assert built[0]["include_defaults"] is defaults
+    assert built[0]["include_path"] == [str(mine), str(Path(task_folder()).resolve())]
+    build(include_path=str(mine), include_defaults=False)  # a caller's own choice stands
+    assert built[1]["include_defaults"] is False
+
+
 def test_after_link_eval_does_not_register_our_tasks_twice(monkeypatch, tmp_path):
     monkeypatch.setattr(cli, "linked", lambda: True)
     assert cli.with_include_path(["--tasks", "t"]) == ["--tasks", "t"]

@@ -17,7 +17,8 @@ Task side (``lm_eval.api.task.ConfigurableTask``):
 
 Task index (``lm_eval.tasks.TaskManager.task_index`` and its ``Entry``'s ``kind``, ``cfg``,
 ``tags`` and ``yaml_path``; ``lm_eval.tasks._yaml_loader.load_yaml``): the registered configs a
-wrapped task is derived from (``registered_kind``, ``member_names``, ``task_config``).
+wrapped task is derived from (``registered_kind``, ``member_names``, ``task_config``), and whether
+a run needs lm-eval's own folder indexed at all (``registered_in``).
 
 Model side (``lm_eval.models.huggingface.HFLM``, for ``calidist_tasks.backends.prefix_cache``): the
 attributes ``backend``, ``cache_hook``, ``softmax_dtype`` and ``mixed_precision_dtype``
@@ -448,10 +449,30 @@ def is_api_backend(backend: str) -> bool:
 
 # ---------------------------------------------------------------------- wrapped tasks
 @lru_cache(maxsize=8)
-def _task_index(include_path: tuple[str, ...]) -> dict[str, Any]:
+def _task_index(include_path: tuple[str, ...], defaults: bool = True) -> dict[str, Any]:
     from lm_eval.tasks import TaskManager
 
-    return TaskManager(include_path=list(include_path) or None).task_index
+    return TaskManager(include_path=list(include_path) or None,
+                       include_defaults=defaults).task_index
+
+
+def registered_in(names: Sequence[str], include_path: Sequence[str]) -> bool:
+    """Whether ``include_path`` alone registers every one of ``names`` and every member of the
+    groups among them (nested groups included), so that lm-eval's own task folder (about 14,700
+    configs, some 16 CPU-s to index) need not be indexed to run them. A pattern, a YAML path or
+    a name it does not register: False (lm-eval's full index decides)."""
+    index = _task_index(tuple(str(p) for p in include_path), defaults=False)
+
+    def registered(name: Any, depth: int = 0) -> bool:
+        entry = index.get(name) if isinstance(name, str) and depth < 16 else None
+        if entry is None:
+            return False
+        listed = (entry.cfg or {}).get("task") if entry.kind.name == "GROUP" else []
+        members = listed if isinstance(listed, list) else [listed]
+        return all(registered(m if isinstance(m, str) else m.get("task") or m.get("group"),
+                              depth + 1) for m in members)
+
+    return bool(names) and all(registered(name) for name in names)
 
 
 def registered_kind(name: str, include_path: Sequence[str] = ()) -> str | None:

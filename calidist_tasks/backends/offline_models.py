@@ -272,6 +272,10 @@ PREPARE: dict[str, Callable[..., Path]] = {"smollm2": prepare_smollm2,
 
 # --------------------------------------------------------------------------- tiny test model
 
+# Positions of the tiny model: prompts with exemplars run longer and are cut from the left, as
+# lm-eval cuts any prompt over a model's context; each forward pass of the test suite costs a
+# quarter of what 2,048 positions cost (attention is most of a pass at this width).
+TINY_CONTEXT = 1024
 TINY_CONTROL_TOKENS = ["<pad>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
 TINY_CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -309,8 +313,9 @@ def build_tiny_model(dest: str | Path, *, head_dim: int = 8) -> Path:
     """Build a tiny random Llama causal LM with a byte-level BPE tokenizer into ``dest``.
 
     Two layers, four attention heads of ``head_dim`` (hidden size 32 by default; vLLM's CPU
-    attention needs a head size of at least 32), vocabulary of about 500 tokens, a ChatML-style
-    chat template (so ``--apply_chat_template`` works). Weights come from
+    attention needs a head size of at least 32), vocabulary of about 500 tokens, a context of
+    ``TINY_CONTEXT`` (1,024) tokens, a ChatML-style chat template (so ``--apply_chat_template``
+    works). Weights come from
     ``torch.manual_seed(0)``, so two builds write identical files. Loads with ``lm_eval --model
     hf --model_args pretrained=DEST`` offline. Returns ``dest``.
     """
@@ -341,7 +346,7 @@ def build_tiny_model(dest: str | Path, *, head_dim: int = 8) -> Path:
         pad_token="<pad>",
         bos_token="<s>",
         eos_token="</s>",
-        model_max_length=2048,
+        model_max_length=TINY_CONTEXT,
         chat_template=TINY_CHAT_TEMPLATE,
     )
     tokenizer.save_pretrained(out)
@@ -353,7 +358,7 @@ def build_tiny_model(dest: str | Path, *, head_dim: int = 8) -> Path:
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=2048,
+        max_position_embeddings=TINY_CONTEXT,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

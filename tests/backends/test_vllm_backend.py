@@ -23,7 +23,7 @@ except PackageNotFoundError:
 from benchmarks.backend_speed import agreement, documents  # noqa: E402
 from calidist_tasks.backends.offline_models import build_tiny_model  # noqa: E402
 
-VLLM_ARGS = "dtype=float32,enable_prefix_caching=True,max_model_len=2048,enforce_eager=True"
+VLLM_ARGS = "dtype=float32,enable_prefix_caching=True,max_model_len=1024,enforce_eager=True"
 
 
 def calidist_eval(model: str, model_args: str, out: Path, data_dir: Path, *extra: str) -> None:

@@ -209,7 +209,7 @@ def test_plain_lm_eval_runs_a_family_group_and_prints_its_row(tiny_model_dir, da
     """``lm_eval --tasks calidist_ppdb_all`` (lm-eval's own CLI, our folder as --include_path, no
     earlier run): every member runs, the reasoned ones are left out, and lm-eval prints the
     group's row, the CaliDist variants' mean ECE, and a stderr for the scores. No exemplars:
-    with them every prompt fills the tiny model's 2,048 positions."""
+    with them every prompt fills the tiny model's 1,024 positions."""
     import yaml
 
     from calidist_tasks import task_folder

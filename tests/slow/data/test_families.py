@@ -22,7 +22,7 @@ SCORES = ("acc", "ece", "ece_adaptive", "brier", "auroc", "mce", "smece", "aurc"
 
 def test_every_family_end_to_end(tiny_model_dir: Path, data_dir: Path) -> None:
     """All 24 classification tasks in one in-process lm-eval run; every metric of the README's
-    table, in range. No exemplars: with them every prompt fills the tiny model's 2,048 positions
+    table, in range. No exemplars: with them every prompt fills the tiny model's 1,024 positions
     (their rendering is tested in the fast tier)."""
     tasks = [f"calidist_{b}{s}" for b in FAMILIES for s in STYLES]
     metadata = {"data_dir": str(data_dir), "calib_size": 3, "eval_size": 4, "m": 1}

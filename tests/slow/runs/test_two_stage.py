@@ -217,12 +217,6 @@ def test_stage2_failure_keeps_stage1_and_resumes_from_the_cache(tiny_model_dir, 
         return original(self, requests, *args, **kwargs)
 
     monkeypatch.setattr(HFLM, "loglikelihood", failing_second_call)
-    # lm-eval's CLI indexes its own task folder too (about 10 s a run): ours only here
-    import lm_eval.tasks
-    from lm_eval.tasks import TaskManager
-
-    monkeypatch.setattr(lm_eval.tasks, "TaskManager",
-                        lambda **kwargs: TaskManager(include_defaults=False, **kwargs))
     out, cache = tmp_path / "out", tmp_path / "cache" / "lm"
     argv = ["eval", "--two-stage", "--model", "hf", "--model_args",
             f"pretrained={tiny_model_dir},dtype=float32", "--device", "cpu", "--batch_size", "8",

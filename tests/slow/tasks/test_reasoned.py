@@ -45,7 +45,8 @@ def replies_run(tiny_model_dir, ppdb_data_dir, tmp_path_factory):
 
 def direct_letter_logprobs(model_dir: Path, context: str, letters: list[str]) -> list[float]:
     """log P(letter | context) with transformers alone (lm-eval's split: the context's tokens,
-    then the rest of context + letter's)."""
+    then the rest of context + letter's; lm-eval's cut of a longer sequence: its last
+    context-length + 1 tokens)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -55,6 +56,8 @@ def direct_letter_logprobs(model_dir: Path, context: str, letters: list[str]) ->
     for letter in letters:
         whole = tokenizer(context + letter, add_special_tokens=False).input_ids
         n = len(tokenizer(context, add_special_tokens=False).input_ids)
+        cut = max(0, len(whole) - model.config.max_position_embeddings - 1)
+        whole, n = whole[cut:], n - cut
         with torch.no_grad():
             logits = model(torch.tensor([whole])).logits[0].log_softmax(-1)
         values.append(sum(float(logits[i - 1, whole[i]]) for i in range(n, len(whole))))
@@ -293,16 +296,11 @@ def test_a_two_stage_reasoned_run_has_the_one_stage_records_less_the_uncounted_r
 
 
 def test_calidist_eval_two_stage_runs_reasoned_tasks_in_one_command_or_two(
-        tiny_model_dir, ppdb_data_dir, one_and_two_stage, tmp_path, monkeypatch):
-    import lm_eval.tasks
-    from lm_eval.tasks import TaskManager
-
+        tiny_model_dir, ppdb_data_dir, one_and_two_stage, tmp_path):
     from benchmarks.records import reply_tokens
     from calidist_tasks.cli import main
     from calidist_tasks.report.loading import load_runs
 
-    monkeypatch.setattr(lm_eval.tasks, "TaskManager",  # ours only: no lm-eval index (~10 s)
-                        lambda **kwargs: TaskManager(include_defaults=False, **kwargs))
     _, _, two, _, _ = one_and_two_stage
     metadata = {**METADATA, "data_dir": str(ppdb_data_dir)}
     model = ["--model", "hf", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
@@ -330,7 +328,6 @@ def test_calidist_eval_two_stage_runs_reasoned_tasks_in_one_command_or_two(
     replies = tmp_path / "replies"
     main(["eval", "--two-stage", "--tasks", f"{REPLY_TASK},calidist_ppdb_verbalized",
           "--output_path", str(replies), *model])
-    monkeypatch.undo()  # lm-eval's own TaskManager, which run_lm_eval gives our folder alone
     results = run_lm_eval([COT], tiny_model_dir, {**metadata, "replies": str(replies)},
                           num_fewshot=0)
     assert cot_records(results["samples"][COT]) == cot_records(two["samples"][COT])
