@@ -91,6 +91,11 @@ log = logging.getLogger(__name__)
 # the question, in the one user turn of a chat template, or as user/assistant turns.
 PLAIN, ONE_TURN, MULTITURN = "plain", "one user turn", "user/assistant turns"
 
+# Document tables by their documents' JSON hash, oldest first: a table is immutable, and making
+# one hashes its whole content (datasets' fingerprint, about half of building a task).
+_document_tables: dict[str, datasets.Dataset] = {}
+DOCUMENT_TABLES_KEPT = 32
+
 # Keys of our YAML that lm-eval's TaskConfig does not know; the task class takes them out.
 OWN_KEYS = (
     "class", "benchmark", "adapter", "calibration_split", "data_dirs", "corruption", "distractor",
@@ -191,12 +196,25 @@ class CaliDistTask(ConfigurableTask):
         return super().fewshot_context(doc, num_fewshot, **kwargs)
 
     def document_table(self) -> datasets.Dataset:
-        """``documents`` as the table lm-eval keeps them in."""
+        """``documents`` as the table lm-eval keeps them in: one table for the tasks of a run
+        that hold the same documents (a benchmark's styles; ``_document_tables``)."""
+        docs = self.documents()
         try:
-            return datasets.Dataset.from_list(self.documents())
+            key = hashlib.sha256(json.dumps(docs, sort_keys=True, default=repr).encode())
+        except TypeError:  # keys of mixed types cannot be sorted: no shared table
+            key = None
+        if key is not None and key.hexdigest() in _document_tables:
+            return _document_tables[key.hexdigest()]
+        try:
+            table = datasets.Dataset.from_list(docs)
         except pyarrow.ArrowException as error:  # e.g. a list field mixing numbers and text
             raise ValueError(f"{self.config.task}: the documents cannot be stored as a table "
                              f"({error}); give each field one type in every row") from None
+        if key is not None:
+            while len(_document_tables) >= DOCUMENT_TABLES_KEPT:
+                _document_tables.pop(next(iter(_document_tables)))
+            _document_tables[key.hexdigest()] = table
+        return table
 
     def documents(self) -> list[dict[str, Any]]:
         """Calibration documents first, then evaluation documents (``documents.build_documents``).

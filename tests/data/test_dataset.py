@@ -106,6 +106,16 @@ def test_split_seed_changes_the_split_and_seed_does_not(ppdb_data_dir, mnli_data
     assert all(d["calidist_source"].startswith("validation_mismatched") for d in b[:8])
 
 
+def test_tasks_with_the_same_documents_share_one_table(ppdb_data_dir):
+    """Making a document table hashes its whole content, so the tasks of a run that hold the same
+    documents (a benchmark's styles) share one; other documents get their own."""
+    base = {"data_dir": str(ppdb_data_dir), "calib_size": 10, "eval_size": 20}
+    table = load_task("calidist_ppdb", base).eval_docs
+    assert load_task("calidist_ppdb_assertion", base).eval_docs is table
+    other = load_task("calidist_ppdb_assertion", {**base, "split_seed": 1}).eval_docs
+    assert other is not table and list(other) != list(table)
+
+
 def requests(task):
     return [[r.arguments for r in doc_requests(task, doc)] for doc in task.eval_docs]
 

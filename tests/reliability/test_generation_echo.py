@@ -35,8 +35,9 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory, ppdb_data_dir: Path) -> P
 
 
 def requests(name: str, data_dir: Path, num_fewshot: int = 0, prompt: str = "paper") -> list:
-    """The requests of 2 evaluation documents (and, for few-shot exemplars, 6 calibration ones)."""
-    sizes = {"calib_size": 6 if num_fewshot else 1, "eval_size": 2}
+    """The requests of one calibration and one evaluation document (their every prompt; the
+    exemplars are the YAML's own documents)."""
+    sizes = {"calib_size": 1, "eval_size": 1}
     task = load_task(name, {"data_dir": str(data_dir), "verbalized_prompt": prompt, **sizes})
     task.set_config("num_fewshot", num_fewshot)
     task.build_all_requests(limit=None, rank=0, world_size=1)
