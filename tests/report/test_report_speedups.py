@@ -52,8 +52,8 @@ def test_one_pass_resamples_equal_one_call_per_resample(metric) -> None:
     for n in (1, 2, 3, 10, 40, 257):
         for steps in (None, 20, 3):
             confidence, correct = _data(rng, n, steps)
-            indices = _resample_indices(n, 200, 4)
-            fast, degenerate = _resampled(metric, confidence, correct, 200, 4)
+            indices = _resample_indices(n, 50, 4)
+            fast, degenerate = _resampled(metric, confidence, correct, 50, 4)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", CalibrationWarning)
                 slow = np.array([metric(confidence[i], correct[i]) for i in indices])
@@ -83,14 +83,14 @@ def test_reused_resamples_give_the_numbers_and_warnings_of_fresh_ones(metric) ->
     def everything() -> tuple[list, list[str]]:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", CalibrationWarning)
-            found = [bootstrap_interval(metric, confidence, correct, 300, seed=1),
-                     bootstrap_interval(metric, other, correct, 300, seed=1),
-                     paired_bootstrap_test(metric, confidence, other, correct, 300, seed=1),
-                     paired_bootstrap_test(metric, other, confidence, correct, 300, seed=1,
+            found = [bootstrap_interval(metric, confidence, correct, 100, seed=1),
+                     bootstrap_interval(metric, other, correct, 100, seed=1),
+                     paired_bootstrap_test(metric, confidence, other, correct, 100, seed=1),
+                     paired_bootstrap_test(metric, other, confidence, correct, 100, seed=1,
                                            correct_b=flipped),
-                     bootstrap_interval(metric, confidence, correct, 300, seed=2),
-                     bootstrap_interval(metric, confidence, correct, 150, seed=1),
-                     bootstrap_interval(metric, confidence, flipped, 300, seed=1)]
+                     bootstrap_interval(metric, confidence, correct, 100, seed=2),
+                     bootstrap_interval(metric, confidence, correct, 50, seed=1),
+                     bootstrap_interval(metric, confidence, flipped, 100, seed=1)]
         return found, [str(w.message) for w in caught]
 
     fresh = everything()

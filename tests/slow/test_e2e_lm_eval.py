@@ -30,7 +30,8 @@ from calidist_tasks.scoring.aggregation import summarize_baselines, summarize_ca
 from calidist_tasks.scoring.records import line_record
 from calidist_tasks.settings import RunSettings
 
-SIZES = {"calib_size": 6, "eval_size": 10}
+SIZES = {"calib_size": 4, "eval_size": 6}
+DOCUMENTS = SIZES["calib_size"] + SIZES["eval_size"]
 STYLES = ("", "_assertion", "_probe", "_corruption")
 PROMPTS = {"": lambda c: 1, "_assertion": lambda c: 1 + 2 * c, "_probe": lambda c: 1 + c,
            "_corruption": lambda c: 1 + c}
@@ -115,8 +116,9 @@ def test_every_task_reports_every_metric_in_range(first_run):
                 assert 0 <= value <= 1, (task, name, value)
         c = labels_of(task)
         assert values["requests_per_doc,none"] == PROMPTS[style](c) * c, task
-        assert values["n_calibration,none"] == 6 and values["n_evaluation,none"] == 10
-        assert results["n-samples"][task]["effective"] == 16
+        assert values["n_calibration,none"] == SIZES["calib_size"]
+        assert values["n_evaluation,none"] == SIZES["eval_size"]
+        assert results["n-samples"][task]["effective"] == DOCUMENTS
         if style:
             assert -5 <= values["alpha,none"] <= 5 and 0.1 <= values["beta,none"] <= 5
             assert 0 <= values["lambda_min,none"] <= values["lambda_max,none"]
@@ -128,11 +130,12 @@ def test_samples_carry_the_per_document_record(first_run):
     results = results_of(first_run)["results"]
     for task in TASKS:
         samples = samples_of(first_run, task)
-        assert len(samples) == 16
+        assert len(samples) == DOCUMENTS
         records = [line_record(s) for s in samples]
-        assert sorted(r["index"] for r in records) == list(range(16))
+        assert sorted(r["index"] for r in records) == list(range(DOCUMENTS))
         for sample, r in zip(samples, records, strict=True):
-            assert r["split"] == ("calibration" if r["index"] < 6 else "evaluation")
+            assert r["split"] == ("calibration" if r["index"] < SIZES["calib_size"]
+                                  else "evaluation")
             assert r["label"] == sample["doc"]["label"]
             assert r["correct"] == int(r["prediction"] == r["label"])
             assert 0 < r["confidence"] <= 1
