@@ -318,7 +318,9 @@ def test_echoes_after_the_answer_are_not_read_through_the_chat_server(
     or the injected 100%), and p is the tiny model's at its own letter, not at the hint's."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    out = run_chat(echo_server, tiny_model_dir, ppdb_data_dir, gen_kwargs="top_logprobs=1000")
+    # no exemplars: the echoes are the subject, and each prompt is scored again here
+    out = run_chat(echo_server, tiny_model_dir, ppdb_data_dir, gen_kwargs="top_logprobs=1000",
+                   num_fewshot=0)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     for sample in out["samples"][TASK]:

@@ -23,7 +23,8 @@ TASKS = ["calidist_ppdb_assertion", "calidist_ppdb", "calidist_mnli_probe",
          "calidist_mnli_corruption"]
 
 
-SIZES = {"calib_size": 6, "eval_size": 7}
+SIZES = {"calib_size": 3, "eval_size": 4}
+CALIBRATION, EVALUATION = SIZES["calib_size"], SIZES["eval_size"]
 
 
 @pytest.fixture(scope="module")
@@ -83,16 +84,18 @@ def test_every_task_ran_every_document(runs) -> None:
         assert sorted(run) == sorted(TASKS), name
         for task in TASKS:
             docs = run[task]["docs"]
-            assert [d[0] for d in docs] == list(range(13)), (name, task)
-            assert [d[3] for d in docs] == ["calibration"] * 6 + ["evaluation"] * 7
-            assert run[task]["metrics"]["n_evaluation,none"] == 7.0
+            assert [d[0] for d in docs] == list(range(CALIBRATION + EVALUATION)), (name, task)
+            splits = ["calibration"] * CALIBRATION + ["evaluation"] * EVALUATION
+            assert [d[3] for d in docs] == splits
+            assert run[task]["metrics"]["n_evaluation,none"] == EVALUATION
 
 
 def test_two_processes_each_evaluated_a_share(runs) -> None:
     """lm-eval sharded the documents: each rank sent part of the requests, none sent them all."""
     out = Path(runs["paths"]["double"])
     seen = [int(Path(f"{out}.rank{rank}").read_text()) for rank in (0, 1)]
-    total = 13 * (10 + 2 + 12 + 12)  # per task: documents x prompts x letters
+    # per task: documents x prompts x letters
+    total = (CALIBRATION + EVALUATION) * (10 + 2 + 12 + 12)
     assert all(0 < n < total for n in seen) and sum(seen) >= total, seen
 
 

@@ -80,7 +80,7 @@ def test_two_models_two_settings_grouped_and_exported(tiny_model_dir: Path, ppdb
     for name in ("tiny-a", "tiny-b"):
         shutil.copytree(tiny_model_dir, tmp_path / name)
         models.append(tmp_path / name)
-    metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 6, "eval_size": 8}
+    metadata = {"data_dir": str(ppdb_data_dir), "calib_size": 4, "eval_size": 5}
     results = [run_lm_eval(["calidist_ppdb", "calidist_ppdb_assertion"], model, metadata,
                            num_fewshot=shots) for model in models for shots in (0, 1)]
     result = write_report_from_results(results, tmp_path / "out", n_resamples=20,
