@@ -41,6 +41,10 @@ What these numbers mean (all x100; lower ECE and Brier are better, higher AUROC 
 - A calibrated confidence can be below 1/c (1/2 here, two labels) although the model's own
   probability of its answer never is: it estimates how often such an answer is right, and for
   a model at or below chance that is rightly below 1/c.
+- CaliDist only lowers a confidence (sigmoid(beta * (lambda - alpha)) * p; docs/method.md).
+  Where the model is underconfident, right more often than its confidence says (SmolLM2 here
+  mostly answers the majority label at about 54%), the best fit is the identity, the CaliDist
+  row equals Vanilla's, and the run warns that the fit landed on the edge of its grid.
 - SmolLM2-135M is at or below chance on this task (compare its accuracy with the majority class,
   "not a paraphrase"): this demo proves the pipeline runs end to end offline, not that the
   method works. See BENCHMARKS.md for measurements on a stronger model and more data.

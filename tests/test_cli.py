@@ -452,7 +452,7 @@ def test_demo_announces_its_run_folder_under_the_current_one_first(tmp_path, mon
     argv = seen[1]
     assert argv[argv.index("--output_path") + 1] == str(out)
     text = capsys.readouterr().out
-    assert "AUROC below 50" in text and "below 1/c" in text
+    assert "AUROC below 50" in text and "below 1/c" in text and "only lowers" in text
     assert (Path(__file__).parents[1] / "scripts" / "demo.sh").read_text().count(
         "--output_path runs/demo") == 1
 
