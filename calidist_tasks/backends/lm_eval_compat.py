@@ -465,35 +465,99 @@ def registered_in(names: Sequence[str], include_path: Sequence[str]) -> bool:
 
     def registered(name: Any, depth: int = 0) -> bool:
         entry = index.get(name) if isinstance(name, str) and depth < 16 else None
-        if entry is None:
-            return False
-        listed = (entry.cfg or {}).get("task") if entry.kind.name == "GROUP" else []
-        members = listed if isinstance(listed, list) else [listed]
-        return all(registered(m if isinstance(m, str) else m.get("task") or m.get("group"),
-                              depth + 1) for m in members)
+        return entry is not None and all(registered(m, depth + 1) for m in _listed(entry))
 
     return bool(names) and all(registered(name) for name in names)
+
+
+def _listed(entry: Any) -> list[Any]:
+    """The member names a group's config lists (an inline member: its task or group name); none
+    for a task or a tag (a tag's tasks are its entry's ``tags``)."""
+    listed = (entry.cfg or {}).get("task") or [] if entry.kind.name == "GROUP" else []
+    return [m if isinstance(m, str) else m.get("task") or m.get("group") if isinstance(m, dict)
+            else m for m in (listed if isinstance(listed, list) else [listed])]
+
+
+def _index_for(name: str, include_path: tuple[str, ...]) -> dict[str, Any]:
+    """A task index that registers ``name`` as lm-eval's whole index does, without indexing
+    lm-eval's whole task tree (~16 CPU-s): the folders whose YAML text can define ``name`` and
+    its groups' members (``yaml_configs.name_folders``' scan, ~2 s once), indexed as lm-eval
+    indexes its tree, then ``include_path``. lm-eval's whole index where that leaves a name
+    unregistered or meets a tag (a tag's tasks may take it from a template elsewhere)."""
+    import lm_eval
+
+    from calidist_tasks.data.yaml_configs import name_folders
+
+    where = name_folders((str(Path(lm_eval.__file__).parent / "tasks"),))
+    folders: frozenset[str] = frozenset()
+    while True:
+        index = _folders_index(folders, include_path)
+        unregistered, tagged = _unregistered(name, index)
+        if not unregistered and not tagged:
+            return index
+        more = frozenset(f for n in unregistered for f in where.get(n, ()))
+        if tagged or not more - folders:  # lm-eval's whole index decides
+            return _task_index(include_path)
+        folders |= more
+
+
+def _unregistered(name: str, index: Mapping[str, Any]) -> tuple[list[str], bool]:
+    """The names among ``name`` and its groups' members (nested) that ``index`` does not
+    register, and whether a tag is among them."""
+    unregistered, seen, tagged, todo = [], set(), False, [name]
+    while todo:
+        current = todo.pop()
+        if not isinstance(current, str) or current in seen:
+            continue
+        seen.add(current)
+        entry = index.get(current)
+        if entry is None:
+            unregistered.append(current)
+            continue
+        tagged |= entry.kind.name == "TAG"
+        todo += _listed(entry)
+    return unregistered, tagged
+
+
+@lru_cache(maxsize=32)
+def _folders_index(folders: frozenset[str], include_path: tuple[str, ...]) -> dict[str, Any]:
+    """``TaskIndex.build`` over the YAML files directly in ``folders`` of lm-eval's task tree (one
+    tree, in its path order: a name defined twice keeps the same entry), then ``include_path``
+    (later paths override, as lm-eval's TaskManager merges them)."""
+    from lm_eval.tasks._index import TaskIndex
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    index: dict[str, Any] = {}
+    files = sorted((p for folder in folders for p in Path(folder).glob("*.yaml")),
+                   key=lambda p: p.as_posix())
+    for path in files:
+        try:
+            TaskIndex.process_cfg(load_yaml(path, resolve_func=False, recursive=True), path,
+                                  index)
+        except Exception:  # noqa: BLE001 - as lm-eval's own build skips a config it cannot read
+            continue
+    if include_path:
+        index.update(TaskIndex.build([Path(p) for p in include_path]))
+    return index
 
 
 def registered_kind(name: str, include_path: Sequence[str] = ()) -> str | None:
     """What ``name`` is in lm-eval's task index ("task", "python task", "group", "tag"), or None
     when neither lm-eval's tasks nor ``include_path`` register it."""
-    entry = _task_index(tuple(include_path)).get(name)
+    entry = _index_for(name, tuple(include_path)).get(name)
     return None if entry is None else entry.kind.name.lower().replace("py_task", "python task")
 
 
 def member_names(name: str, include_path: Sequence[str] = ()) -> list[str]:
     """The leaf tasks of a registered group or tag (nested groups and tags expanded), in the
     order the group lists them; a task is its own only member."""
-    index = _task_index(tuple(include_path))
+    index = _index_for(name, tuple(include_path))
     entry = index[name]
     kind = entry.kind.name
     if kind == "TAG":
         members: list[Any] = sorted(entry.tags)
     elif kind == "GROUP":
-        listed = (entry.cfg or {}).get("task") or []
-        members = [m if isinstance(m, str) else m.get("task") or m.get("group")
-                   for m in (listed if isinstance(listed, list) else [listed])]
+        members = _listed(entry)
     else:
         return [name]
     found: list[str] = []
@@ -509,7 +573,7 @@ def task_config(name: str, include_path: Sequence[str] = ()) -> dict[str, Any]:
     ``!function`` resolved: ``TaskFactory._load_full_config``)."""
     from lm_eval.tasks._yaml_loader import load_yaml
 
-    entry = _task_index(tuple(include_path)).get(name)
+    entry = _index_for(name, tuple(include_path)).get(name)
     if entry is None:
         raise ValueError(f"{name!r} is not a registered lm-eval task (lm_eval ls tasks lists "
                          "them; a task of your own needs its folder in --include_path)")

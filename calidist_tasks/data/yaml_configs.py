@@ -1,7 +1,10 @@
-"""Our YAML task configs as plain dicts, read without lm-eval (the task list, two-stage plans)."""
+"""Our YAML task configs as plain dicts, read without lm-eval (the task list, two-stage plans),
+and the names any folder of lm-eval YAML can define, read as text (``name_folders``)."""
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
 from functools import cache, lru_cache
 from importlib.resources import files
@@ -65,3 +68,49 @@ def benchmark_titles() -> dict[str, str]:
         if config.get("benchmark") and title:
             titles[str(config["benchmark"])] = str(title)
     return titles
+
+
+# a task, group or tag name in lm-eval's YAML: "task: x", "tag: [x, y]", or a list below the key
+_NAME_KEY = re.compile(r"""^["']?(task|group|tag)["']?\s*:\s*(.*)$""")
+_LIST_ITEM = re.compile(r"^\s*-\s*(.+)$")
+
+
+@lru_cache(maxsize=8)
+def name_folders(folders: tuple[str, ...]) -> dict[str, frozenset[str]]:
+    """Each name the YAML files under ``folders`` can define (the file's name, its ``task``,
+    ``group`` and ``tag`` values, read as text) -> the folders holding those files."""
+    found: dict[str, set[str]] = {}
+    for folder in folders:
+        for where, _, names in os.walk(folder):
+            for file in names:
+                if file.endswith((".yaml", ".yml")) or "." not in file:
+                    for name in {file.rsplit(".", 1)[0], *_yaml_names(Path(where) / file)}:
+                        found.setdefault(name, set()).add(where)
+    return {name: frozenset(places) for name, places in found.items()}
+
+
+def _yaml_names(path: Path) -> set[str]:
+    def clean(value: str) -> str:
+        return value.split(" #")[0].strip().strip("\"'").strip()
+
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return set()
+    found: set[str] = set()
+    for i, line in enumerate(lines):
+        key = _NAME_KEY.match(line)
+        if not key:
+            continue
+        value = key.group(2).strip()
+        if value.startswith("["):
+            found |= {clean(v) for v in value.strip("[]").split(",")}
+        elif value and not value.startswith("#"):
+            found.add(clean(value))
+        else:
+            for item in lines[i + 1:]:
+                listed = _LIST_ITEM.match(item)
+                if not listed:
+                    break
+                found.add(clean(listed.group(1)))
+    return found

@@ -25,14 +25,13 @@ import difflib
 import functools
 import json
 import os
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from calidist_tasks.data.yaml_configs import task_configs
+from calidist_tasks.data.yaml_configs import name_folders, task_configs
 from calidist_tasks.runs.command_lines import FLAG_CACHE, FLAG_TASKS, flag_values
 from calidist_tasks.settings import RunSettings
 
@@ -42,9 +41,6 @@ DEBUG_VARIABLE = "CALIDIST_DEBUG"
 FLAG_LIMIT = ("--limit", "-L")
 FLAG_METADATA = ("--metadata",)
 FLAG_INCLUDE = ("--include_path",)
-# a task, group or tag name in lm-eval's YAML: "task: x", "tag: [x, y]", or a list below the key
-_NAME_KEY = re.compile(r"""^["']?(task|group|tag)["']?\s*:\s*(.*)$""")
-_LIST_ITEM = re.compile(r"^\s*-\s*(.+)$")
 
 
 def check_task_names(names: Sequence[str], include_paths: Sequence[str] = ()) -> None:
@@ -88,45 +84,10 @@ def lm_eval_task_names(include_paths: tuple[str, ...] = ()) -> frozenset[str]:
     return folder_task_names((str(Path(lm_eval.__file__).parent / "tasks"), *include_paths))
 
 
-@functools.lru_cache(maxsize=8)
 def folder_task_names(folders: tuple[str, ...]) -> frozenset[str]:
     """The task, group and tag names the YAML files under ``folders`` can define
     (``lm_eval_task_names``)."""
-    names: set[str] = set()
-    for folder in folders:
-        for where, _, files in os.walk(folder):
-            for file in files:
-                if file.endswith((".yaml", ".yml")) or "." not in file:
-                    names.add(file.rsplit(".", 1)[0])
-                    names |= _yaml_names(Path(where) / file)
-    return frozenset(names)
-
-
-def _yaml_names(path: Path) -> set[str]:
-    def clean(value: str) -> str:
-        return value.split(" #")[0].strip().strip("\"'").strip()
-
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return set()
-    found: set[str] = set()
-    for i, line in enumerate(lines):
-        key = _NAME_KEY.match(line)
-        if not key:
-            continue
-        value = key.group(2).strip()
-        if value.startswith("["):
-            found |= {clean(v) for v in value.strip("[]").split(",")}
-        elif value and not value.startswith("#"):
-            found.add(clean(value))
-        else:
-            for item in lines[i + 1:]:
-                listed = _LIST_ITEM.match(item)
-                if not listed:
-                    break
-                found.add(clean(listed.group(1)))
-    return found
+    return frozenset(name_folders(folders))
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

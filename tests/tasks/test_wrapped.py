@@ -68,9 +68,9 @@ LM_EVAL_FOLDERS = ("arc", "mmlu/default", "truthfulqa", "hellaswag", "gsm8k")
 def lm_eval_index():
     """lm-eval's task index over the folders of the tasks these tests name, indexed once: the
     same entries as the whole tree's for those names, which ``calidist wrap`` and the wrapped
-    tasks look up (``lm_eval_compat._task_index``), without indexing the ~14,700 entries of the
-    whole tree (about 17 CPU-s). tests/slow/tasks/test_wrapped.py runs the real ``calidist wrap``
-    and ``lm_eval`` on the whole tree."""
+    tasks look up (``lm_eval_compat._index_for``, ``_task_index``), without scanning or indexing
+    the ~14,700 entries of the whole tree. tests/slow/tasks/test_wrapped.py runs the real
+    ``calidist wrap`` and ``lm_eval`` on the whole tree."""
     import functools
 
     import lm_eval.tasks
@@ -85,8 +85,9 @@ def lm_eval_index():
     def index(include_path: tuple[str, ...]) -> dict:
         return TaskManager(include_path=[*ours, *include_path], include_defaults=False).task_index
 
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch:  # the whole index and the one found by scan
         patch.setattr(lm_eval_compat, "_task_index", index)
+        patch.setattr(lm_eval_compat, "_index_for", lambda name, include_path: index(include_path))
         yield
 
 
