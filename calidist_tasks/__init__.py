@@ -226,10 +226,11 @@ def _evaluate_once(model: Any, model_args: Any, tasks: list[str], metadata: Mapp
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    import calidist_tasks.backends.prefix_cache  # noqa: F401  registers the hf-prefix-cache model
     from calidist_tasks.backends.api_replies import checked_replies
+    from calidist_tasks.backends.lm_eval_compat import register_prefix_cache_model
     from calidist_tasks.runs import preflight, recovery
 
+    register_prefix_cache_model()  # model="hf-prefix-cache"
     merged = {**_model_metadata(model, model_args), **dict(metadata)}
     manager = TaskManager(include_path=task_folder(), include_defaults=include_defaults,
                           metadata=merged)

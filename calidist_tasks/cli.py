@@ -67,12 +67,12 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
     import lm_eval.utils
     from lm_eval.__main__ import cli_evaluate
 
-    import calidist_tasks.backends.prefix_cache  # noqa: F401  registers --model hf-prefix-cache
     from calidist_tasks.backends.api_replies import (
         APIReplyError,
         checked_replies,
         discard_unfinished_requests,
     )
+    from calidist_tasks.backends.lm_eval_compat import register_prefix_cache_model
     from calidist_tasks.runs import recovery
     from calidist_tasks.runs.command_lines import FLAG_OUTPUT, flag_values, selection
     from calidist_tasks.runs.preflight import built_before_model
@@ -83,6 +83,7 @@ def lm_eval_main(argv: Sequence[str], table: bool = True) -> dict[str, Any] | No
             recovery.check_writable(output, "--output_path")
         except OSError as error:
             raise SystemExit(f"calidist: {error}") from None
+    register_prefix_cache_model()  # --model hf-prefix-cache
     saved, stopped, returned = sys.argv, None, []
     evaluate, make_table = lm_eval.simple_evaluate, lm_eval.utils.make_table
     manager = lm_eval.tasks.TaskManager  # lm-eval's CLI imports it when it runs

@@ -447,6 +447,22 @@ def is_api_backend(backend: str) -> bool:
     return isinstance(model_class, type) and issubclass(model_class, TemplateAPI)
 
 
+PREFIX_CACHE_MODEL = "hf-prefix-cache"  # calidist_tasks.backends.prefix_cache.PrefixCacheHFLM
+
+
+def register_prefix_cache_model() -> None:
+    """Make ``--model hf-prefix-cache`` known to lm-eval without importing it (torch and
+    transformers: seconds, and nothing an API backend or a refused command needs) until a run
+    asks for it: lm-eval's lazy registration by "module:Class". lm-eval's own models go first:
+    its registry registers them itself only while it is empty."""
+    import lm_eval.models  # noqa: F401
+    from lm_eval.api.registry import model_registry
+
+    if PREFIX_CACHE_MODEL not in model_registry.keys():
+        model_registry.register(
+            PREFIX_CACHE_MODEL, target="calidist_tasks.backends.prefix_cache:PrefixCacheHFLM")
+
+
 # ---------------------------------------------------------------------- wrapped tasks
 @lru_cache(maxsize=8)
 def _task_index(include_path: tuple[str, ...], defaults: bool = True) -> dict[str, Any]:

@@ -67,3 +67,25 @@ def test_shared_prefix_length() -> None:
     assert shared_prefix_length([1, 2, 3], [1, 2, 4, 5]) == 2
     assert shared_prefix_length([1, 2], [1, 2, 3]) == 2
     assert shared_prefix_length([], [1]) == 0
+
+
+def test_the_model_is_registered_without_importing_torch() -> None:
+    """``calidist eval`` and ``calidist_tasks.evaluate`` make ``hf-prefix-cache`` known to lm-eval
+    by "module:Class" (torch and transformers load only when a run asks for it), beside lm-eval's
+    own models, and the name points at the class the module defines."""
+    import ast
+    import importlib.util
+    import subprocess
+    import sys
+
+    code = ("import sys; from calidist_tasks.backends.lm_eval_compat import "
+            "register_prefix_cache_model as r; r(); r()\n"
+            "from lm_eval.api.registry import model_registry as m\n"
+            "print(m._objs['hf-prefix-cache'], 'hf' in m.keys(), 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    target, hf, torch = done.stdout.split()
+    assert (hf, torch) == ("True", "False")
+    module, _, name = target.partition(":")
+    source = importlib.util.find_spec(module).origin
+    tree = ast.parse(open(source, encoding="utf-8").read())
+    assert name in {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
