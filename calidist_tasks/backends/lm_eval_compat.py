@@ -20,6 +20,10 @@ Task index (``lm_eval.tasks.TaskManager.task_index`` and its ``Entry``'s ``kind`
 wrapped task is derived from (``registered_kind``, ``member_names``, ``task_config``), and whether
 a run needs lm-eval's own folder indexed at all (``registered_in``).
 
+Model registry (``lm_eval.api.registry.model_registry``: ``keys`` and the lazy
+``register(name, target="module:Class")``, ``lm_eval.models`` filling it): ``hf-prefix-cache`` by
+name (``register_prefix_cache_model``).
+
 Model side (``lm_eval.models.huggingface.HFLM``, for ``calidist_tasks.backends.prefix_cache``): the
 attributes ``backend``, ``cache_hook``, ``softmax_dtype`` and ``mixed_precision_dtype``
 (``is_causal``, ``cache_loglikelihood``, ``softmax_dtype``, ``mixed_precision_dtype``).
