@@ -483,11 +483,7 @@ def registered_in(names: Sequence[str], include_path: Sequence[str]) -> bool:
     a name it does not register: False (lm-eval's full index decides)."""
     index = _task_index(tuple(str(p) for p in include_path), defaults=False)
 
-    def registered(name: Any, depth: int = 0) -> bool:
-        entry = index.get(name) if isinstance(name, str) and depth < 16 else None
-        return entry is not None and all(registered(m, depth + 1) for m in _listed(entry))
-
-    return bool(names) and all(registered(name) for name in names)
+    return bool(names) and not any(_unregistered(name, index)[0] for name in names)
 
 
 def _listed(entry: Any) -> list[Any]:
@@ -527,7 +523,10 @@ def _unregistered(name: str, index: Mapping[str, Any]) -> tuple[list[str], bool]
     unregistered, seen, tagged, todo = [], set(), False, [name]
     while todo:
         current = todo.pop()
-        if not isinstance(current, str) or current in seen:
+        if not isinstance(current, str):  # a member the group does not name: never registered
+            unregistered.append(repr(current))
+            continue
+        if current in seen:
             continue
         seen.add(current)
         entry = index.get(current)
