@@ -2,8 +2,8 @@
 
 Every other script takes its defaults from here: ``run.py`` (the entry point), ``records.py``
 (committed per-document records), ``analysis.py``, ``page.py`` (BENCHMARKS.md), ``markdown.py``
-(the full analysis) and ``backend_speed.py``. The import direction is commands <- records <-
-analysis <- backend_speed <- page <- markdown <- run.
+(the full analysis), ``backend_speed.py`` and ``install_time.py``. The import direction is
+commands <- records <- analysis <- backend_speed, install_time <- page <- markdown <- run.
 """
 
 from __future__ import annotations

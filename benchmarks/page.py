@@ -6,7 +6,8 @@
 The calibration tables are ``calidist report``'s interval table (``report.tables.intervals`` on
 ``report.cells.leaderboard_cells``), one per model and benchmark; Table 4 is counted by
 ``analysis.table4_rows`` beside the paper's numbers (``paper_numbers.json``); the backend table
-is ``backend_speed.render`` of ``results/backend_speed.json``. Every number is computed from
+is ``backend_speed.render`` of ``results/backend_speed.json``, the install times
+``install_time.render`` of ``results/install_time.json``. Every number is computed from
 those files, none typed in here.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 from benchmarks import analysis as an
 from benchmarks.backend_speed import render as backend_table
 from benchmarks.commands import BENCH_NAMES, MODELS, portable, without_markdown
+from benchmarks.install_time import render as install_table
 from benchmarks.records import Stored, load
 from calidist_tasks.registry import ECE_BINNING
 from calidist_tasks.report.cells import Cell
@@ -328,7 +330,7 @@ def wrapped_section(results: Path, bootstrap: int, problems: list[str]) -> list[
 
 def render(stored: Sequence[Stored], args: Any, problems: Sequence[str] = ()) -> str:
     """BENCHMARKS.md from the committed records ``stored`` (``records.load``) and
-    ``args.results/backend_speed.json``."""
+    ``args.results/backend_speed.json`` and ``install_time.json``."""
     notes: list[str] = []
     result, names, blocks = calibration_blocks(stored, args.bootstrap, notes)
     wanted = sorted({(s.model, s.benchmark) for s in stored}
@@ -369,6 +371,9 @@ def render(stored: Sequence[Stored], args: Any, problems: Sequence[str] = ()) ->
     saved = Path(args.results) / "backend_speed.json"
     if saved.exists():
         parts.append(backend_table(json.loads(saved.read_text(encoding="utf-8"))) + "\n")
+    saved = Path(args.results) / "install_time.json"
+    if saved.exists():
+        parts.append(install_table(json.loads(saved.read_text(encoding="utf-8"))))
     problems = list(dict.fromkeys([*problems, *result.problems]))
     if problems:
         parts += ["## Problems of this analysis\n", *(f"- {p}" for p in problems), ""]

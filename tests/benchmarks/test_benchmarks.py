@@ -72,6 +72,46 @@ def test_backend_speed_table_gives_ratios_to_hf_and_to_the_prefix_sharing_limit(
     assert "python benchmarks/backend_speed.py --models tiny" in section
 
 
+def test_install_time_table_shows_each_way_and_how_it_was_measured():
+    from benchmarks.install_time import STARTUP, WAYS, render
+
+    def step(wall, cpu):
+        return {"wall_s": wall, "cpu_s": cpu, "load_before": 0.5, "load_after": 1.25}
+
+    shipped, compiled = WAYS
+    section = render({"measured_by": "python benchmarks/install_time.py", "startup": STARTUP,
+                      "cpus": 2, "machine": "x86_64", "python": "3.11.7", "date": "2026-11-28",
+                      "ways": {shipped: {"install": step(100.0, 93.5),
+                                         "first_start": step(9.0, 8.0),
+                                         "later_start": step(8.5, 7.5)},
+                               compiled: {"install": step(227.6, 219.0),
+                                          "first_start": step(8.9, 7.9),
+                                          "later_start": step(8.4, 7.4)}}})
+    assert f"| {shipped} | 100.0 | 93.5 | 9.0 | 8.0 | 8.5 | 0.5 / 1.25 |" in section
+    assert f"| {compiled} | 227.6 | 219.0 | 8.9 | 7.9 | 8.4 | 0.5 / 1.25 |" in section
+    assert "`python benchmarks/install_time.py`" in section and STARTUP in section
+
+
+def test_every_module_the_install_compiles_exists_in_this_environment():
+    """scripts/setup.sh installs with --no-compile and then imports a list of modules so their
+    bytecode is written once; a module renamed upstream would fail the install."""
+    import importlib.util
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "scripts" / "setup.sh").read_text()
+    assert text.count("pip install $compile") == 3
+    names = re.search(r"modules=\(([^)]*)\)", text).group(1).split()
+    assert "calidist_tasks.cli" in names and "lm_eval.evaluator" in names
+    for name in names:
+        top, *rest = name.split(".")
+        spec = importlib.util.find_spec(top)  # finds the package without importing it
+        assert spec is not None, name
+        if rest:
+            folder = Path(spec.submodule_search_locations[0]).joinpath(*rest)
+            assert folder.with_suffix(".py").is_file() or (folder / "__init__.py").is_file(), \
+                name
+
+
 def test_prefix_sharing_limit_counts_each_documents_shared_prefix_once():
     from benchmarks.backend_speed import agreement, token_work
 
@@ -426,7 +466,9 @@ def exported(tmp_path_factory: pytest.TempPathFactory):
     write_finished_task(root / "runs", "tiny", "calidist_ppdb", "Is it\u2028the same\u0085?")
     write_finished_task(root / "runs", "tiny", "calidist_ppdb_assertion", "Is it\u2028the same?")
     problems: list[str] = []
-    written = records.export_finished(root / "runs", root / "results", problems)
+    with pytest.MonkeyPatch.context() as patch:  # its GPU name costs a torch import
+        patch.setattr(records, "machine", lambda: "test machine")
+        written = records.export_finished(root / "runs", root / "results", problems)
     return root, written, problems
 
 
@@ -613,8 +655,8 @@ def test_benchmark_modules_import_in_one_direction():
     import ast
 
     folder = Path(__file__).resolve().parents[2] / "benchmarks"
-    order = ["commands", "records", "analysis", "backend_speed", "overhead", "page", "markdown",
-             "run"]
+    order = ["commands", "records", "analysis", "backend_speed", "install_time", "overhead",
+             "page", "markdown", "run"]
     for position, name in enumerate(order):
         tree = ast.parse((folder / f"{name}.py").read_text())
         imported = {alias.name.split(".")[-1] if node.module == "benchmarks" else
