@@ -456,6 +456,18 @@ def write_finished_task(out: Path, model: str, task: str, text: str = "question"
     return folder
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _machine_without_torch():
+    """Records and the full analysis name the machine, its GPU through torch: a torch import
+    (seconds) that no test here reads."""
+    from benchmarks import records, run
+
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (records, run):
+            patch.setattr(module, "machine", lambda: "test machine")
+        yield
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory):
     """Two finished tasks of one model, exported to committed records (a consistency estimate
@@ -466,9 +478,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory):
     write_finished_task(root / "runs", "tiny", "calidist_ppdb", "Is it\u2028the same\u0085?")
     write_finished_task(root / "runs", "tiny", "calidist_ppdb_assertion", "Is it\u2028the same?")
     problems: list[str] = []
-    with pytest.MonkeyPatch.context() as patch:  # its GPU name costs a torch import
-        patch.setattr(records, "machine", lambda: "test machine")
-        written = records.export_finished(root / "runs", root / "results", problems)
+    written = records.export_finished(root / "runs", root / "results", problems)
     return root, written, problems
 
 

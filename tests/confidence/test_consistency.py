@@ -187,11 +187,13 @@ def test_consistency_requests_local_and_api(metadata):
 
 @pytest.mark.parametrize(("backend", "api"), [
     ("local-chat-completions", True), ("openai-chat-completions", True),
-    ("local-completions", True), ("hf", False), ("not-a-backend", False)])
+    ("local-completions", True), ("dummy", False), ("not-a-backend", False)])
 def test_sampling_follows_the_backend_kind_not_the_base_url(metadata, backend, api):
     """issue #34: the API settings (temperature 1.5, no top-k) by the backend's kind: an API
-    backend without a base_url in the metadata samples at 1.5, an hf run whose model_args name a
-    base_url does not; the kind is in the settings (logged with the task config)."""
+    backend without a base_url in the metadata samples at 1.5, a local model's run (lm-eval's
+    dummy: hf's class costs a torch import; tests/slow/confidence/test_consistency.py runs hf)
+    whose model_args name a base_url does not; the kind is in the settings (logged with the task
+    config)."""
     url = {} if api else {"base_url": "http://127.0.0.1:9"}
     task = load_task("calidist_ppdb_consistency", {**metadata, "model_backend": backend, **url})
     _, requests = build(task, task.eval_docs[5])
