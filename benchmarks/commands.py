@@ -426,6 +426,20 @@ def default_documents() -> dict[str, int]:
             "aqua": default.aqua_calib + default.aqua_eval}
 
 
+def measured_on() -> dict[str, Any]:
+    """What a timing benchmark records beside its numbers: the machine and the day."""
+    return {"cpus": os.cpu_count(), "machine": platform.machine(),
+            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+
+
+def save_measurement(found: Mapping[str, Any], out: Path) -> None:
+    """``found`` as JSON into ``out`` (``-``: nowhere), and printed."""
+    text = json.dumps(found, indent=1) + "\n"
+    if str(out) != "-":
+        out.write_text(text, encoding="utf-8")
+    print(text, end="")
+
+
 def machine() -> str:
     import torch
 

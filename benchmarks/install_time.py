@@ -18,9 +18,7 @@ written to ``benchmarks/results/install_time.json`` (``--out``); BENCHMARKS.md s
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -30,7 +28,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.commands import RESULTS, measured_on, save_measurement  # noqa: E402
+
 MEASURED_BY = "python benchmarks/install_time.py"
 # what `calidist eval --model hf` imports before its first request
 STARTUP = ("import calidist_tasks.cli, lm_eval.evaluator, lm_eval.tasks, "
@@ -93,14 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "install_time.json",
                         help="where to write the numbers ('-': print only)")
     args = parser.parse_args(argv)
-    found = {"measured_by": MEASURED_BY, "startup": STARTUP, "cpus": os.cpu_count(),
-             "machine": platform.machine(), "python": platform.python_version(),
-             "date": time.strftime("%Y-%m-%d"),
-             "ways": {way: measure_way(extra) for way, extra in WAYS.items()}}
-    text = json.dumps(found, indent=1) + "\n"
-    if str(args.out) != "-":
-        args.out.write_text(text, encoding="utf-8")
-    print(text, end="")
+    save_measurement({"measured_by": MEASURED_BY, "startup": STARTUP, **measured_on(),
+                      "ways": {way: measure_way(extra) for way, extra in WAYS.items()}}, args.out)
     return 0
 
 

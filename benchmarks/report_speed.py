@@ -16,9 +16,7 @@ is what the report costs. The numbers and the exact command are written to
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import resource
 import shlex
 import subprocess
@@ -28,7 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.commands import RESULTS, measured_on, save_measurement  # noqa: E402
 
 
 def calidist() -> list[str]:
@@ -76,13 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         "measured_by": "python benchmarks/report_speed.py"
                        + (f" --repeat {args.repeat}" if args.repeat != 1 else "")
                        + (" --no_figures" if args.no_figures else ""),
-        "cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
-        "date": time.strftime("%Y-%m-%d"), "runs": runs,
+        **measured_on(), "runs": runs,
     }
-    text = json.dumps(found, indent=1) + "\n"
-    if str(args.out) != "-":
-        args.out.write_text(text, encoding="utf-8")
-    print(text, end="")
+    save_measurement(found, args.out)
     return 0
 
 
