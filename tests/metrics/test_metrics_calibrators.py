@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn.isotonic import IsotonicRegression
-from sklearn.linear_model import LogisticRegression
 
 import calidist_metrics
 from calidist_metrics import (
@@ -454,6 +452,8 @@ def test_save_rejects_unserialisable_context(tmp_path):
 
 
 def test_isotonic_matches_sklearn():
+    from sklearn.isotonic import IsotonicRegression  # here: seconds to import
+
     rng = np.random.default_rng(4)
     confidence = np.round(rng.uniform(0.2, 1, 300), 2)  # ties pooled like sklearn
     correct = (rng.uniform(size=300) < confidence**2).astype(int)
@@ -468,6 +468,8 @@ def test_isotonic_matches_sklearn():
 @settings(max_examples=20, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 1)), min_size=1, max_size=40))
 def test_isotonic_matches_sklearn_property(pairs):
+    from sklearn.isotonic import IsotonicRegression
+
     # confidences on a 1e-3 grid: sklearn merges x values closer than ~1e-15, we do not
     confidence = np.array([p[0] / 1000 for p in pairs])
     correct = np.array([p[1] for p in pairs])
@@ -480,6 +482,8 @@ def test_isotonic_matches_sklearn_property(pairs):
 
 
 def test_platt_matches_sklearn_logistic_regression():
+    from sklearn.linear_model import LogisticRegression
+
     rng = np.random.default_rng(5)
     confidence = rng.uniform(0.3, 0.999, 2000)
     correct = (rng.uniform(size=2000) < confidence**3).astype(int)

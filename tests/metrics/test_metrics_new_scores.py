@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from sklearn.metrics import log_loss
 
 from calidist_metrics import (
     CalibrationWarning,
@@ -69,12 +68,16 @@ def test_prr_one_class_warns_and_returns_chance():
 
 @pytest.mark.parametrize("seed", range(5))
 def test_nll_equals_sklearn_log_loss(seed):
+    from sklearn.metrics import log_loss  # here: seconds to import
+
     confidence, correct = _data(seed=seed)
     assert negative_log_likelihood(confidence, correct) == pytest.approx(
         log_loss(correct, confidence), rel=1e-12)
 
 
 def test_nll_of_certain_answers_is_finite_as_sklearns():
+    from sklearn.metrics import log_loss
+
     confidence, correct = [1.0, 0.0, 1.0], [0, 1, 1]
     value = negative_log_likelihood(confidence, correct)
     assert math.isfinite(value) and value == pytest.approx(

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from calidist_metrics import (
     CalibrationWarning,
@@ -62,6 +61,8 @@ def documents(draw, min_size=1, max_size=60):
 
 
 def test_brier_matches_sklearn():
+    from sklearn.metrics import brier_score_loss  # here: seconds to import
+
     confidence, correct = _data()
     assert brier_score(confidence, correct) == pytest.approx(
         brier_score_loss(correct, confidence), abs=1e-12
@@ -69,6 +70,8 @@ def test_brier_matches_sklearn():
 
 
 def test_auroc_matches_sklearn_with_ties():
+    from sklearn.metrics import roc_auc_score
+
     confidence, correct = _data()
     confidence = np.round(confidence, 1)  # many ties: counted as one half
     assert auroc(confidence, correct) == pytest.approx(roc_auc_score(correct, confidence), 1e-12)
@@ -137,6 +140,8 @@ def test_ece_equals_weighted_bin_gaps(docs, n_bins, strategy):
 @settings(max_examples=30, deadline=None)
 @given(documents())
 def test_scores_in_range(docs):
+    from sklearn.metrics import roc_auc_score
+
     confidence, correct = docs
     for value in (
         expected_calibration_error(confidence, correct),
