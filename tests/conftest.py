@@ -134,7 +134,7 @@ def assert_report_rebuilds_results(folder: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def drawn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Path], Path]:
     """(report, its files by name, its folder): the report with figures that the figure tests of
-    tests/report/test_report.py and test_html.py read (drawing is most of a report's time), of
+    tests/slow/report/test_report.py and test_html.py read (drawing is most of a report's time), of
     the runs ``test_report.write_drawn`` writes; drawn once (``SHARED_UNITS`` sends both
     modules to one test process)."""
     from test_report import report, write_drawn
@@ -179,21 +179,22 @@ def ppdb_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-# The slow tier is every test under tests/slow/ (each builds a model or runs lm-eval) and is
-# marked ``slow`` here, so that ``pytest -m "not slow"`` (or ``pytest tests --ignore=tests/slow``)
-# is the fast tier (README, "Tests"). A test elsewhere that uses a fixture building a model
-# (directly or through another fixture) is marked ``slow`` too, with a warning to move it there.
-SLOW_FIXTURES = {"tiny_model_dir"}
+# The slow tier is every test under tests/slow/ (each builds a model, runs lm-eval, draws the
+# report's figures or starts a browser) and is marked ``slow`` here, so that ``pytest -m "not
+# slow"`` (or ``pytest tests --ignore=tests/slow``) is the fast tier (README, "Tests"). A test
+# elsewhere that uses a fixture building a model or drawing the report's figures (directly or
+# through another fixture) is marked ``slow`` too, with a warning to move it there.
+SLOW_FIXTURES = {"tiny_model_dir": "builds the tiny model", "drawn": "draws the figures"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if SLOW_TIER in Path(item.path).parents:
             item.add_marker(pytest.mark.slow)
-        elif SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        elif slow := SLOW_FIXTURES.keys() & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-            item.warn(pytest.PytestWarning(
-                f"{item.nodeid} builds the tiny model: its place is under tests/slow/"))
+            item.warn(pytest.PytestWarning(f"{item.nodeid} {SLOW_FIXTURES[min(slow)]}: its "
+                                           "place is under tests/slow/"))
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -227,7 +228,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 # Modules that read one session-scoped fixture too costly to build in both test processes:
 # under ``--dist loadscope`` each module is one unit of work, and these are one unit together
 # (``drawn``, the report with figures: ~8 s a build).
-SHARED_UNITS = {"tests/report/test_html.py": "tests/report/test_report.py"}
+SHARED_UNITS = {"tests/slow/report/test_html.py": "tests/slow/report/test_report.py"}
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -435,63 +435,6 @@ def test_identical_confidences_get_no_p_value() -> None:
     assert (1, 7) not in wide.marks and "p=" not in wide.markdown().splitlines()[3]
 
 
-def test_figures_data_pinned(drawn) -> None:
-    result, files, out = drawn
-    figures = {(f["kind"], f["model"], f["task"]): f for f in result.figures}
-    # one reliability figure and one risk-coverage figure per task, one panel per method
-    reliability = {k[1:]: f for k, f in figures.items() if k[0] == "reliability"}
-    assert set(reliability) == {("model-a", "calidist_toy"), ("model-a", "calidist_toy_assertion"),
-                                ("model-b", "calidist_toy_assertion")}
-    toy = reliability[("model-a", "calidist_toy")]
-    assert toy["methods"] == list(toy["panels"]) == [
-        "Vanilla", "Temperature scaling", "Platt", "Isotonic", "Vector scaling"]
-    assert reliability[("model-b", "calidist_toy_assertion")]["methods"] == [
-        "Vanilla", "CaliDist (As.)"]  # the task's own vanilla beside the method
-    vanilla, iso = toy["panels"]["Vanilla"], toy["panels"]["Isotonic"]
-    assert vanilla["counts"] == [0, 0, 0, 0, 0, 0, 2, 0, 2, 2]
-    assert vanilla["accuracy"] == [0, 0, 0, 0, 0, 0, 0.5, 0, 0.5, 1.0]
-    assert vanilla["mce"] == pytest.approx(0.35, abs=1e-6)
-    assert vanilla["ece"] == pytest.approx(0.55 / 3, abs=1e-6)
-    # Wilson 95%: 2 of 2 right -> [1 / (1 + z^2 / 2), 1]; 1 of 2 -> centred on 0.5
-    z = 1.959963984540054
-    assert vanilla["wilson_low"][9] == pytest.approx(1 / (1 + z * z / 2), abs=1e-6)
-    assert vanilla["wilson_high"][9] == 1.0 and vanilla["wilson_low"][0] is None
-    assert vanilla["wilson_low"][6] + vanilla["wilson_high"][6] == pytest.approx(1.0)
-    assert iso["counts"] == [0, 0, 0, 2, 0, 0, 0, 0, 0, 4]
-    assert iso["accuracy"][3] == 0.5 and iso["accuracy"][9] == 0.75
-    assert iso["ece"] == pytest.approx((4 * 0.25 + 2 / 6) / 6, abs=1e-6)
-    assert iso["smece"] == pytest.approx(smooth_ece(*_isotonic_toy()), abs=1e-6)
-    for words in ("model-a", "calidist_toy", "reliability", "n=6 evaluation documents"):
-        assert words in toy["title"]
-    # risk-coverage: vanilla toy (0.95 x2 right | 0.85 one wrong | 0.65 one wrong), ties at
-    # their average: risks 0, 0, 0.5/3, 1/4, 1.5/5, 2/6
-    curves = figures[("risk_coverage", "model-a", "calidist_toy")]["curves"]
-    assert curves["Vanilla"]["aurc"] == pytest.approx((0.5 / 3 + 0.25 + 0.3 + 2 / 6) / 6)
-    assert curves["Vanilla"]["acc_at_80_coverage"] == pytest.approx(0.7)
-    assert list(curves) == toy["methods"]
-    mu = figures[("instability", "model-a", "calidist_toy_assertion")]
-    assert mu["counts"] == [3, 1, 1, 0, 1]  # mu 0, 0.1, 0 | 0.3 | 0.5 | - | 0.9
-    assert mu["accuracy"] == [1.0, 1.0, 0.0, 0.0, 0.0]
-    # every figure as PNG and as PDF, both listed in the report's files
-    import matplotlib.image
-
-    for figure in result.figures:
-        png, pdf = out / figure["file"], out / figure["vector"]
-        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
-        assert pdf.read_bytes()[:5] == b"%PDF-", pdf
-        assert {png, pdf} <= set(result.files)
-    # panels side by side: 3.1 in per panel + 0.4 in, at 110 dpi
-    assert matplotlib.image.imread(out / toy["file"]).shape[1] == round((3.1 * 5 + 0.4) * 110)
-    two = reliability[("model-a", "calidist_toy_assertion")]
-    assert matplotlib.image.imread(out / two["file"]).shape[1] == round((3.1 * 2 + 0.4) * 110)
-    assert "(figures/reliability_model-a_calidist_toy.pdf)" in files["report.md"].read_text()
-
-
-def _isotonic_toy() -> tuple[list[float], list[int]]:
-    # Isotonic on the toy calibration documents: evaluation confidences 1, 1, 1, 1, 1/3, 1/3
-    return [1.0, 1.0, 1.0, 1.0, 1 / 3, 1 / 3], [1, 1, 1, 0, 0, 1]
-
-
 def test_more_scores_by_hand(full) -> None:
     _, files, _ = full
     vanilla = row(read_csv(files["scores.csv"]), model="model-a", benchmark="toy",
@@ -1002,8 +945,8 @@ def test_committed_benchmark_records_are_reportable(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- paper-ready exports
-def test_latex_leaderboard_model_summary_and_model_figure(full, drawn) -> None:
-    result, files, out = full
+def test_latex_leaderboard_and_model_summary(full) -> None:
+    _, files, _ = full
     tex = files["leaderboard.tex"].read_text(encoding="utf-8")
     assert tex.count(r"\toprule") == 1 and r"\bottomrule" in tex and r"\textbf{" in tex
     # the legend: scale, documents, what bold means, where the intervals are
@@ -1019,12 +962,6 @@ def test_latex_leaderboard_model_summary_and_model_figure(full, drawn) -> None:
     # toy is the only benchmark both have: ranks 1 and 2 there
     assert sorted(float(r["mean_rank"]) for r in summary if r["benchmarks"] == "1") in (
         [1.0], [2.0])
-    _, files, out = drawn
-    models = [f for f in json.loads(files["figures.json"].read_text())
-              if f["kind"] == "models"]
-    assert [f["task"] for f in models] == ["toy"]
-    assert set(models[0]["values"]["ece"]["Vanilla"]) == {"model-a", "model-b"}
-    assert (out / models[0]["file"]).stat().st_size > 0
 
 
 def test_p_values_below_the_resolution_and_reliability_axis() -> None:
