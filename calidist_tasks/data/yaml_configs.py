@@ -70,9 +70,10 @@ def benchmark_titles() -> dict[str, str]:
     return titles
 
 
-# a task, group or tag name in lm-eval's YAML: "task: x", "tag: [x, y]", or a list below the key
-_NAME_KEY = re.compile(r"""^["']?(task|group|tag)["']?\s*:\s*(.*)$""")
-_LIST_ITEM = re.compile(r"^\s*-\s*(.+)$")
+# a task, group or tag name in lm-eval's YAML: "task: x", "tag: [x, y]", or a list below the key,
+# matched line by line over the whole file ([^\S\n]: whitespace within a line)
+_NAME_KEY = re.compile(r"""^["']?(?:task|group|tag)["']?[^\S\n]*:[^\S\n]*(.*)$""", re.M)
+_LIST_ITEM = re.compile(r"[^\S\n]*-[^\S\n]*(.+)")
 
 
 @lru_cache(maxsize=8)
@@ -81,36 +82,43 @@ def name_folders(folders: tuple[str, ...]) -> dict[str, frozenset[str]]:
     ``group`` and ``tag`` values, read as text) -> the folders holding those files."""
     found: dict[str, set[str]] = {}
     for folder in folders:
-        for where, _, names in os.walk(folder):
-            for file in names:
-                if file.endswith((".yaml", ".yml")) or "." not in file:
-                    for name in {file.rsplit(".", 1)[0], *_yaml_names(Path(where) / file)}:
-                        found.setdefault(name, set()).add(where)
+        for name, places in _folder_names(folder).items():
+            found.setdefault(name, set()).update(places)
     return {name: frozenset(places) for name, places in found.items()}
 
 
-def _yaml_names(path: Path) -> set[str]:
+@lru_cache(maxsize=8)
+def _folder_names(folder: str) -> dict[str, frozenset[str]]:
+    """``name_folders`` of one folder, scanned once per process (lm-eval's 14,500 files are
+    asked for alone and beside an include path)."""
+    found: dict[str, set[str]] = {}
+    for where, _, names in os.walk(folder):
+        for file in names:
+            if file.endswith((".yaml", ".yml")) or "." not in file:
+                for name in {file.rsplit(".", 1)[0], *_yaml_names(os.path.join(where, file))}:
+                    found.setdefault(name, set()).add(where)
+    return {name: frozenset(places) for name, places in found.items()}
+
+
+def _yaml_names(path: str) -> set[str]:
     def clean(value: str) -> str:
         return value.split(" #")[0].strip().strip("\"'").strip()
 
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
     except OSError:
         return set()
     found: set[str] = set()
-    for i, line in enumerate(lines):
-        key = _NAME_KEY.match(line)
-        if not key:
-            continue
-        value = key.group(2).strip()
+    for key in _NAME_KEY.finditer(text):
+        value = key.group(1).strip()
         if value.startswith("["):
             found |= {clean(v) for v in value.strip("[]").split(",")}
         elif value and not value.startswith("#"):
             found.add(clean(value))
         else:
-            for item in lines[i + 1:]:
-                listed = _LIST_ITEM.match(item)
-                if not listed:
-                    break
+            at = key.end() + 1
+            while listed := _LIST_ITEM.match(text, at):
                 found.add(clean(listed.group(1)))
+                at = listed.end() + 1
     return found

@@ -6,7 +6,7 @@ produce) would come after the model load, and through lm-eval's CLI as a traceba
 
 - ``check_task_names``: a name that is neither one of our tasks nor one of lm-eval's (its
   installed task folder and any ``--include_path`` folder, read by ``lm_eval_task_names``, a
-  scan of their YAML text in about 2 s where lm-eval's own index takes a minute or more) is
+  scan of their YAML text in about 1 s where lm-eval's own index takes a minute or more) is
   refused with the names it is closest to;
 - ``check_command``: ``calidist eval``'s command line before lm-eval starts: the task names, the
   ``--metadata`` JSON objects (a key given twice, then every key and value, ``RunSettings``),
@@ -76,7 +76,7 @@ def check_task_names(names: Sequence[str], include_paths: Sequence[str] = ()) ->
 def lm_eval_task_names(include_paths: tuple[str, ...] = ()) -> frozenset[str]:
     """Every task, group and tag name the YAML of lm-eval's installed task folder and of
     ``include_paths`` can define: each file's name and its ``task``, ``group`` and ``tag``
-    values, read as text (about 2 s for lm-eval 0.4.13's 14,500 files, where its own index
+    values, read as text (under 1 CPU-s for lm-eval 0.4.13's 14,500 files, where its own index
     takes a minute). A superset of lm-eval's index (its templates without a .yaml suffix
     included), so that a name it knows is never refused."""
     import lm_eval
