@@ -5,6 +5,8 @@ acyclic."""
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Iterable
 from pathlib import Path
 
 PACKAGE = "calidist_tasks"
@@ -20,11 +22,17 @@ def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
 
 
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of ``path``'s syntax tree, parsed once for all the tests here."""
+    return tuple(ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+
+
 def _imported(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
     """The calidist_tasks modules ``path`` (module ``name``) imports."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -118,24 +126,26 @@ def test_the_run_path_never_imports_the_report() -> None:
     assert "calidist_tasks.report.loading" in _reachable(graph, "calidist_tasks.report")
 
 
-def _parent_skipping_calls(source: str) -> list[str]:
+def _parent_skipping_calls(nodes: Iterable[ast.AST]) -> list[str]:
     """Methods called through a class name with ``self`` (``Base.method(self, ...)``): such a
     call skips every class between (``super()`` does not)."""
-    return [f"{node.func.value.id}.{node.func.attr}" for node in ast.walk(ast.parse(source))
+    return [f"{node.func.value.id}.{node.func.attr}" for node in nodes
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Name) and node.func.value.id[:1].isupper()
             and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "self"]
 
 
 def test_the_finder_finds_a_call_that_skips_a_parent() -> None:
-    assert _parent_skipping_calls("ConfigurableTask.doc_to_text(self, doc)") == [
-        "ConfigurableTask.doc_to_text"]
-    assert not _parent_skipping_calls("super().doc_to_text(doc)\nobject.__setattr__(self, 'a', 1)")
+    def calls(source: str) -> list[str]:
+        return _parent_skipping_calls(ast.walk(ast.parse(source)))
+
+    assert calls("ConfigurableTask.doc_to_text(self, doc)") == ["ConfigurableTask.doc_to_text"]
+    assert not calls("super().doc_to_text(doc)\nobject.__setattr__(self, 'a', 1)")
 
 
 def test_no_method_call_skips_a_parent_class() -> None:
     found = {name: calls for name, path in _modules().items()
-             if (calls := _parent_skipping_calls(path.read_text(encoding="utf-8")))}
+             if (calls := _parent_skipping_calls(_nodes(path)))}
     assert not found
 
 
@@ -143,7 +153,7 @@ def _external(path: Path) -> set[str]:
     """The top-level names of what ``path`` imports from outside calidist_tasks (at the top or
     inside a function: "lm_eval" for ``from lm_eval.api import task``)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             found |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:

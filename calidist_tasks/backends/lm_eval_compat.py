@@ -497,8 +497,8 @@ def _listed(entry: Any) -> list[Any]:
 def _index_for(name: str, include_path: tuple[str, ...]) -> dict[str, Any]:
     """A task index that registers ``name`` as lm-eval's whole index does, without indexing
     lm-eval's whole task tree (~16 CPU-s): the folders whose YAML text can define ``name`` and
-    its groups' members (``yaml_configs.name_folders``' scan, under 1 CPU-s once), indexed as lm-eval
-    indexes its tree, then ``include_path``. lm-eval's whole index where that leaves a name
+    its groups' members (``yaml_configs.name_folders``' scan, under 1 CPU-s once), indexed as
+    lm-eval indexes its tree, then ``include_path``. lm-eval's whole index where that leaves a name
     unregistered or meets a tag (a tag's tasks may take it from a template elsewhere)."""
     import lm_eval
 

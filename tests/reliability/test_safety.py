@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import functools
 import importlib.util
 import inspect
 import json
@@ -31,7 +32,9 @@ UNSAFE_CALLS = {("os", "system"), ("os", "popen"), ("os", "execv"), ("os", "exec
 UNSAFE_BUILTINS = {"eval", "exec", "compile", "__import__"}
 
 
+@functools.cache
 def tokens(path: Path) -> list[tokenize.TokenInfo]:
+    """The code tokens of ``path``, read once for every test here."""
     with path.open("rb") as handle:
         return [t for t in tokenize.tokenize(handle.readline)
                 if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE)]
