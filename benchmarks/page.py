@@ -144,6 +144,21 @@ def chance_caveat(cells: Sequence[Cell], names: Mapping[str, str]) -> str:
             "and the counting, not the method. The paper's models are 8B.\n")
 
 
+def below_majority(result: an.Analysis, model: str, benchmark: str) -> str | None:
+    """Why ``model`` has no reasoned run on ``benchmark`` where its direct readout does not beat
+    the majority label there (the reasoned protocol is run on a model that does); None where it
+    does, or where its direct readout has no records."""
+    stored = result.runs.get((model, benchmark, ""))
+    found = stored and majority([c for c in result.cells if c.run is stored.run], benchmark)
+    if not found or found[0].accuracy > found[1]:
+        return None
+    cell, share = found
+    return (f"not run: its direct readout is right on {100 * cell.accuracy:.1f}% of "
+            f"{cell.run.task}'s {cell.n} evaluation documents, not above the majority label's "
+            f"{100 * share:.1f}%, so its reasoned rows would show the protocol on a model that "
+            "does not do the task.")
+
+
 def _times(value: float, base: float | None) -> str:
     return f"{value / base:.2f}x" if base else "-"
 
@@ -189,9 +204,9 @@ def table4_table(rows: Sequence[an.Table4Row], paper: Mapping[str, Mapping[str, 
 
 def table4_section(result: an.Analysis, wanted: Sequence[tuple[str, str]],
                    commands_above: bool = False) -> list[str]:
-    """Table 4 per model and benchmark; "not measured yet" for those ``wanted`` without
-    reasoned records. ``commands_above``: its records' commands are not repeated (the page
-    lists them above)."""
+    """Table 4 per model and benchmark; for those ``wanted`` without reasoned records, why
+    (``below_majority``) or "not measured yet". ``commands_above``: its records' commands are not
+    repeated (the page lists them above)."""
     found = an.table4_rows(result)
     paper = an.paper_numbers()["table4"]
     before = json.loads(ONE_LINE_EXEMPLARS.read_text(encoding="utf-8"))
@@ -215,8 +230,10 @@ def table4_section(result: an.Analysis, wanted: Sequence[tuple[str, str]],
     for model, benchmark in wanted:
         rows = found.get((model, benchmark))
         if rows is None:
-            parts.append(f"**{model} / {bench(benchmark)}**: not measured yet (no committed "
-                         "records of a reasoned `_cot` task).\n")
+            parts.append(f"**{model} / {bench(benchmark)}**: "
+                         + (below_majority(result, model, benchmark)
+                            or "not measured yet (no committed records of a reasoned `_cot` "
+                               "task).") + "\n")
             continue
         parts += [f"**{model} / {bench(benchmark)}**\n",
                   table4_table(rows, paper["rows"], before["rows"].get(f"{model}/{benchmark}"),

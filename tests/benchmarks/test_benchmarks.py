@@ -801,6 +801,12 @@ def test_the_page_is_the_reports_interval_tables_table4_and_the_backend_table(ex
     verdict = ("only tiny / PPDB beats" if accuracy > share
                else "no model beats the majority label")
     assert verdict in text.split("## Caveats")[1].split("\n")[2]
+    # no reasoned run: Table 4 says why where the direct readout does not beat the majority
+    why = ("not measured yet" if accuracy > share else
+           f"not run: its direct readout is right on {100 * accuracy:.1f}% of calidist_ppdb's "
+           f"{len(evaluation)} evaluation documents, not above the majority label's "
+           f"{100 * share:.1f}%")
+    assert f"**tiny / PPDB**: {why}" in text.split("## The paper's Table 4")[1]
 
 
 def test_the_full_analysis_is_written_on_demand_beside_the_page(exported, tmp_path):
